@@ -1,0 +1,5 @@
+"""The instance catalog (data in instances.yaml)."""
+
+from gpufleet.catalog.model import Baseline, Catalog, FabricInfo, Gpu, InstanceType, Source, load_catalog
+
+__all__ = ["Baseline", "Catalog", "FabricInfo", "Gpu", "InstanceType", "Source", "load_catalog"]

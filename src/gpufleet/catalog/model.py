@@ -1,0 +1,147 @@
+"""The instance catalog: what each machine type has, what it costs, and what its fabric should deliver.
+
+The data lives in ``instances.yaml`` beside this module. Every figure there names its source: each
+instance type has a ``sources`` map (figure -> source id) and each baseline its own ``source``; the ids
+resolve to entries of the top-level ``sources`` table (title, URL, date read).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpufleet.spec.model import Collective, FabricKind
+
+Provider = Literal["aws", "gcp", "local", "baremetal"]
+
+# Figures an instance type must source when it has them (a key of ``InstanceType.sources``).
+SOURCED_FIGURES = ("cpus", "memory_gib", "gpu", "fabric", "price_per_hour_usd", "regions")
+
+
+class CatalogModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Source(CatalogModel):
+    title: str
+    url: str = Field(pattern=r"^(https://\S+|docs/\S+)$", description="a public page, or a doc of ours")
+    retrieved: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="date the figures were read")
+
+
+class Gpu(CatalogModel):
+    model: str
+    count: int = Field(ge=1)
+    memory_gib: int = Field(ge=1, description="memory per GPU")
+    nvlink: bool
+    nvswitch: bool
+
+
+class FabricInfo(CatalogModel):
+    """The node's inter-node network as its provider documents it."""
+
+    kind: FabricKind
+    bandwidth_gbps: float = Field(gt=0, description="per-node fabric bandwidth")
+    interfaces: int = Field(
+        ge=0, description="AWS: EFA interfaces to create; GCP: GPU NICs (one VPC each); else fabric ports"
+    )
+    network_cards: int | None = Field(default=None, ge=1, description="AWS: network cards on the type")
+    efa_only_supported: bool | None = Field(default=None, description="AWS: EFA-only interfaces allowed")
+    host_nics: int | None = Field(default=None, ge=1, description="GCP: gVNIC NICs for host traffic")
+    gpu_nic_type: Literal["GVNIC", "MRDMA"] | None = Field(
+        default=None, description="GCP: nic_type of GPU NICs"
+    )
+    mtu: int | None = Field(default=None, ge=1460, le=9216, description="GCP: MTU of the GPU NIC VPCs")
+    network_profile: Literal["roce"] | None = Field(default=None, description="GCP: VPC network profile")
+
+
+class Baseline(CatalogModel):
+    """A published nccl-tests result that a healthy cluster of this type should reach."""
+
+    collective: Collective
+    nodes: int = Field(ge=1)
+    message_bytes: int = Field(ge=1, description="message size the busbw was read at")
+    busbw_gbps: float = Field(gt=0, description="bus bandwidth in GB/s, as nccl-tests prints it")
+    source: str
+    note: str | None = None
+
+
+class InstanceType(CatalogModel):
+    name: str
+    provider: Provider
+    description: str
+    cpus: int | None = Field(default=None, ge=1, description="vCPUs")
+    memory_gib: float | None = Field(default=None, gt=0)
+    gpu: Gpu | None = None
+    fabric: FabricInfo
+    price_per_hour_usd: float | None = Field(default=None, gt=0, description="on-demand, Linux")
+    price_region: str | None = None
+    regions: list[str] = Field(default_factory=list, description="regions (or zones) where offered")
+    zones: list[str] = Field(default_factory=list, description="zones where offered, where known")
+    sources: dict[str, str] = Field(default_factory=dict)
+    baselines: list[Baseline] = Field(default_factory=list)
+
+    @property
+    def gpu_count(self) -> int:
+        return self.gpu.count if self.gpu else 0
+
+
+class Catalog(CatalogModel):
+    sources: dict[str, Source]
+    instance_types: dict[str, InstanceType]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_keys(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("instance_types"), dict):
+            data = dict(data)
+            data["instance_types"] = {
+                key: {"name": key, **value} if isinstance(value, dict) else value
+                for key, value in data["instance_types"].items()
+            }
+        return data
+
+    @model_validator(mode="after")
+    def _sources_resolve(self) -> Catalog:
+        for name, item in self.instance_types.items():
+            for figure, source in item.sources.items():
+                if source not in self.sources:
+                    raise ValueError(f"{name}: sources.{figure} names unknown source '{source}'")
+            for baseline in item.baselines:
+                if baseline.source not in self.sources:
+                    raise ValueError(f"{name}: a baseline names unknown source '{baseline.source}'")
+        return self
+
+    def get(self, name: str) -> InstanceType | None:
+        return self.instance_types.get(name)
+
+    def for_provider(self, provider: str) -> list[InstanceType]:
+        return [item for item in self.instance_types.values() if item.provider == provider]
+
+    def baseline(self, instance_type: str, nodes: int, collective: str) -> Baseline | None:
+        """The baseline for this type and collective at the node count closest to ``nodes``.
+
+        A baseline at the same node count wins; otherwise the one with the nearest count at or below
+        (busbw falls slowly with scale, so a smaller run's figure is the conservative stand-in), else
+        the nearest above.
+        """
+        item = self.get(instance_type)
+        if item is None:
+            return None
+        matches = [b for b in item.baselines if b.collective == collective]
+        if not matches:
+            return None
+        at_or_below = [b for b in matches if b.nodes <= nodes]
+        if at_or_below:
+            return max(at_or_below, key=lambda b: (b.nodes, b.message_bytes))
+        return min(matches, key=lambda b: (b.nodes, -b.message_bytes))
+
+
+@cache
+def load_catalog() -> Catalog:
+    """The catalog shipped with gpufleet (parsed once per process)."""
+    text = resources.files("gpufleet.catalog").joinpath("instances.yaml").read_text(encoding="utf-8")
+    return Catalog.model_validate(yaml.safe_load(text))

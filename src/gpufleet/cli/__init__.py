@@ -1,0 +1,1 @@
+"""The ``gpufleet`` command line (Typer + rich)."""

@@ -1,0 +1,45 @@
+"""``gpufleet check SPEC``: validate the spec and run the offline preflight checks."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
+from gpufleet.errors import ExitCode
+from gpufleet.preflight import Level, errors, run_checks
+
+
+def check(
+    spec_path: SpecArg,
+    json_out: JsonOpt = False,
+    level: Annotated[
+        Level, typer.Option("--level", help="show findings at or above this level")
+    ] = Level.INFO,
+) -> None:
+    """Validate SPEC and run the preflight checks. Exits 1 when any finding is an error."""
+    spec = read_spec(spec_path)
+    findings = run_checks(spec, min_level=level)
+    failed = bool(errors(findings))
+    if json_out:
+        print_json({"spec": str(spec_path), "ok": not failed, "findings": [f.as_json() for f in findings]})
+    else:
+        if findings:
+            table = Table(title=f"preflight: {spec.name} ({spec.provider.kind})", show_lines=False)
+            table.add_column("level")
+            table.add_column("check")
+            table.add_column("where")
+            table.add_column("what to change", overflow="fold")
+            styles = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "dim"}
+            for finding in findings:
+                table.add_row(
+                    f"[{styles[finding.level]}]{finding.level.value}[/]", finding.check, finding.path,
+                    finding.message,
+                )
+            console.print(table)
+        verdict = "[bold red]errors found[/]" if failed else "[green]ok[/]"
+        console.print(f"{spec_path}: {verdict} ({len(findings)} finding(s))")
+    if failed:
+        raise typer.Exit(ExitCode.FAILED)

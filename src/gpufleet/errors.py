@@ -1,0 +1,81 @@
+"""The one exception hierarchy of gpufleet, and the exit code each maps to.
+
+The CLI boundary (``gpufleet.cli``) turns these into a message and an exit code; nothing else calls
+``sys.exit``. Every error carries a message written for the user: what is wrong, where, how to fix it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Documented exit codes of the ``gpufleet`` command (see docs/cli.md)."""
+
+    OK = 0
+    FAILED = 1  # the command ran and its verdict is negative (check found errors, validation failed)
+    USAGE = 2  # bad command line (Typer/Click's own code)
+    SPEC = 3  # the spec file is missing, unreadable or invalid
+    PROVISION = 4  # bringing up or tearing down infrastructure failed
+    CONFIGURE = 5  # the Ansible run failed
+    VALIDATE = 6  # the validation run could not be carried out (not the same as a failed gate)
+    STATE = 7  # no such cluster, or its state folder is inconsistent
+    ENVIRONMENT = 8  # a host prerequisite is missing (podman, debootstrap, root, ...)
+    LEFTOVERS = 9  # teardown finished but something tagged for the cluster is still there
+    INTERRUPTED = 130
+
+
+class GpufleetError(Exception):
+    """Base of every error a user can meet. ``hint`` is the 'to fix' line."""
+
+    exit_code: ExitCode = ExitCode.FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\nTo fix: {self.hint}"
+        return self.message
+
+
+class SpecError(GpufleetError):
+    """The spec file cannot be read or does not validate."""
+
+    exit_code = ExitCode.SPEC
+
+
+class ProvisionError(GpufleetError):
+    exit_code = ExitCode.PROVISION
+
+
+class ConfigureError(GpufleetError):
+    exit_code = ExitCode.CONFIGURE
+
+
+class ValidationRunError(GpufleetError):
+    """The validation suite could not run (as opposed to: it ran and the gate failed)."""
+
+    exit_code = ExitCode.VALIDATE
+
+
+class LogParseError(GpufleetError):
+    """An nccl-tests log could not be read. The message says which file, which line and why."""
+
+    exit_code = ExitCode.VALIDATE
+
+
+class StateError(GpufleetError):
+    exit_code = ExitCode.STATE
+
+
+class EnvironmentProblem(GpufleetError):
+    """A host prerequisite is missing."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+class LeftoversError(GpufleetError):
+    exit_code = ExitCode.LEFTOVERS

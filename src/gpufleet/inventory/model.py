@@ -1,0 +1,210 @@
+"""The one inventory shape every backend produces and every role reads.
+
+Groups: ``slurm_controller``, ``slurm_login`` and ``compute``. Host variables (all ``gpufleet_``-prefixed):
+instance type, GPU count and model, fabric and its interface count, CPUs and memory for Slurm, private IP.
+Cluster-wide variables under ``all.vars``: cluster name, provider, fabric, filesystem, plus whatever the
+backend needs roles to know (``extra_vars``). docs/inventory.md describes the contract for bare-metal
+users who write an inventory by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpufleet.errors import SpecError
+from gpufleet.spec.model import FabricKind, Role
+
+GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
+ROLE_OF_GROUP = {group: role for role, group in GROUP_OF_ROLE.items()}
+
+_HOST_FIELDS = {
+    "instance_type": "gpufleet_instance_type",
+    "private_ip": "gpufleet_private_ip",
+    "gpus": "gpufleet_gpus",
+    "gpu_model": "gpufleet_gpu_model",
+    "fabric_interfaces": "gpufleet_fabric_interfaces",
+    "cpus": "gpufleet_cpus",
+    "memory_mb": "gpufleet_memory_mb",
+}
+
+
+class Host(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+    roles: list[Role] = Field(min_length=1)
+    address: str = Field(description="where Ansible connects (ansible_host)")
+    private_ip: str
+    instance_type: str
+    gpus: int = Field(default=0, ge=0)
+    gpu_model: str | None = None
+    fabric_interfaces: int = Field(default=0, ge=0)
+    cpus: int = Field(ge=1, description="CPUs the node declares to Slurm")
+    memory_mb: int = Field(ge=1, description="RealMemory the node declares to Slurm")
+
+
+class Connection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user: str = "root"
+    private_key_file: str | None = None
+    ssh_common_args: str | None = None
+
+
+class Inventory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str
+    provider: str
+    fabric: FabricKind
+    hosts: list[Host] = Field(min_length=1)
+    filesystem: dict[str, Any] = Field(default_factory=lambda: {"kind": "none"})
+    connection: Connection = Connection()
+    extra_vars: dict[str, Any] = Field(default_factory=dict)
+
+    def in_group(self, role: Role) -> list[Host]:
+        return [host for host in self.hosts if role in host.roles]
+
+    @property
+    def controller(self) -> Host:
+        return self.in_group(Role.CONTROLLER)[0]
+
+    @property
+    def login(self) -> Host:
+        """The host users and gpufleet submit jobs from (the controller when no login node exists)."""
+        logins = self.in_group(Role.LOGIN)
+        return logins[0] if logins else self.controller
+
+    @property
+    def compute(self) -> list[Host]:
+        return self.in_group(Role.COMPUTE)
+
+    # ---- Ansible YAML ---------------------------------------------------------------------------
+
+    def to_ansible(self) -> dict[str, Any]:
+        all_vars: dict[str, Any] = {
+            "gpufleet_cluster": self.cluster,
+            "gpufleet_provider": self.provider,
+            "gpufleet_fabric": self.fabric.value,
+            "gpufleet_filesystem": self.filesystem,
+            "ansible_user": self.connection.user,
+        }
+        if self.connection.private_key_file:
+            all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
+        if self.connection.ssh_common_args:
+            all_vars["ansible_ssh_common_args"] = self.connection.ssh_common_args
+        all_vars.update(self.extra_vars)
+        children: dict[str, Any] = {}
+        for role, group in GROUP_OF_ROLE.items():
+            members = self.in_group(role)
+            if role is Role.LOGIN and not members:
+                members = [self.controller]
+            children[group] = {"hosts": {host.name: self._host_vars(host) for host in members}}
+        return {"all": {"vars": all_vars, "children": children}}
+
+    @staticmethod
+    def _host_vars(host: Host) -> dict[str, Any]:
+        data = {"ansible_host": host.address}
+        data.update({var: getattr(host, field) for field, var in _HOST_FIELDS.items()})
+        return data
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = f"# Ansible inventory of gpufleet cluster '{self.cluster}' ({self.provider}).\n"
+        path.write_text(header + yaml.safe_dump(self.to_ansible(), sort_keys=False), encoding="utf-8")
+
+    @classmethod
+    def from_ansible(cls, data: dict[str, Any], *, source: str = "<inventory>") -> Inventory:
+        """Read an inventory in the shape ``to_ansible`` writes (as bare-metal users write it by hand)."""
+        try:
+            root = data["all"]
+            all_vars = dict(root.get("vars") or {})
+            groups = root["children"]
+        except (KeyError, TypeError):
+            raise SpecError(
+                f"{source}: expected 'all: {{vars: ..., children: "
+                "{{slurm_controller, slurm_login, compute}}}}'",
+                hint="start from inventories/examples/baremetal.yml",
+            ) from None
+        missing = [g for g in ("slurm_controller", "compute") if not (groups.get(g) or {}).get("hosts")]
+        if missing:
+            raise SpecError(f"{source}: group(s) {', '.join(missing)} must list at least one host")
+        hosts: dict[str, dict[str, Any]] = {}
+        roles: dict[str, list[Role]] = {}
+        for group, role in ROLE_OF_GROUP.items():
+            for name, host_vars in ((groups.get(group) or {}).get("hosts") or {}).items():
+                merged = hosts.setdefault(name, {})
+                merged.update(host_vars or {})
+                roles.setdefault(name, []).append(role)
+        parsed = []
+        for name, host_vars in hosts.items():
+            fields = {field: host_vars[var] for field, var in _HOST_FIELDS.items() if var in host_vars}
+            fields.setdefault("private_ip", host_vars.get("ansible_host", name))
+            fields.setdefault("instance_type", "baremetal")
+            problems = [
+                var
+                for field, var in _HOST_FIELDS.items()
+                if field in ("cpus", "memory_mb") and field not in fields
+            ]
+            if problems:
+                raise SpecError(f"{source}: host {name} lacks {', '.join(problems)} (needed for slurm.conf)")
+            parsed.append(
+                Host(name=name, roles=roles[name], address=host_vars.get("ansible_host", name), **fields)
+            )
+        connection = Connection(
+            user=all_vars.pop("ansible_user", "root"),
+            private_key_file=all_vars.pop("ansible_ssh_private_key_file", None),
+            ssh_common_args=all_vars.pop("ansible_ssh_common_args", None),
+        )
+        return cls(
+            cluster=all_vars.pop("gpufleet_cluster"),
+            provider=all_vars.pop("gpufleet_provider", "baremetal"),
+            fabric=FabricKind(all_vars.pop("gpufleet_fabric", "ethernet")),
+            filesystem=all_vars.pop("gpufleet_filesystem", {"kind": "none"}),
+            hosts=parsed,
+            connection=connection,
+            extra_vars=all_vars,
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> Inventory:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SpecError(f"inventory {path} does not exist") from None
+        except yaml.YAMLError as exc:
+            raise SpecError(f"inventory {path} is not valid YAML: {exc}") from None
+        return cls.from_ansible(data, source=str(path))
+
+    @classmethod
+    def from_stack_outputs(
+        cls, outputs: dict[str, Any], *, connection: Connection | None = None
+    ) -> Inventory:
+        """Build the inventory from a cloud stack's outputs (the shape ``gpufleet.infra.outputs`` defines)."""
+        hosts = [
+            Host(
+                name=h["name"],
+                roles=[Role(r) for r in h["roles"]],
+                address=h.get("address") or h["private_ip"],
+                private_ip=h["private_ip"],
+                instance_type=h["instance_type"],
+                gpus=h.get("gpus", 0),
+                gpu_model=h.get("gpu_model"),
+                fabric_interfaces=h.get("fabric_interfaces", 0),
+                cpus=h["cpus"],
+                memory_mb=h["memory_mb"],
+            )
+            for h in outputs["hosts"]
+        ]
+        return cls(
+            cluster=outputs["cluster"],
+            provider=outputs["provider"],
+            fabric=FabricKind(outputs["fabric"]),
+            hosts=hosts,
+            filesystem=outputs.get("filesystem") or {"kind": "none"},
+            connection=connection or Connection(),
+        )

@@ -1,0 +1,178 @@
+"""The per-cluster state folder: everything gpufleet writes for a cluster lives under one folder.
+
+``$GPUFLEET_STATE_DIR/<cluster>/`` (default ``~/.local/state/gpufleet/<cluster>``) holds:
+``state.json`` (provider, creation and expiry times, the phases done), ``inventory.yml``, ``ssh/`` (the
+cluster's own key pair and known_hosts), ``munge.key``, ``logs/`` (Ansible and validation logs),
+``report/`` (validation reports) and whatever the backend keeps (``pulumi/`` for a cloud stack's local
+backend, ``local/`` for the podman backend). ``down`` removes the folder last, after the resources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gpufleet.errors import EnvironmentProblem, StateError
+from gpufleet.spec.model import ClusterSpec
+
+
+def state_root() -> Path:
+    configured = os.environ.get("GPUFLEET_STATE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gpufleet"
+
+
+@dataclass
+class ClusterState:
+    name: str
+    root: Path
+
+    @classmethod
+    def for_name(cls, name: str) -> ClusterState:
+        return cls(name=name, root=state_root() / name)
+
+    # ---- paths ----------------------------------------------------------------------------------
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def inventory_file(self) -> Path:
+        return self.root / "inventory.yml"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.root / "ssh"
+
+    @property
+    def private_key(self) -> Path:
+        return self.ssh_dir / "id_ed25519"
+
+    @property
+    def public_key(self) -> Path:
+        return self.ssh_dir / "id_ed25519.pub"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh_dir / "known_hosts"
+
+    @property
+    def munge_key(self) -> Path:
+        return self.root / "munge.key"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
+    def backend_dir(self, backend: str) -> Path:
+        return self.root / backend
+
+    # ---- the record -------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.state_file.exists()
+
+    def load(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.state_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StateError(
+                f"no cluster named '{self.name}' (no state at {self.root})",
+                hint="run 'gpufleet up SPEC' first, or set GPUFLEET_STATE_DIR to where it was made",
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise StateError(f"{self.state_file} is damaged: {exc}") from None
+
+    def save(self, record: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(self.state_file)
+
+    def update(self, **changes: Any) -> dict[str, Any]:
+        record = self.load() if self.exists() else {}
+        record.update(changes)
+        self.save(record)
+        return record
+
+    def begin(self, spec: ClusterSpec, spec_path: Path | None) -> dict[str, Any]:
+        """Create (or re-open) the record for ``spec``; the creation time is kept across re-runs."""
+        record = self.load() if self.exists() else {}
+        if record and record.get("provider") != spec.provider.kind:
+            raise StateError(
+                f"cluster '{self.name}' exists with provider {record.get('provider')}, not "
+                f"{spec.provider.kind}",
+                hint=f"run 'gpufleet down' on the old one first, or rename the cluster in {spec_path}",
+            )
+        now = datetime.now(UTC).replace(microsecond=0)
+        created = record.get("created_at") or now.isoformat()
+        expires = datetime.fromisoformat(created) + spec.lifetime.ttl
+        record.update(
+            name=self.name,
+            provider=spec.provider.kind,
+            created_at=created,
+            expires_at=expires.isoformat(),
+            spec_path=str(spec_path.resolve()) if spec_path else record.get("spec_path"),
+        )
+        record.setdefault("phases", {})
+        self.save(record)
+        return record
+
+    def mark(self, phase: str, status: str, **details: Any) -> None:
+        record = self.load()
+        record.setdefault("phases", {})[phase] = {
+            "status": status,
+            "at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+            **details,
+        }
+        self.save(record)
+
+    @property
+    def created_at(self) -> datetime:
+        return datetime.fromisoformat(self.load()["created_at"])
+
+    # ---- secrets ----------------------------------------------------------------------------------
+
+    def ensure_ssh_key(self) -> Path:
+        """The cluster's own SSH key pair (ed25519), made once, never leaving the state folder."""
+        if self.private_key.exists():
+            return self.private_key
+        if shutil.which("ssh-keygen") is None:
+            raise EnvironmentProblem("ssh-keygen is missing", hint="apt-get install openssh-client")
+        self.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpufleet-{self.name}",
+             "-f", str(self.private_key)],
+            check=True,
+        )
+        return self.private_key
+
+    def ensure_munge_key(self) -> Path:
+        """The cluster's munge key: 1024 random bytes, mode 0400, made once."""
+        if not self.munge_key.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.munge_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_bytes(1024))
+        return self.munge_key
+
+    def remove(self) -> list[str]:
+        """Delete the whole folder; returns what was removed (for the teardown report)."""
+        if not self.root.exists():
+            return []
+        shutil.rmtree(self.root)
+        return [f"state folder {self.root}"]

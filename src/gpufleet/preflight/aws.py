@@ -1,0 +1,1 @@
+"""AWS preflight checks (EFA, placement vs capacity, FSx sizes, zones): issue 3."""

@@ -1,0 +1,88 @@
+"""Preflight findings and the registry of checks.
+
+A check is a function ``(spec, catalog) -> Iterable[Finding]`` registered with ``@check(name, providers)``.
+Checks run offline from the spec and the catalog only; each finding has a level, the check's name, the
+dotted spec path it is about, and a message that says what to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+from gpufleet.catalog import Catalog, load_catalog
+from gpufleet.spec.model import ClusterSpec
+
+
+class Level(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return {"error": 2, "warning": 1, "info": 0}[self.value]
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Level
+    check: str
+    path: str
+    message: str
+
+    def as_json(self) -> dict[str, str]:
+        data = asdict(self)
+        data["level"] = self.level.value
+        return data
+
+
+CheckFn = Callable[[ClusterSpec, Catalog], Iterable[Finding]]
+
+
+@dataclass(frozen=True)
+class RegisteredCheck:
+    name: str
+    providers: frozenset[str]
+    fn: CheckFn
+
+
+_REGISTRY: list[RegisteredCheck] = []
+
+
+def check(
+    name: str, providers: Iterable[str] = ("local", "aws", "gcp", "baremetal")
+) -> Callable[[CheckFn], CheckFn]:
+    def register(fn: CheckFn) -> CheckFn:
+        _REGISTRY.append(RegisteredCheck(name, frozenset(providers), fn))
+        return fn
+
+    return register
+
+
+def registered_checks() -> list[RegisteredCheck]:
+    _load_check_modules()
+    return list(_REGISTRY)
+
+
+def run_checks(
+    spec: ClusterSpec, catalog: Catalog | None = None, *, min_level: Level = Level.INFO
+) -> list[Finding]:
+    """Every finding at or above ``min_level``, errors first."""
+    catalog = catalog or load_catalog()
+    findings: list[Finding] = []
+    for registered in registered_checks():
+        if spec.provider.kind in registered.providers:
+            findings.extend(registered.fn(spec, catalog))
+    kept = [f for f in findings if f.level.rank >= min_level.rank]
+    return sorted(kept, key=lambda f: -f.level.rank)
+
+
+def errors(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level is Level.ERROR]
+
+
+def _load_check_modules() -> None:
+    # Imported for their @check registrations. Cloud modules import no cloud SDK.
+    from gpufleet.preflight import aws, common, gcp, local  # noqa: F401

@@ -1,0 +1,150 @@
+"""Checks that hold for every provider: the instance types, the fabric, the validation plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpufleet.catalog import Catalog
+from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.spec.model import ClusterSpec, FabricKind, Role
+
+_CLOUDS = ("aws", "gcp")
+
+
+def _group_path(spec: ClusterSpec, name: str) -> str:
+    index = next(i for i, g in enumerate(spec.node_groups) if g.name == name)
+    return f"node_groups[{index}]"
+
+
+@check("instance_type_known")
+def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    provider = spec.provider.kind
+    for group in spec.node_groups:
+        path = f"{_group_path(spec, group.name)}.instance_type"
+        item = catalog.get(group.instance_type)
+        if item is None:
+            if provider in _CLOUDS and Role.COMPUTE in group.roles:
+                known = ", ".join(sorted(i.name for i in catalog.for_provider(provider) if i.gpu))
+                yield Finding(
+                    Level.ERROR,
+                    "instance_type_known",
+                    path,
+                    f"'{group.instance_type}' is not in gpufleet's {provider} catalog, so its fabric and "
+                    f"GPU layout are unknown; use one of: {known}",
+                )
+            elif provider in _CLOUDS:
+                yield Finding(
+                    Level.WARNING,
+                    "instance_type_known",
+                    path,
+                    f"'{group.instance_type}' is not in the catalog: no price or size check for this group",
+                )
+            continue
+        if item.provider != provider:
+            yield Finding(
+                Level.ERROR,
+                "instance_type_provider",
+                path,
+                f"'{group.instance_type}' is a {item.provider} type, but the provider is {provider}",
+            )
+
+
+@check("fabric_matches_type")
+def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    wanted = spec.fabric.kind
+    for group in spec.compute_groups:
+        item = catalog.get(group.instance_type)
+        if item is None:
+            continue
+        path = f"{_group_path(spec, group.name)}.instance_type"
+        has = item.fabric.kind
+        if wanted is FabricKind.ETHERNET:
+            if has is not FabricKind.ETHERNET:
+                yield Finding(
+                    Level.WARNING,
+                    "fabric_unused",
+                    "fabric.kind",
+                    f"{group.instance_type} has {has.value} ({item.fabric.bandwidth_gbps:g} Gbps) but the "
+                    f"spec asks for plain ethernet; set fabric: {has.value} to use it",
+                )
+        elif wanted is not has:
+            yield Finding(
+                Level.ERROR,
+                "fabric_matches_type",
+                path,
+                f"fabric '{wanted.value}' is not available on {group.instance_type}, which has "
+                f"'{has.value}'; set fabric: {has.value} or pick a type with {wanted.value}",
+            )
+        if spec.fabric.interfaces is not None and spec.fabric.interfaces > item.fabric.interfaces:
+            yield Finding(
+                Level.ERROR,
+                "fabric_interfaces",
+                "fabric.interfaces",
+                f"{group.instance_type} has {item.fabric.interfaces} fabric interfaces; "
+                f"{spec.fabric.interfaces} asked. Drop fabric.interfaces to use the catalog's count",
+            )
+
+
+@check("compute_types_uniform")
+def compute_types_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    types = {g.instance_type for g in spec.compute_groups}
+    if len(types) > 1:
+        yield Finding(
+            Level.WARNING,
+            "compute_types_uniform",
+            "node_groups",
+            f"compute groups mix instance types ({', '.join(sorted(types))}); a collective runs at the "
+            "speed of the slowest node, and the gate uses the first group's baseline",
+        )
+
+
+@check("gpus_present", providers=("aws", "gcp", "baremetal"))
+def gpus_present(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    for group in spec.compute_groups:
+        item = catalog.get(group.instance_type)
+        if item is not None and item.gpu is None:
+            yield Finding(
+                Level.WARNING,
+                "gpus_present",
+                f"{_group_path(spec, group.name)}.instance_type",
+                f"{group.instance_type} has no GPU: nccl-tests cannot run on this group",
+            )
+
+
+@check("multi_node", providers=("aws", "gcp", "baremetal", "local"))
+def multi_node(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    if spec.compute_count < 2:
+        yield Finding(
+            Level.WARNING,
+            "multi_node",
+            "node_groups",
+            "only one compute node: the validation exercises NVLink inside the node, not the fabric; "
+            "use count: 2 or more to test the network",
+        )
+
+
+@check("baseline_known")
+def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    groups = spec.compute_groups
+    instance_type = groups[0].instance_type
+    for collective in spec.validation.collectives:
+        if collective in spec.validation.min_busbw:
+            continue
+        baseline = catalog.baseline(instance_type, spec.compute_count, collective.value)
+        if baseline is None:
+            yield Finding(
+                Level.INFO,
+                "baseline_known",
+                "validation.min_busbw",
+                f"no published {collective.value} baseline for {instance_type}: the gate judges "
+                f"correctness only; set validation.min_busbw.{collective.value} (GB/s) to gate bandwidth",
+            )
+        elif baseline.message_bytes > spec.validation.max_bytes:
+            yield Finding(
+                Level.WARNING,
+                "baseline_size",
+                "validation.max_bytes",
+                f"the {collective.value} baseline for {instance_type} was measured at "
+                f"{baseline.message_bytes} bytes, above max_bytes ({spec.validation.max_bytes}); the "
+                "comparison uses smaller messages and will read low",
+            )

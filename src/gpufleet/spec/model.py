@@ -1,0 +1,699 @@
+"""The cluster spec: one pydantic v2 model tree that is both the schema and the configuration object.
+
+Every later stage (infra, inventory, roles, validation, lifecycle) reads a ``ClusterSpec`` and nothing
+else. Checks that need only the spec itself live here as field and model validators; checks that need
+the instance catalog or a cloud's rules live in ``gpufleet.preflight``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from gpufleet.spec.units import ByteSize, Duration
+
+# --------------------------------------------------------------------------------------------------
+# Base
+
+
+class SpecModel(BaseModel):
+    """Base of every spec model: unknown keys are errors, with a did-you-mean hint."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        known = set(cls.model_fields)
+        unknown = [key for key in data if key not in known]
+        if not unknown:
+            return data
+        parts = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+            parts.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        raise PydanticCustomError(
+            "unknown_key",
+            "unknown key {keys}; accepted keys here: {accepted}",
+            {"keys": ", ".join(parts), "accepted": ", ".join(sorted(known))},
+        )
+
+
+PATTERN_HELP: dict[str, str] = {}
+
+
+def _pattern(regex: str, help_text: str) -> StringConstraints:
+    """A string constraint whose mismatch message is ``help_text`` instead of the raw regex."""
+    PATTERN_HELP[regex] = help_text
+    return StringConstraints(pattern=regex)
+
+
+def _kind_shorthand(value: Any) -> Any:
+    """Let ``provider: local`` stand for ``provider: {kind: local}`` (same for fabric and filesystem)."""
+    if isinstance(value, str):
+        return {"kind": value}
+    return value
+
+
+DnsLabel = Annotated[
+    str,
+    _pattern(
+        r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$",
+        "expected 1-32 characters of a-z, 0-9 and '-', "
+        "starting with a letter and not ending with '-', e.g. gpu",
+    ),
+]
+ClusterName = Annotated[
+    str,
+    _pattern(
+        r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$",
+        "expected 1-24 characters of a-z, 0-9 and '-', "
+        "starting with a letter and not ending with '-' (it becomes part of host and resource "
+        "names), e.g. llm-pretrain",
+    ),
+]
+Version = Annotated[
+    str,
+    _pattern(r"^(distro|\d+(\.\d+){0,3}(-\d+)?)$", "expected a version such as 12.9 or 2.27.7, or 'distro'"),
+]
+AbsolutePath = Annotated[str, _pattern(r"^/[A-Za-z0-9._/-]*$", "expected an absolute path such as /shared")]
+
+
+# --------------------------------------------------------------------------------------------------
+# Provider
+
+
+class ProviderKind(StrEnum):
+    LOCAL = "local"
+    AWS = "aws"
+    GCP = "gcp"
+    BAREMETAL = "baremetal"
+
+
+class LocalProvider(SpecModel):
+    """A cluster of podman containers on this machine (systemd in every node, no GPU, no cloud)."""
+
+    kind: Literal["local"] = "local"
+    debian_release: Literal["bookworm"] = "bookworm"
+    mirror: Annotated[str, _pattern(r"^https?://\S+$", "expected an http(s) URL")] = (
+        "http://deb.debian.org/debian"
+    )
+    node_cpus: int = Field(default=1, ge=1, le=64, description="CPUs each node declares to Slurm")
+    node_memory_mb: int = Field(default=1024, ge=256, le=65536, description="memory each node declares")
+
+
+_AWS_REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
+_GCP_REGION = r"^[a-z]+-[a-z]+\d+$"
+
+
+class AwsAmi(SpecModel):
+    """The machine image: found by ``family`` (the default) or pinned by ``id``."""
+
+    family: Literal["ubuntu-22.04", "ubuntu-24.04", "dlami-base-ubuntu-22.04", "dlami-base-ubuntu-24.04"] = (
+        "ubuntu-22.04"
+    )
+    id: (
+        Annotated[str, _pattern(r"^ami-[0-9a-f]{8,17}$", "expected an AMI id such as ami-0abc1234def567890")]
+        | None
+    ) = None
+
+
+class AwsProvider(SpecModel):
+    kind: Literal["aws"] = "aws"
+    region: Annotated[str, _pattern(_AWS_REGION, "expected an AWS region such as us-east-1")]
+    zone: Annotated[
+        str,
+        _pattern(
+            r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]$",
+            "expected an AWS availability zone such as us-east-1a",
+        ),
+    ]
+    vpc_id: (
+        Annotated[str, _pattern(r"^vpc-[0-9a-f]{8,17}$", "expected a VPC id such as vpc-0abc1234")] | None
+    ) = None
+    subnet_id: (
+        Annotated[str, _pattern(r"^subnet-[0-9a-f]{8,17}$", "expected a subnet id such as subnet-0abc1234")]
+        | None
+    ) = None
+    ami: AwsAmi = AwsAmi()
+    ssm: bool = Field(default=True, description="reach nodes through SSM Session Manager")
+
+    @model_validator(mode="after")
+    def _zone_in_region(self) -> AwsProvider:
+        if not self.zone.startswith(self.region):
+            raise PydanticCustomError(
+                "zone_region",
+                "zone '{zone}' is not in region '{region}'; pick a zone such as '{region}a'",
+                {"zone": self.zone, "region": self.region, "at": "zone"},
+            )
+        if (self.vpc_id is None) != (self.subnet_id is None):
+            raise PydanticCustomError(
+                "vpc_subnet",
+                "give both vpc_id and subnet_id to use an existing network, or neither to create one",
+            )
+        return self
+
+
+class GcpProvider(SpecModel):
+    kind: Literal["gcp"] = "gcp"
+    project: Annotated[
+        str, _pattern(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", "expected a GCP project id such as my-project-123")
+    ]
+    region: Annotated[str, _pattern(_GCP_REGION, "expected a GCP region such as us-central1")]
+    zone: Annotated[str, _pattern(r"^[a-z]+-[a-z]+\d+-[a-z]$", "expected a GCP zone such as us-central1-a")]
+    image: str | None = Field(
+        default=None, description="image self-link or family path; default: per machine family"
+    )
+
+    @model_validator(mode="after")
+    def _zone_in_region(self) -> GcpProvider:
+        if not self.zone.startswith(self.region + "-"):
+            raise PydanticCustomError(
+                "zone_region",
+                "zone '{zone}' is not in region '{region}'; pick a zone such as '{region}-a'",
+                {"zone": self.zone, "region": self.region, "at": "zone"},
+            )
+        return self
+
+
+class BaremetalProvider(SpecModel):
+    """Machines that already exist, described by a hand-written Ansible inventory."""
+
+    kind: Literal["baremetal"] = "baremetal"
+    inventory: str = Field(description="path to the Ansible inventory (see inventories/examples/)")
+
+
+Provider = Annotated[
+    LocalProvider | AwsProvider | GcpProvider | BaremetalProvider,
+    Field(discriminator="kind"),
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# Node groups
+
+
+class Role(StrEnum):
+    CONTROLLER = "controller"
+    LOGIN = "login"
+    COMPUTE = "compute"
+
+
+class CapacityMode(StrEnum):
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+    RESERVATION = "reservation"
+    CAPACITY_BLOCK = "capacity_block"
+
+
+class Capacity(SpecModel):
+    """How the group's machines are bought."""
+
+    mode: CapacityMode = CapacityMode.ON_DEMAND
+    reservation: str | None = Field(
+        default=None,
+        description="AWS: the capacity reservation id (cr-...) of an ODCR or Capacity Block; "
+        "GCP: the reservation name",
+    )
+    reservation_group_arn: str | None = Field(
+        default=None, description="AWS only: a capacity reservation resource group instead of one id"
+    )
+
+    @model_validator(mode="after")
+    def _reservation_given(self) -> Capacity:
+        needs = self.mode in (CapacityMode.RESERVATION, CapacityMode.CAPACITY_BLOCK)
+        given = self.reservation is not None or self.reservation_group_arn is not None
+        if needs and not given:
+            raise PydanticCustomError(
+                "reservation_missing",
+                "capacity mode '{mode}' needs 'reservation' (or, on AWS, 'reservation_group_arn')",
+                {"mode": self.mode.value},
+            )
+        if not needs and given:
+            raise PydanticCustomError(
+                "reservation_unused",
+                "'reservation' is only read with mode 'reservation' or 'capacity_block', not '{mode}'",
+                {"mode": self.mode.value},
+            )
+        if self.mode is CapacityMode.CAPACITY_BLOCK and self.reservation_group_arn is not None:
+            raise PydanticCustomError(
+                "capacity_block_group",
+                "a Capacity Block is targeted by its reservation id; drop 'reservation_group_arn'",
+            )
+        return self
+
+
+class NodeGroup(SpecModel):
+    name: DnsLabel
+    roles: list[Role] = Field(min_length=1)
+    instance_type: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    count: int = Field(default=1, ge=1, le=4096)
+    capacity: Capacity = Capacity()
+    root_volume_gib: int = Field(default=200, ge=8, le=16384)
+
+    @field_validator("roles", mode="before")
+    @classmethod
+    def _role_shorthand(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _roles_consistent(self) -> NodeGroup:
+        if len(set(self.roles)) != len(self.roles):
+            raise PydanticCustomError("roles_repeat", "a role is listed twice in roles")
+        if Role.CONTROLLER in self.roles and self.count != 1:
+            raise PydanticCustomError(
+                "controller_count",
+                "the controller group runs one slurmctld: set count: 1 (got {count})",
+                {"count": self.count},
+            )
+        if Role.COMPUTE in self.roles and Role.CONTROLLER in self.roles:
+            raise PydanticCustomError(
+                "controller_compute",
+                "a controller group cannot also be compute; put the compute nodes in a group of their own",
+            )
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
+# Fabric and filesystem
+
+
+class FabricKind(StrEnum):
+    EFA = "efa"
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+    TCPX = "tcpx"
+    TCPXO = "tcpxo"
+    ETHERNET = "ethernet"
+
+
+class Fabric(SpecModel):
+    """The GPU-to-GPU network between nodes."""
+
+    kind: FabricKind = FabricKind.ETHERNET
+    interfaces: int | None = Field(
+        default=None, ge=0, le=64, description="fabric interfaces per node; default: the catalog's count"
+    )
+
+
+class NoFilesystem(SpecModel):
+    kind: Literal["none"] = "none"
+
+
+class VolumeFilesystem(SpecModel):
+    """Local backend: a podman volume mounted on every node."""
+
+    kind: Literal["volume"] = "volume"
+    mount_point: AbsolutePath = "/shared"
+
+
+class NfsFilesystem(SpecModel):
+    """Bare metal: an NFS export that already exists."""
+
+    kind: Literal["nfs"] = "nfs"
+    server: Annotated[str, StringConstraints(min_length=1)]
+    export: AbsolutePath
+    mount_point: AbsolutePath = "/shared"
+
+
+class S3DataRepository(SpecModel):
+    s3_path: Annotated[
+        str,
+        _pattern(
+            r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
+            "expected an S3 path such as s3://my-bucket/prefix",
+        ),
+    ]
+    file_system_path: AbsolutePath = "/data"
+    import_metadata: bool = True
+    auto_export: bool = False
+
+
+class FsxLustreFilesystem(SpecModel):
+    """AWS FSx for Lustre in the cluster's subnet, encrypted."""
+
+    kind: Literal["fsx_lustre"] = "fsx_lustre"
+    size_gib: int = Field(ge=1200)
+    deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = "PERSISTENT_2"
+    throughput_per_tib: int | None = Field(
+        default=250, description="PERSISTENT_2 only: MB/s per TiB (125, 250, 500 or 1000)"
+    )
+    data_repository: S3DataRepository | None = None
+    mount_point: AbsolutePath = "/fsx"
+
+    @model_validator(mode="after")
+    def _throughput_for_type(self) -> FsxLustreFilesystem:
+        if self.deployment_type == "SCRATCH_2" and self.throughput_per_tib not in (None, 200):
+            raise PydanticCustomError(
+                "scratch_throughput",
+                "SCRATCH_2 has a fixed 200 MB/s per TiB: drop throughput_per_tib",
+            )
+        return self
+
+
+class ManagedLustreFilesystem(SpecModel):
+    """Google Cloud Managed Lustre in the cluster's network."""
+
+    kind: Literal["managed_lustre"] = "managed_lustre"
+    size_gib: int = Field(ge=9000)
+    throughput_per_tib: Literal[125, 250, 500, 1000] = 500
+    filesystem_name: Annotated[
+        str,
+        _pattern(r"^[a-z][a-z0-9]{0,7}$", "expected 1-8 characters of a-z and 0-9, starting with a letter"),
+    ] = "lustre"
+    mount_point: AbsolutePath = "/lustre"
+
+
+class FilestoreFilesystem(SpecModel):
+    """Google Cloud Filestore (NFS)."""
+
+    kind: Literal["filestore"] = "filestore"
+    tier: Literal["BASIC_HDD", "BASIC_SSD", "ZONAL", "REGIONAL"] = "ZONAL"
+    size_gib: int = Field(ge=1024)
+    share_name: Annotated[
+        str,
+        _pattern(
+            r"^[a-z][a-z0-9_]{0,15}$", "expected 1-16 characters of a-z, 0-9 and '_', starting with a letter"
+        ),
+    ] = "shared"
+    mount_point: AbsolutePath = "/shared"
+
+
+Filesystem = Annotated[
+    NoFilesystem
+    | VolumeFilesystem
+    | NfsFilesystem
+    | FsxLustreFilesystem
+    | ManagedLustreFilesystem
+    | FilestoreFilesystem,
+    Field(discriminator="kind"),
+]
+
+FILESYSTEMS_BY_PROVIDER: dict[str, tuple[str, ...]] = {
+    "local": ("none", "volume"),
+    "baremetal": ("none", "nfs"),
+    "aws": ("none", "fsx_lustre"),
+    "gcp": ("none", "managed_lustre", "filestore"),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Software, access, lifetime
+
+
+class Software(SpecModel):
+    """Versions the roles install. ``distro`` means the operating system's own package."""
+
+    nvidia_driver: Version = Field(default="580", description="driver branch, e.g. 570 or 580")
+    cuda: Version = "12.9"
+    nccl: Version = "2.27.7"
+    nccl_tests: Version = "2.17.6"
+    efa_installer: Version = "1.43.3"
+    aws_ofi_nccl: Version = "1.16.3"
+    slurm: Version = "distro"
+    openmpi: Version = "distro"
+
+
+_SSH_KEY = re.compile(
+    r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|"
+    r"sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( .*)?$"
+)
+
+
+class Access(SpecModel):
+    """Who may reach the cluster. Nothing is open to the internet by default."""
+
+    ssh_public_key: str | None = Field(
+        default=None,
+        description="an extra public key for the admin user; gpufleet always makes one key per cluster",
+    )
+    allowed_cidrs: list[ipaddress.IPv4Network] = Field(
+        default_factory=list, description="CIDRs allowed to reach SSH on the login node; none by default"
+    )
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _key_text(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if value.startswith(("/", "~", "./")) or value.endswith(".pub"):
+            raise PydanticCustomError(
+                "ssh_key_path",
+                'give the public key\'s text, not a path: ssh_public_key: "$(cat {path})"',
+                {"path": value},
+            )
+        if not _SSH_KEY.match(value):
+            raise PydanticCustomError(
+                "ssh_key_format",
+                "not an OpenSSH public key; expected a line such as 'ssh-ed25519 AAAA... you@host'",
+            )
+        return value
+
+    @field_validator("allowed_cidrs", mode="before")
+    @classmethod
+    def _strict_cidrs(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        for item in value:
+            try:
+                network = ipaddress.IPv4Network(str(item), strict=True)
+            except ValueError as exc:
+                raise PydanticCustomError(
+                    "cidr",
+                    "'{item}' is not an IPv4 CIDR with its host bits zero ({reason}); e.g. 203.0.113.0/24",
+                    {"item": str(item), "reason": str(exc)},
+                ) from exc
+            if network.prefixlen < 8:
+                raise PydanticCustomError(
+                    "cidr_open",
+                    "'{item}' opens SSH to a large part of the internet; list your own range, e.g. "
+                    "203.0.113.0/24, or none and use SSM / IAP",
+                    {"item": str(item)},
+                )
+        return value
+
+
+class Lifetime(SpecModel):
+    ttl: Duration = Field(default=timedelta(hours=24), description="the cluster expires after this")
+    on_expiry: Literal["destroy", "warn"] = "destroy"
+
+    @field_validator("ttl")
+    @classmethod
+    def _ttl_range(cls, value: timedelta) -> timedelta:
+        if not timedelta(minutes=15) <= value <= timedelta(days=30):
+            raise PydanticCustomError("ttl_range", "ttl must be between 15m and 30d")
+        return value
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation
+
+
+class Collective(StrEnum):
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALLTOALL = "alltoall"
+    BROADCAST = "broadcast"
+    REDUCE = "reduce"
+    SENDRECV = "sendrecv"
+    GATHER = "gather"
+    SCATTER = "scatter"
+
+
+class ValidationSpec(SpecModel):
+    """What ``gpufleet validate`` runs and what it expects."""
+
+    collectives: list[Collective] = Field(
+        default_factory=lambda: [Collective.ALL_REDUCE, Collective.ALL_GATHER], min_length=1
+    )
+    min_bytes: ByteSize = 8
+    max_bytes: ByteSize = 16 << 30
+    step_factor: int = Field(default=2, ge=2, le=16)
+    iterations: int = Field(default=20, ge=1, le=10000)
+    warmup_iterations: int = Field(default=5, ge=0, le=1000)
+    gate_min_bytes: ByteSize = Field(
+        default=1 << 30, description="bus bandwidth is judged on rows of at least this size"
+    )
+    baseline_margin: float = Field(
+        default=0.9, gt=0, le=1.5, description="pass at or above this fraction of the baseline busbw"
+    )
+    min_busbw: dict[Collective, float] = Field(
+        default_factory=dict, description="explicit busbw floors in GB/s; override the catalog's baseline"
+    )
+    health_checks: bool = True
+    find_bad_nodes: bool = True
+    drain_bad_nodes: bool = False
+    timeout: Duration = Field(default=timedelta(minutes=30))
+
+    @model_validator(mode="after")
+    def _sizes(self) -> ValidationSpec:
+        if self.min_bytes > self.max_bytes:
+            raise PydanticCustomError(
+                "size_range",
+                "min_bytes ({lo}) is larger than max_bytes ({hi})",
+                {"lo": self.min_bytes, "hi": self.max_bytes},
+            )
+        if self.gate_min_bytes > self.max_bytes:
+            raise PydanticCustomError(
+                "gate_size",
+                "gate_min_bytes ({gate}) is above max_bytes ({hi}): no row would be judged; lower "
+                "gate_min_bytes or raise max_bytes",
+                {"gate": self.gate_min_bytes, "hi": self.max_bytes},
+            )
+        for collective, floor in self.min_busbw.items():
+            if floor <= 0:
+                raise PydanticCustomError(
+                    "floor", "min_busbw.{c} must be a positive GB/s figure", {"c": collective.value}
+                )
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
+# The cluster
+
+
+_TAG_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_TAG_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+class ClusterSpec(SpecModel):
+    """A whole cluster: where, what, how it is wired, what it runs, who reaches it, how long it lives."""
+
+    name: ClusterName
+    provider: Annotated[Provider, Field(description="local, aws, gcp or baremetal")]
+    node_groups: list[NodeGroup] = Field(min_length=2)
+    fabric: Fabric = Fabric()
+    filesystem: Filesystem = NoFilesystem()
+    software: Software = Software()
+    access: Access = Access()
+    lifetime: Lifetime = Lifetime()
+    tags: dict[str, str] = Field(default_factory=dict)
+    validation: ValidationSpec = ValidationSpec()
+
+    _shorthand_provider = field_validator("provider", mode="before")(_kind_shorthand)
+    _shorthand_fabric = field_validator("fabric", mode="before")(_kind_shorthand)
+    _shorthand_fs = field_validator("filesystem", mode="before")(_kind_shorthand)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not _TAG_KEY.match(key) or key.startswith(("gpufleet", "aws", "goog")):
+                raise PydanticCustomError(
+                    "tag_key",
+                    "tag key '{key}' must be 1-63 characters of a-z, 0-9, '_' or '-', start with a "
+                    "letter (so it is valid as an AWS tag and a GCP label), and not start with "
+                    "'gpufleet', 'aws' or 'goog'",
+                    {"key": key},
+                )
+            if not _TAG_VALUE.match(str(item)):
+                raise PydanticCustomError(
+                    "tag_value",
+                    "tag '{key}': value '{value}' must be at most 63 characters of a-z, 0-9, '_' or '-'",
+                    {"key": key, "value": item},
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _cluster_shape(self) -> ClusterSpec:
+        names = [group.name for group in self.node_groups]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise PydanticCustomError(
+                "group_names",
+                "node group names must be unique; repeated: {names}",
+                {"names": ", ".join(repeated)},
+            )
+        controllers = [g.name for g in self.node_groups if Role.CONTROLLER in g.roles]
+        if len(controllers) != 1:
+            raise PydanticCustomError(
+                "controller_groups",
+                "exactly one node group must have the controller role (found {n}: {names})",
+                {"n": len(controllers), "names": ", ".join(controllers) or "none"},
+            )
+        if not any(Role.COMPUTE in g.roles for g in self.node_groups):
+            raise PydanticCustomError(
+                "no_compute", "no node group has the compute role; add one with roles: [compute]"
+            )
+        kind = self.provider.kind
+        allowed = FILESYSTEMS_BY_PROVIDER[kind]
+        if self.filesystem.kind not in allowed:
+            raise PydanticCustomError(
+                "filesystem_provider",
+                "filesystem kind '{fs}' is not available with provider '{p}'; use one of: {allowed}",
+                {
+                    "fs": self.filesystem.kind,
+                    "p": kind,
+                    "allowed": ", ".join(allowed),
+                    "at": "filesystem.kind",
+                },
+            )
+        if kind == "local":
+            if self.fabric.kind is not FabricKind.ETHERNET:
+                raise PydanticCustomError(
+                    "local_fabric",
+                    "the local backend has no '{f}' fabric; set fabric: ethernet",
+                    {"f": self.fabric.kind.value, "at": "fabric.kind"},
+                )
+            for index, group in enumerate(self.node_groups):
+                if group.instance_type != "local":
+                    raise PydanticCustomError(
+                        "local_instance_type",
+                        "the local backend runs containers: set instance_type: local",
+                        {"at": f"node_groups.{index}.instance_type"},
+                    )
+        if kind in ("local", "baremetal"):
+            for index, group in enumerate(self.node_groups):
+                if group.capacity.mode is not CapacityMode.ON_DEMAND:
+                    raise PydanticCustomError(
+                        "capacity_provider",
+                        "capacity mode '{mode}' applies to clouds only; drop capacity or use on_demand",
+                        {"mode": group.capacity.mode.value, "at": f"node_groups.{index}.capacity.mode"},
+                    )
+        return self
+
+    # ---- derived views used by every later stage ------------------------------------------------
+
+    @property
+    def controller_group(self) -> NodeGroup:
+        return next(g for g in self.node_groups if Role.CONTROLLER in g.roles)
+
+    @property
+    def compute_groups(self) -> list[NodeGroup]:
+        return [g for g in self.node_groups if Role.COMPUTE in g.roles]
+
+    @property
+    def login_groups(self) -> list[NodeGroup]:
+        """Groups with the login role; when none has it, the controller serves as the login node."""
+        explicit = [g for g in self.node_groups if Role.LOGIN in g.roles]
+        return explicit or [self.controller_group]
+
+    @property
+    def compute_count(self) -> int:
+        return sum(g.count for g in self.compute_groups)
+
+    def host_names(self, group: NodeGroup) -> list[str]:
+        """Stable host names of a group's nodes: ``<cluster>-<group>`` or ``<cluster>-<group>-<i>``."""
+        base = f"{self.name}-{group.name}"
+        if group.count == 1 and Role.COMPUTE not in group.roles:
+            return [base]
+        width = max(1, len(str(group.count - 1)))
+        return [f"{base}-{index:0{width}d}" for index in range(group.count)]
