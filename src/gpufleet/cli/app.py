@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from gpufleet.cli import check as check_cmd
 from gpufleet.cli.common import err_console
-from gpufleet.errors import ExitCode, GpufleetError
+from gpufleet.errors import GpufleetError
 
 app = typer.Typer(
     name="gpufleet",

@@ -35,7 +35,9 @@ def check(
             styles = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "dim"}
             for finding in findings:
                 table.add_row(
-                    f"[{styles[finding.level]}]{finding.level.value}[/]", finding.check, finding.path,
+                    f"[{styles[finding.level]}]{finding.level.value}[/]",
+                    finding.check,
+                    finding.path,
                     finding.message,
                 )
             console.print(table)

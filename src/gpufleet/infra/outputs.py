@@ -19,7 +19,17 @@ from typing import Any
 from gpufleet.catalog import InstanceType
 from gpufleet.spec.model import Role
 
-OUTPUT_KEYS = ("cluster", "provider", "region", "zone", "fabric", "expires_at", "head_node", "hosts", "filesystem")
+OUTPUT_KEYS = (
+    "cluster",
+    "provider",
+    "region",
+    "zone",
+    "fabric",
+    "expires_at",
+    "head_node",
+    "hosts",
+    "filesystem",
+)
 
 # slurmd drains a node that declares more memory than it finds; leave room for the OS and the driver.
 _SLURM_MEMORY_FRACTION = 0.92

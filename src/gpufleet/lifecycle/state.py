@@ -155,8 +155,18 @@ class ClusterState:
             raise EnvironmentProblem("ssh-keygen is missing", hint="apt-get install openssh-client")
         self.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpufleet-{self.name}",
-             "-f", str(self.private_key)],
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"gpufleet-{self.name}",
+                "-f",
+                str(self.private_key),
+            ],
             check=True,
         )
         return self.private_key

@@ -1,0 +1,79 @@
+"""The one Pulumi program of gpufleet: a spec in, the cloud's component out, outputs in the common shape.
+
+``stacks/__main__.py`` (``pulumi up`` from CI), the Automation API driver (``gpufleet up``) and the
+offline plan (``gpufleet plan``) all call ``cluster_program``; only the plan swaps the engine for mocks.
+Cloud SDKs are imported here lazily, so ``gpufleet check`` and ``--help`` stay fast.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from gpufleet.catalog import load_catalog
+from gpufleet.errors import SpecError
+from gpufleet.infra.plan import MockCloud, Plan, run_offline
+from gpufleet.spec.model import ClusterSpec
+
+CLOUDS = ("aws", "gcp")
+
+
+def cluster_program(spec: ClusterSpec, created_at: datetime) -> dict[str, Any]:
+    """Register the cluster's resources in the current Pulumi stack; return its outputs (common shape)."""
+    kind = spec.provider.kind
+    if kind == "aws":
+        from gpufleet.infra.aws import GpuClusterAws, GpuClusterAwsArgs
+
+        return GpuClusterAws(spec.name, GpuClusterAwsArgs(spec=spec, created_at=created_at)).stack_outputs
+    if kind == "gcp":
+        from gpufleet.infra.gcp import GpuClusterGcp, GpuClusterGcpArgs
+
+        return GpuClusterGcp(spec.name, GpuClusterGcpArgs(spec=spec, created_at=created_at)).stack_outputs
+    raise SpecError(
+        f"provider '{kind}' has no Pulumi program; only {', '.join(CLOUDS)} do",
+        hint="the local backend needs no plan: run 'gpufleet up' directly",
+    )
+
+
+def mock_cloud(spec: ClusterSpec) -> MockCloud:
+    kind = spec.provider.kind
+    if kind == "aws":
+        from gpufleet.infra.aws.mocks import AwsMockCloud
+
+        return AwsMockCloud(spec)
+    if kind == "gcp":
+        from gpufleet.infra.gcp.mocks import GcpMockCloud
+
+        return GcpMockCloud(spec)
+    raise SpecError(f"provider '{kind}' has no Pulumi program to plan; only {', '.join(CLOUDS)} do")
+
+
+def plan_spec(spec: ClusterSpec, created_at: datetime) -> Plan:
+    """Run the cluster's program offline under mocks and return what it would create."""
+    cloud = mock_cloud(spec)
+    return run_offline(lambda: cluster_program(spec, created_at), cloud, stack=spec.name)
+
+
+def hourly_cost(spec: ClusterSpec) -> tuple[float | None, list[dict[str, Any]]]:
+    """The cluster's on-demand cost per hour from the catalog, and the per-group breakdown.
+
+    The total is None when any group's price is unknown (it is never silently under-counted).
+    """
+    catalog = load_catalog()
+    lines: list[dict[str, Any]] = []
+    total: float | None = 0.0
+    for group in spec.node_groups:
+        item = catalog.get(group.instance_type)
+        price = item.price_per_hour_usd if item else None
+        lines.append(
+            {
+                "group": group.name,
+                "instance_type": group.instance_type,
+                "count": group.count,
+                "price_per_hour_usd": price,
+                "cost_per_hour_usd": round(price * group.count, 4) if price is not None else None,
+                "price_region": item.price_region if item else None,
+            }
+        )
+        total = None if total is None or price is None else total + price * group.count
+    return (round(total, 2) if total is not None else None), lines
