@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from gpufleet.cli import check as check_cmd
+from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli.common import err_console
 from gpufleet.errors import GpufleetError
 
@@ -27,6 +28,10 @@ app = typer.Typer(
 )
 
 app.command("check")(check_cmd.check)
+app.command("up")(cluster_cmd.up)
+app.command("configure")(cluster_cmd.configure)
+app.command("status")(cluster_cmd.status)
+app.command("down")(cluster_cmd.down)
 
 
 @app.callback()

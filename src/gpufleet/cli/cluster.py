@@ -1,0 +1,156 @@
+"""``gpufleet up / configure / status / down SPEC``: a cluster's life, one verb each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
+from gpufleet.cli.progress import RichReporter
+from gpufleet.errors import ExitCode, SpecError, StateError
+from gpufleet.infra import backend
+from gpufleet.inventory.model import Inventory
+from gpufleet.lifecycle.state import ClusterState
+from gpufleet.preflight import errors, run_checks
+from gpufleet.spec.model import ClusterSpec
+
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="print every step's detail")]
+
+
+def reporter_for(json_out: bool, verbose: bool) -> RichReporter:
+    # With --json, progress goes to stderr so that stdout holds only the JSON document.
+    return RichReporter(err_console if json_out else console, verbose=verbose)
+
+
+def preflight_or_fail(spec: ClusterSpec) -> None:
+    found = errors(run_checks(spec))
+    if found:
+        lines = "\n".join(f"  - {f.path}: {f.message}" for f in found)
+        raise SpecError(f"preflight found {len(found)} error(s):\n{lines}", hint="see 'gpufleet check SPEC'")
+
+
+def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
+    state = ClusterState.for_name(spec.name)
+    state.load()
+    if not state.inventory_file.exists():
+        raise StateError(
+            f"cluster '{spec.name}' has no inventory yet (its 'up' did not finish)",
+            hint="run 'gpufleet up SPEC' (it is safe to re-run)",
+        )
+    return state, Inventory.read(state.inventory_file)
+
+
+def up(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
+    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
+    spec = read_spec(spec_path)
+    preflight_or_fail(spec)
+    state = ClusterState.for_name(spec.name)
+    reporter = reporter_for(json_out, verbose)
+    inventory = backend.up(spec, state, reporter, spec_path)
+    if json_out:
+        print_json(
+            {
+                "cluster": spec.name,
+                "provider": spec.provider.kind,
+                "inventory": str(state.inventory_file),
+                "hosts": [h.model_dump(mode="json") for h in inventory.hosts],
+            }
+        )
+        return
+    table = Table(title=f"cluster {spec.name} ({spec.provider.kind}) is up")
+    for column in ("host", "roles", "address", "type", "GPUs", "CPUs", "memory MB"):
+        table.add_column(column)
+    for host in inventory.hosts:
+        table.add_row(
+            host.name,
+            ",".join(r.value for r in host.roles),
+            host.address,
+            host.instance_type,
+            str(host.gpus),
+            str(host.cpus),
+            str(host.memory_mb),
+        )
+    console.print(table)
+    console.print(f"inventory: {escape(str(state.inventory_file))}")
+
+
+def configure(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
+    """Run the playbooks (common, munge, mpi, slurm, benchmarks) on the cluster. Safe to re-run."""
+    from gpufleet.configure.runner import run_playbook
+
+    spec = read_spec(spec_path)
+    state, _ = load_inventory(spec)
+    reporter = reporter_for(json_out, verbose)
+    with reporter.step("configure: playbooks/site.yml"):
+        result = run_playbook(
+            "site.yml",
+            state.inventory_file,
+            state.logs_dir / "ansible",
+            reporter,
+            extravars={"munge_key_file": str(state.ensure_munge_key())},
+        )
+    state.mark("configure", "done", changed=result.changed)
+    if json_out:
+        print_json(
+            {
+                "cluster": spec.name,
+                "ok": result.ok,
+                "changed": result.changed,
+                "changed_tasks": result.changed_tasks,
+                "artifacts": str(result.artifacts),
+            }
+        )
+        return
+    console.print(f"configured {spec.name}: {result.changed} task(s) changed")
+
+
+def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
+    """Show the cluster's nodes, phases and expiry."""
+    spec = read_spec(spec_path)
+    state = ClusterState.for_name(spec.name)
+    result = backend.status(spec, state)
+    if json_out:
+        print_json(result)
+        return
+    record = result.get("state")
+    if record is None:
+        console.print(f"cluster {spec.name}: not up (no state at {escape(str(state.root))})")
+    else:
+        phases = ", ".join(f"{k}: {v['status']}" for k, v in record.get("phases", {}).items()) or "none"
+        console.print(
+            f"cluster {spec.name} ({spec.provider.kind}); created {record['created_at']}; "
+            f"expires {record['expires_at']}; phases: {phases}"
+        )
+    nodes = result.get("nodes") or []
+    if nodes:
+        table = Table()
+        for column in ("node", "roles", "ip", "status"):
+            table.add_column(column)
+        for node in nodes:
+            table.add_row(node["name"], node.get("roles", ""), str(node.get("ip")), node.get("status", ""))
+        console.print(table)
+
+
+def down(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
+    """Destroy everything the cluster made, then check that nothing is left."""
+    spec = read_spec(spec_path)
+    state = ClusterState.for_name(spec.name)
+    reporter = reporter_for(json_out, verbose)
+    teardown = backend.down(spec, state, reporter)
+    if json_out:
+        print_json({"cluster": spec.name, **teardown.as_json()})
+        return
+    console.print(f"removed {len(teardown.removed)} item(s) of cluster {spec.name}:")
+    for item in teardown.removed:
+        console.print(f"  - {escape(item)}")
+    console.print("nothing left" if not teardown.leftovers else f"[red]left: {teardown.leftovers}[/]")
+    if teardown.leftovers:
+        raise typer.Exit(ExitCode.LEFTOVERS)
+
+
+def spec_path_default() -> Path:
+    return Path("examples/local.yaml")

@@ -1,0 +1,135 @@
+"""Run the project's playbooks against a cluster's inventory through ansible-runner, showing progress.
+
+The same playbooks serve every backend; only the inventory differs. A run's artifacts (events, stdout)
+go to ``<state>/logs/ansible``; tasks marked ``no_log`` keep their secrets out of them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.errors import ConfigureError, EnvironmentProblem
+from gpufleet.progress import Reporter
+
+
+def project_root() -> Path:
+    """The folder holding playbooks/, roles/ and ansible.cfg (a gpufleet checkout)."""
+    configured = os.environ.get("GPUFLEET_HOME")
+    candidates = [Path(configured)] if configured else []
+    candidates.append(Path(__file__).resolve().parents[3])
+    for candidate in candidates:
+        if (candidate / "playbooks" / "site.yml").exists() and (candidate / "roles").is_dir():
+            return candidate
+    raise EnvironmentProblem(
+        "cannot find gpufleet's playbooks and roles",
+        hint="run gpufleet from a checkout (pip install -e .), or set GPUFLEET_HOME to the checkout",
+    )
+
+
+@dataclass
+class PlayResult:
+    ok: bool
+    changed: int
+    changed_tasks: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    artifacts: Path | None = None
+
+
+class _Progress:
+    """Turns ansible-runner events into reporter lines and collects failures and changes."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self.failures: list[str] = []
+        self.changed_tasks: list[str] = []
+        self.play = ""
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_play_start":
+            self.play = data.get("play", "")
+            self.reporter.info(f"play: {self.play}")
+        elif kind == "playbook_on_task_start":
+            self.reporter.info(f"  task: {data.get('task', '')}")
+        elif kind == "runner_on_ok" and data.get("res", {}).get("changed"):
+            self.changed_tasks.append(f"{data.get('host')}: {data.get('task')}")
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            result = data.get("res", {})
+            message = result.get("msg") or result.get("stderr") or result.get("module_stderr") or "failed"
+            if result.get("_ansible_no_log"):
+                message = "(output hidden: the task handles a secret)"
+            self.failures.append(f"{data.get('host')}: {data.get('task')}: {str(message).strip()[:1500]}")
+        elif kind == "runner_on_unreachable":
+            result = data.get("res", {})
+            self.failures.append(
+                f"{data.get('host')}: unreachable: {str(result.get('msg', '')).strip()[:500]}"
+            )
+        return True
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path,
+    artifacts_dir: Path,
+    reporter: Reporter,
+    *,
+    extravars: dict[str, Any] | None = None,
+    limit: str | None = None,
+) -> PlayResult:
+    import ansible_runner
+
+    root = project_root()
+    playbook_path = root / "playbooks" / playbook
+    if not playbook_path.exists():
+        raise ConfigureError(f"playbook {playbook_path} does not exist")
+    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    progress = _Progress(reporter)
+    envvars = {
+        "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(root / "roles"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+    runner = ansible_runner.run(
+        private_data_dir=str(artifacts_dir),
+        project_dir=str(root),
+        playbook=str(playbook_path),
+        inventory=str(inventory),
+        extravars=extravars or {},
+        envvars=envvars,
+        limit=limit,
+        event_handler=progress,
+        quiet=True,
+        rotate_artifacts=3,
+        suppress_env_files=True,
+    )
+    stats = runner.stats or {}
+    unreachable = sorted((stats.get("dark") or {}).keys())
+    changed = sum((stats.get("changed") or {}).values())
+    ok = runner.status == "successful" and runner.rc == 0
+    result = PlayResult(
+        ok=ok,
+        changed=changed,
+        changed_tasks=progress.changed_tasks,
+        failures=progress.failures,
+        unreachable=unreachable,
+        stats=stats,
+        artifacts=Path(runner.config.artifact_dir),
+    )
+    if not ok:
+        details = (
+            "\n".join(f"  - {line}" for line in progress.failures[:20])
+            or f"  ansible-runner: {runner.status}"
+        )
+        raise ConfigureError(
+            f"{playbook} failed (status {runner.status}, exit {runner.rc}):\n{details}",
+            hint=f"the full log is in {runner.config.artifact_dir}/stdout; fix the cause and re-run "
+            "'gpufleet configure' (it is safe to re-run)",
+        )
+    return result

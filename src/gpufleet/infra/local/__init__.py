@@ -1,0 +1,1 @@
+"""The local backend: a real multi-node cluster of podman containers on this machine."""

@@ -1,0 +1,309 @@
+"""Bring a local cluster up and take it down: podman containers with systemd as PID 1.
+
+``up`` creates, for cluster ``<name>``: a bridge network ``gpufleet-<name>`` with fixed node IPs, a volume
+``gpufleet-<name>-shared`` when the spec's filesystem is ``volume``, and one container per node named after
+its host name (``<name>-controller``, ``<name>-compute-0``, ...), all labelled ``gpufleet.cluster=<name>``.
+Nodes run sshd with the cluster's own key; Ansible reaches them over SSH as it would a cloud or bare-metal
+node. ``up`` is re-runnable: what exists and runs is kept. ``down`` removes by label, so it also cleans up
+after a half-made cluster, then checks that nothing labelled is left.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.errors import LeftoversError, ProvisionError
+from gpufleet.infra.local.image import ensure_node_image
+from gpufleet.infra.local.podman import Podman
+from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.lifecycle.state import ClusterState
+from gpufleet.progress import Reporter
+from gpufleet.spec.model import ClusterSpec, LocalProvider, Role
+
+LABEL = "gpufleet.cluster"
+MPI_PERF_DIR = "/opt/gpufleet/mpi-perf/bin"
+_FIRST_HOST_OFFSET = 10
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("GPUFLEET_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpufleet"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    name: str
+    roles: tuple[Role, ...]
+
+
+@dataclass
+class TeardownReport:
+    removed: list[str] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"removed": self.removed, "leftovers": self.leftovers}
+
+
+def plan_nodes(spec: ClusterSpec) -> list[NodePlan]:
+    nodes: list[NodePlan] = []
+    for group in spec.node_groups:
+        nodes.extend(NodePlan(name, tuple(group.roles)) for name in spec.host_names(group))
+    return nodes
+
+
+class LocalCluster:
+    def __init__(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> None:
+        assert isinstance(spec.provider, LocalProvider)
+        self.spec = spec
+        self.provider: LocalProvider = spec.provider
+        self.state = state
+        self.reporter = reporter
+        self.podman = Podman(cache_dir())
+        self.network = f"gpufleet-{spec.name}"
+        self.volume = f"gpufleet-{spec.name}-shared"
+        self.label = f"{LABEL}={spec.name}"
+
+    # ---- up ---------------------------------------------------------------------------------------
+
+    def up(self) -> Inventory:
+        key = self.state.ensure_ssh_key()
+        authorized = self._write_authorized_keys()
+        image, cached = ensure_node_image(
+            self.podman,
+            cache_dir(),
+            release=self.provider.debian_release,
+            mirror=self.provider.mirror,
+            reporter=self.reporter,
+        )
+        self.reporter.info(f"node image {image} ({'cached' if cached else 'built'})")
+        with self.reporter.step(f"start {len(plan_nodes(self.spec))} nodes on network {self.network}"):
+            subnet = self._ensure_network()
+            if self.spec.filesystem.kind == "volume" and not self.podman.exists("volume", self.volume):
+                self.podman.run(
+                    "volume", "create", "--label", self.label, self.volume, what="creating the volume"
+                )
+            addresses = self._addresses(subnet)
+            for node in plan_nodes(self.spec):
+                self._ensure_node(node, addresses[node.name], image, authorized)
+        with self.reporter.step("wait for systemd and sshd on every node"):
+            for node in plan_nodes(self.spec):
+                self._wait_ready(node.name, addresses[node.name], key)
+        inventory = self.inventory(addresses)
+        inventory.write(self.state.inventory_file)
+        return inventory
+
+    def _write_authorized_keys(self) -> Path:
+        path = self.state.ssh_dir / "authorized_keys"
+        lines = [self.state.public_key.read_text().strip()]
+        if self.spec.access.ssh_public_key:
+            lines.append(self.spec.access.ssh_public_key)
+        text = "\n".join(lines) + "\n"
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        path.chmod(0o600)
+        return path
+
+    def _ensure_network(self) -> ipaddress.IPv4Network:
+        if not self.podman.exists("network", self.network):
+            self.podman.run(
+                "network", "create", "--label", self.label, self.network, what="creating the network"
+            )
+        data = self.podman.inspect("network", self.network)
+        subnets = [s["subnet"] for s in data.get("subnets", []) if ":" not in s["subnet"]]
+        if not subnets:
+            raise ProvisionError(f"podman network {self.network} has no IPv4 subnet: {data.get('subnets')}")
+        return ipaddress.IPv4Network(subnets[0])
+
+    def _addresses(self, subnet: ipaddress.IPv4Network) -> dict[str, str]:
+        nodes = plan_nodes(self.spec)
+        hosts = list(subnet.hosts())
+        if len(hosts) < _FIRST_HOST_OFFSET + len(nodes):
+            raise ProvisionError(f"subnet {subnet} is too small for {len(nodes)} nodes")
+        return {node.name: str(hosts[_FIRST_HOST_OFFSET - 1 + i]) for i, node in enumerate(nodes)}
+
+    def _ensure_node(self, node: NodePlan, address: str, image: str, authorized: Path) -> None:
+        if self.podman.exists("container", node.name):
+            info = self.podman.inspect("container", node.name)
+            if info["Config"]["Labels"].get(LABEL) != self.spec.name:
+                raise ProvisionError(
+                    f"a container named {node.name} exists but does not belong to cluster {self.spec.name}",
+                    hint=f"remove it (podman rm -f {node.name}) or rename the cluster",
+                )
+            if not info["State"]["Running"]:
+                self.podman.run("start", node.name, what=f"starting {node.name}")
+            return
+        args = [
+            "run",
+            "-d",
+            "--name",
+            node.name,
+            "--hostname",
+            node.name,
+            "--network",
+            self.network,
+            "--ip",
+            address,
+            "--no-hosts",
+            "--systemd=always",
+            "--shm-size=256m",
+            "--label",
+            self.label,
+            "--label",
+            f"gpufleet.roles={','.join(r.value for r in node.roles)}",
+            "-v",
+            f"{authorized}:/root/.ssh/authorized_keys:ro",
+        ]
+        if self.spec.filesystem.kind == "volume":
+            args += ["-v", f"{self.volume}:{self.spec.filesystem.mount_point}"]
+        self.podman.run(*args, image, what=f"starting node {node.name}")
+
+    def _wait_ready(self, name: str, address: str, key: Path, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((address, 22), timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.3)
+        else:
+            raise ProvisionError(
+                f"sshd on {name} ({address}) did not answer within {timeout:.0f} s",
+                hint=f"look at 'podman logs {name}'; then re-run up, or run down",
+            )
+        remaining = max(5.0, deadline - time.monotonic())
+        result = subprocess.run(
+            ["ssh", *self.ssh_options(key), f"root@{address}", "systemctl is-system-running --wait"],
+            capture_output=True,
+            text=True,
+            timeout=remaining + 10,
+            check=False,
+        )
+        status = result.stdout.strip()
+        if status not in ("running", "degraded"):
+            raise ProvisionError(
+                f"node {name} did not finish booting (systemd says {status or result.stderr.strip()!r})",
+                hint=f"look at 'podman exec {name} systemctl --failed'",
+            )
+
+    def ssh_options(self, key: Path) -> list[str]:
+        return ["-i", str(key), *self._ssh_common()]
+
+    def _ssh_common(self) -> list[str]:
+        return [
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            f"UserKnownHostsFile={self.state.known_hosts}",
+            "-o",
+            "ConnectTimeout=10",
+        ]
+
+    # ---- inventory --------------------------------------------------------------------------------
+
+    def inventory(self, addresses: dict[str, str]) -> Inventory:
+        hosts = [
+            Host(
+                name=node.name,
+                roles=list(node.roles),
+                address=addresses[node.name],
+                private_ip=addresses[node.name],
+                instance_type="local",
+                gpus=0,
+                fabric_interfaces=0,
+                cpus=self.provider.node_cpus,
+                memory_mb=self.provider.node_memory_mb,
+            )
+            for node in plan_nodes(self.spec)
+        ]
+        filesystem = self.spec.filesystem.model_dump(mode="json")
+        return Inventory(
+            cluster=self.spec.name,
+            provider="local",
+            fabric=self.spec.fabric.kind,
+            hosts=hosts,
+            filesystem=filesystem,
+            connection=Connection(
+                user="root",
+                private_key_file=str(self.state.private_key),
+                ssh_common_args=" ".join(self._ssh_common()[:4]),
+            ),
+            extra_vars={
+                # Unprivileged containers see cgroup v1 controllers read-only (docs/local.md).
+                "slurm_proctrack_type": "proctrack/linuxproc",
+                "slurm_task_plugin": "task/none",
+                "gpufleet_nccl_tests_dir": MPI_PERF_DIR,
+                "gpufleet_validation_env": {
+                    "OMPI_MCA_btl": "vader,tcp,self",
+                    "OMPI_MCA_btl_tcp_if_include": "eth0",
+                    "OMPI_MCA_oob_tcp_if_include": "eth0",
+                    "OMPI_MCA_pml": "ob1",
+                },
+            },
+        )
+
+    # ---- status and down --------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        nodes = []
+        for name in self.podman.names_with_label("container", self.label):
+            info = self.podman.inspect("container", name)
+            networks = info.get("NetworkSettings", {}).get("Networks", {}) or {}
+            nodes.append(
+                {
+                    "name": name,
+                    "running": bool(info["State"]["Running"]),
+                    "status": info["State"]["Status"],
+                    "ip": next((n.get("IPAddress") for n in networks.values()), None),
+                    "roles": info["Config"]["Labels"].get("gpufleet.roles", ""),
+                }
+            )
+        return {
+            "nodes": sorted(nodes, key=lambda n: n["name"]),
+            "network": self.network if self.podman.exists("network", self.network) else None,
+            "volume": self.volume if self.podman.exists("volume", self.volume) else None,
+        }
+
+    def down(self) -> TeardownReport:
+        report = TeardownReport()
+        with self.reporter.step("remove nodes, network and volume"):
+            # One by one: 'podman rm -f a b c' with one name missing has left the others running.
+            for name in self.podman.names_with_label("container", self.label):
+                self.podman.run("rm", "-f", "-t", "3", name, check=False, what=f"removing {name}")
+                if self.podman.exists("container", name):
+                    self.podman.run("rm", "-f", "-t", "0", name, what=f"removing {name}")
+                report.removed.append(f"container {name}")
+            for name in self.podman.names_with_label("volume", self.label):
+                self.podman.run("volume", "rm", "-f", name, what=f"removing volume {name}")
+                report.removed.append(f"volume {name}")
+            for name in self.podman.names_with_label("network", self.label):
+                self.podman.run("network", "rm", "-f", name, what=f"removing network {name}")
+                report.removed.append(f"network {name}")
+        report.removed.extend(self.state.remove())
+        report.leftovers = self.leftovers()
+        if report.leftovers:
+            raise LeftoversError(
+                "teardown finished but these are still there: " + ", ".join(report.leftovers),
+                hint="run 'gpufleet down' again; if they stay, remove them with podman rm / network rm",
+            )
+        return report
+
+    def leftovers(self) -> list[str]:
+        found = [f"container {n}" for n in self.podman.names_with_label("container", self.label)]
+        found += [f"volume {n}" for n in self.podman.names_with_label("volume", self.label)]
+        found += [f"network {n}" for n in self.podman.names_with_label("network", self.label)]
+        if self.state.root.exists():
+            found.append(f"state folder {self.state.root}")
+        return found
