@@ -1,0 +1,133 @@
+"""``GpuClusterGcp``: a whole gpufleet cluster on Google Cloud, from a spec, as one Pulumi component.
+
+Creates, all as children of the component (type ``gpufleet:gcp:GpuCluster``):
+- the VPC networks, firewall rules and Cloud NAT of ``network.py``;
+- the shared filesystem of ``filesystem.py`` (Managed Lustre or Filestore), if the spec asks for one;
+- the compact placement policies and VMs of ``compute.py``.
+Before registering anything it runs the preflight checks for GCP (and the common ones), and raises
+``SpecError`` listing every error. ``stack_outputs`` holds the outputs in ``gpufleet.infra.outputs``' shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pulumi
+
+from gpufleet.catalog import load_catalog
+from gpufleet.errors import SpecError
+from gpufleet.infra.gcp.compute import Images, instance, placement_policy
+from gpufleet.infra.gcp.filesystem import build_filesystem
+from gpufleet.infra.gcp.network import build_network
+from gpufleet.infra.outputs import host_record
+from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at, gcp_labels
+from gpufleet.preflight import errors, run_checks
+from gpufleet.preflight.gcp import nic_layout
+from gpufleet.spec.model import ClusterSpec
+
+TYPE_TOKEN = "gpufleet:gcp:GpuCluster"
+
+
+@dataclass(frozen=True)
+class GpuClusterGcpArgs:
+    spec: ClusterSpec
+    created_at: datetime
+    # Public keys for ``ssh_user`` (the cluster's own key, added by ``gpufleet up``); the spec's
+    # ``access.ssh_public_key`` is added too.
+    ssh_public_keys: tuple[str, ...] = field(default=())
+    ssh_user: str = "gpufleet"
+
+
+def preflight(spec: ClusterSpec) -> None:
+    """Raise ``SpecError`` listing every preflight error of the spec (warnings do not stop it)."""
+    if spec.provider.kind != "gcp":
+        raise SpecError(f"GpuClusterGcp builds GCP clusters; the spec's provider is '{spec.provider.kind}'")
+    found = errors(run_checks(spec))
+    if found:
+        lines = "\n".join(f"  - {f.path}: {f.message} ({f.check})" for f in found)
+        raise SpecError(
+            f"spec '{spec.name}' fails {len(found)} preflight check(s) for GCP:\n{lines}",
+            hint="fix the fields named above; 'gpufleet check SPEC' lists every finding",
+        )
+
+
+class GpuClusterGcp(pulumi.ComponentResource):
+    stack_outputs: dict[str, Any]
+
+    def __init__(
+        self, name: str, args: GpuClusterGcpArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = args.spec
+        preflight(spec)
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        catalog = load_catalog()
+        provider = spec.provider
+        labels = gcp_labels(spec, args.created_at)
+        # Resources that take no labels carry this in their description, which the leftovers check reads.
+        marker = f"{GCP_CLUSTER_LABEL}={spec.name}"
+
+        layouts = {g.name: nic_layout(spec, g, catalog.get(g.instance_type)) for g in spec.node_groups}
+        network = build_network(self, name, spec, list(layouts.values()), marker)
+        filesystem = build_filesystem(self, name, spec, network, labels, marker)
+        images = Images(self, spec)
+        metadata = self._metadata(args)
+
+        hosts: list[dict[str, Any]] = []
+        self.instances: dict[str, pulumi.Resource] = {}
+        for group in spec.node_groups:
+            item = catalog.get(group.instance_type)
+            policy = placement_policy(self, name, spec, group, marker)
+            layout = layouts[group.name]
+            for hostname in spec.host_names(group):
+                vm = instance(
+                    self,
+                    hostname=hostname,
+                    spec=spec,
+                    group=group,
+                    item=item,
+                    layout=layout,
+                    network=network,
+                    image=images.for_type(group.instance_type),
+                    policy=policy,
+                    labels=labels,
+                    metadata=metadata,
+                    depends_on=[network.nat],
+                )
+                self.instances[hostname] = vm
+                hosts.append(
+                    host_record(
+                        name=hostname,
+                        roles=group.roles,
+                        private_ip=vm.network_interfaces.apply(lambda nics: nics[0].network_ip),
+                        instance_type=group.instance_type,
+                        item=item,
+                        fabric_interfaces=layout.gpu_nics,
+                    )
+                )
+
+        self.network = network
+        self.filesystem = filesystem
+        self.stack_outputs = {
+            "cluster": spec.name,
+            "provider": "gcp",
+            "region": provider.region,  # type: ignore[union-attr]
+            "zone": provider.zone,  # type: ignore[union-attr]
+            "fabric": spec.fabric.kind.value,
+            "expires_at": expires_at(spec, args.created_at).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "head_node": spec.host_names(spec.controller_group)[0],
+            "hosts": hosts,
+            "filesystem": filesystem.output,
+        }
+        self.register_outputs(self.stack_outputs)
+
+    @staticmethod
+    def _metadata(args: GpuClusterGcpArgs) -> dict[str, str]:
+        keys = list(args.ssh_public_keys)
+        if args.spec.access.ssh_public_key:
+            keys.append(args.spec.access.ssh_public_key)
+        if not keys:
+            return {}
+        # Instance metadata keys; OS Login would ignore them, so it is turned off for these VMs.
+        return {"ssh-keys": "\n".join(f"{args.ssh_user}:{key}" for key in keys), "enable-oslogin": "FALSE"}

@@ -1,0 +1,152 @@
+"""The cluster's VMs on GCP: placement, images, and one instance per host.
+
+Creates:
+- ``<name>-<group>-placement``: a compact placement policy per compute group (group placement,
+  collocation COLLOCATED, the series' loosest max distance where it supports one); every node of the
+  group carries it, except in a group that consumes a specific reservation (the reservation decides);
+- ``<name>-<group>[-<i>]``: one VM per host, named as ``ClusterSpec.host_names`` says, with no external IP,
+  the NICs of its layout, and labels on the VM and its boot disk. GPU VMs stop on host maintenance
+  (``on_host_maintenance: TERMINATE``); Spot VMs are stopped when preempted. A2/A3/A4 machine types carry
+  their GPUs, so no ``guest_accelerators`` block is set.
+Invokes ``gcp:compute/getImage`` once per image family, unless ``provider.image`` names the image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpufleet.catalog import InstanceType
+from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
+from gpufleet.preflight.gcp import NicLayout, series_of
+from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+def placement_policy(
+    parent: pulumi.Resource, name: str, spec: ClusterSpec, group: NodeGroup, marker: str
+) -> gcp.compute.ResourcePolicy | None:
+    """The group's compact placement policy, or None where it gets none."""
+    series = series_of(group.instance_type)
+    if (
+        Role.COMPUTE not in group.roles
+        or group.capacity.mode is CapacityMode.RESERVATION
+        or not series.compact_placement
+    ):
+        return None
+    provider = spec.provider
+    return gcp.compute.ResourcePolicy(
+        f"{name}-{group.name}-placement",
+        name=f"{name}-{group.name}-placement",
+        project=provider.project,  # type: ignore[union-attr]
+        region=provider.region,  # type: ignore[union-attr]
+        group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+            collocation="COLLOCATED",
+            max_distance=max(series.max_distance) if series.max_distance else None,
+        ),
+        description=f"{marker}: compact placement of group {group.name}",
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+class Images:
+    """Boot images by machine series: ``provider.image`` when given, else one lookup per family."""
+
+    def __init__(self, parent: pulumi.Resource, spec: ClusterSpec) -> None:
+        self._parent = parent
+        self._fixed = spec.provider.image  # type: ignore[union-attr]
+        self._found: dict[tuple[str, str], pulumi.Output[str]] = {}
+
+    def for_type(self, instance_type: str) -> pulumi.Input[str]:
+        if self._fixed:
+            return self._fixed
+        series = series_of(instance_type)
+        key = (series.image_project, series.image_family)
+        if key not in self._found:
+            image = gcp.compute.get_image_output(
+                family=series.image_family,
+                project=series.image_project,
+                opts=pulumi.InvokeOutputOptions(parent=self._parent),
+            )
+            self._found[key] = image.self_link
+        return self._found[key]
+
+
+def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingArgs | None:
+    if group.capacity.mode is CapacityMode.SPOT:
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="SPOT",
+            preemptible=True,
+            automatic_restart=False,
+            instance_termination_action="STOP",
+            on_host_maintenance="TERMINATE",
+        )
+    if gpu:
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="STANDARD", on_host_maintenance="TERMINATE", automatic_restart=True
+        )
+    return None
+
+
+def _reservation(group: NodeGroup) -> gcp.compute.InstanceReservationAffinityArgs | None:
+    capacity = group.capacity
+    if capacity.mode is not CapacityMode.RESERVATION or capacity.reservation is None:
+        return None
+    return gcp.compute.InstanceReservationAffinityArgs(
+        type="SPECIFIC_RESERVATION",
+        specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+            key=RESERVATION_KEY, values=[capacity.reservation]
+        ),
+    )
+
+
+def instance(
+    parent: pulumi.Resource,
+    *,
+    hostname: str,
+    spec: ClusterSpec,
+    group: NodeGroup,
+    item: InstanceType | None,
+    layout: NicLayout,
+    network: ClusterNetwork,
+    image: pulumi.Input[str],
+    policy: gcp.compute.ResourcePolicy | None,
+    labels: Mapping[str, str],
+    metadata: Mapping[str, str],
+    depends_on: list[pulumi.Resource],
+) -> gcp.compute.Instance:
+    provider = spec.provider
+    series = series_of(group.instance_type)
+    gpu = item is not None and item.gpu is not None
+    tags = [f"{spec.name}-{group.name}"]
+    if group in spec.login_groups:
+        tags.append(f"{spec.name}-{LOGIN_TAG}")
+    return gcp.compute.Instance(
+        hostname,
+        name=hostname,
+        project=provider.project,  # type: ignore[union-attr]
+        zone=provider.zone,  # type: ignore[union-attr]
+        machine_type=group.instance_type,
+        boot_disk=gcp.compute.InstanceBootDiskArgs(
+            auto_delete=True,
+            initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                image=image,
+                size=group.root_volume_gib,
+                type=series.boot_disk_type,
+                labels=dict(labels),
+            ),
+        ),
+        network_interfaces=network.interfaces(layout),
+        scheduling=_scheduling(group, gpu),
+        reservation_affinity=_reservation(group),
+        resource_policies=policy.self_link if policy is not None else None,
+        labels=dict(labels),
+        metadata=dict(metadata) or None,
+        tags=tags,
+        allow_stopping_for_update=True,
+        deletion_protection=False,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),
+    )

@@ -1,0 +1,180 @@
+"""The cluster's shared filesystem on GCP, in the host VPC, and the output record nodes mount it from.
+
+Managed Lustre (``filesystem.kind: managed_lustre``) creates:
+- ``<name>-lustre-range``: a global internal address range for private services access (VPC_PEERING);
+- ``<name>-psa``: the private services access connection (peering with servicenetworking);
+- ``<name>-lustre``: a firewall rule letting the Lustre servers reach the nodes on TCP 988;
+- ``<name>-lustre``: the Managed Lustre instance in the cluster's zone.
+
+Filestore (``filesystem.kind: filestore``) creates:
+- ``<name>-nfs``: the Filestore instance, on the host VPC by direct peering with a fixed reserved range;
+- ``<name>-nfs``: a firewall rule letting that range reach the nodes' NFS lock ports.
+
+Parallelstore is being retired by Google and is not offered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpufleet.infra.gcp.network import ClusterNetwork
+from gpufleet.spec.model import ClusterSpec, FilestoreFilesystem, ManagedLustreFilesystem
+
+LUSTRE_RANGE = ("10.252.0.0", 20)
+# Filestore's reserved range: a /29 for the basic tiers, a /26 for zonal and regional.
+FILESTORE_RANGE = {"basic": "10.253.0.0/29", "other": "10.253.0.0/26"}
+# NFS: portmapper, the lock and status daemons (Filestore's file locking calls back to the client).
+_NFS_PORTS = ["111", "2046", "2049", "2050", "4045"]
+
+
+@dataclass
+class ClusterFilesystem:
+    output: dict[str, Any]
+    resources: list[pulumi.Resource]
+
+
+def build_filesystem(
+    parent: pulumi.Resource,
+    name: str,
+    spec: ClusterSpec,
+    network: ClusterNetwork,
+    labels: dict[str, str],
+    marker: str,
+) -> ClusterFilesystem:
+    fs = spec.filesystem
+    if isinstance(fs, ManagedLustreFilesystem):
+        return _lustre(parent, name, spec, fs, network, labels, marker)
+    if isinstance(fs, FilestoreFilesystem):
+        return _filestore(parent, name, spec, fs, network, labels, marker)
+    return ClusterFilesystem({"kind": "none"}, [])
+
+
+def _lustre(
+    parent: pulumi.Resource,
+    name: str,
+    spec: ClusterSpec,
+    fs: ManagedLustreFilesystem,
+    network: ClusterNetwork,
+    labels: dict[str, str],
+    marker: str,
+) -> ClusterFilesystem:
+    provider = spec.provider
+    project, zone = provider.project, provider.zone  # type: ignore[union-attr]
+    opts = pulumi.ResourceOptions(parent=parent)
+    host = network.host_vpc.network
+    address, prefix = LUSTRE_RANGE
+    peering_range = gcp.compute.GlobalAddress(
+        f"{name}-lustre-range",
+        name=f"{name}-lustre-range",
+        project=project,
+        network=host.id,
+        purpose="VPC_PEERING",
+        address_type="INTERNAL",
+        address=address,
+        prefix_length=prefix,
+        labels=labels,
+        description=f"{marker}: private services access range for Managed Lustre",
+        opts=opts,
+    )
+    connection = gcp.servicenetworking.Connection(
+        f"{name}-psa",
+        network=host.id,
+        service="servicenetworking.googleapis.com",
+        reserved_peering_ranges=[peering_range.name],
+        opts=opts,
+    )
+    firewall = gcp.compute.Firewall(
+        f"{name}-lustre",
+        name=f"{name}-lustre",
+        project=project,
+        network=host.id,
+        direction="INGRESS",
+        source_ranges=[f"{address}/{prefix}"],
+        allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["988"])],
+        description=f"{marker}: Managed Lustre servers to the nodes (LNet, TCP 988)",
+        opts=opts,
+    )
+    instance = gcp.lustre.Instance(
+        f"{name}-lustre",
+        instance_id=f"{name}-lustre",
+        project=project,
+        location=zone,
+        network=host.id,
+        capacity_gib=str(fs.size_gib),
+        per_unit_storage_throughput=str(fs.throughput_per_tib),
+        filesystem=fs.filesystem_name,
+        labels=labels,
+        description=f"{marker}: shared filesystem",
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[connection]),
+    )
+    output = {
+        "kind": "managed_lustre",
+        "mount_point": fs.mount_point,
+        "mount_source": instance.mount_point,  # e.g. 10.252.0.5@tcp:/lustre
+        "filesystem_name": fs.filesystem_name,
+        "capacity_gib": fs.size_gib,
+        "throughput_per_tib": fs.throughput_per_tib,
+    }
+    return ClusterFilesystem(output, [peering_range, connection, firewall, instance])
+
+
+def _filestore(
+    parent: pulumi.Resource,
+    name: str,
+    spec: ClusterSpec,
+    fs: FilestoreFilesystem,
+    network: ClusterNetwork,
+    labels: dict[str, str],
+    marker: str,
+) -> ClusterFilesystem:
+    provider = spec.provider
+    project, region, zone = provider.project, provider.region, provider.zone  # type: ignore[union-attr]
+    opts = pulumi.ResourceOptions(parent=parent)
+    host = network.host_vpc.network
+    reserved = FILESTORE_RANGE["basic" if fs.tier.startswith("BASIC") else "other"]
+    instance = gcp.filestore.Instance(
+        f"{name}-nfs",
+        name=f"{name}-nfs",
+        project=project,
+        location=region if fs.tier == "REGIONAL" else zone,
+        tier=fs.tier,
+        file_shares=gcp.filestore.InstanceFileSharesArgs(name=fs.share_name, capacity_gb=fs.size_gib),
+        networks=[
+            gcp.filestore.InstanceNetworkArgs(
+                network=host.name,
+                modes=["MODE_IPV4"],
+                connect_mode="DIRECT_PEERING",
+                reserved_ip_range=reserved,
+            )
+        ],
+        labels=labels,
+        description=f"{marker}: shared filesystem",
+        opts=opts,
+    )
+    firewall = gcp.compute.Firewall(
+        f"{name}-nfs",
+        name=f"{name}-nfs",
+        project=project,
+        network=host.id,
+        direction="INGRESS",
+        source_ranges=[reserved],
+        allows=[
+            gcp.compute.FirewallAllowArgs(protocol="tcp", ports=_NFS_PORTS),
+            gcp.compute.FirewallAllowArgs(protocol="udp", ports=_NFS_PORTS),
+        ],
+        description=f"{marker}: Filestore to the nodes (NFS locking)",
+        opts=opts,
+    )
+    address = instance.networks.apply(lambda nets: nets[0].ip_addresses[0])
+    output = {
+        "kind": "filestore",
+        "mount_point": fs.mount_point,
+        "mount_source": pulumi.Output.concat(address, ":/", fs.share_name),
+        "tier": fs.tier,
+        "capacity_gib": fs.size_gib,
+    }
+    return ClusterFilesystem(output, [instance, firewall])
