@@ -3,7 +3,7 @@
 Managed Lustre (``filesystem.kind: managed_lustre``) creates:
 - ``<name>-lustre-range``: a global internal address range for private services access (VPC_PEERING);
 - ``<name>-psa``: the private services access connection (peering with servicenetworking);
-- ``<name>-lustre``: a firewall rule letting the Lustre servers reach the nodes on TCP 988;
+- ``<name>-lnet``: a firewall rule letting the Lustre servers reach the nodes on TCP 988 (LNet);
 - ``<name>-lustre``: the Managed Lustre instance in the cluster's zone.
 
 Filestore (``filesystem.kind: filestore``) creates:
@@ -88,8 +88,8 @@ def _lustre(
         opts=opts,
     )
     firewall = gcp.compute.Firewall(
-        f"{name}-lustre",
-        name=f"{name}-lustre",
+        f"{name}-lnet",
+        name=f"{name}-lnet",
         project=project,
         network=host.id,
         direction="INGRESS",
