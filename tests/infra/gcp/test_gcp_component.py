@@ -306,3 +306,12 @@ def test_invalid_specs_fail_before_any_resource_is_registered(record, changes, m
     assert isinstance(rec.error, SpecError), f"expected SpecError, got {rec.error!r}"
     assert message in str(rec.error), str(rec.error)
     assert rec.resources == [], f"registered before failing: {[r.urn for r in rec.resources]}"
+
+
+def test_every_vm_gets_the_cluster_key_through_cloud_init(record):
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpufleetTestKeyOnly gpufleet@test"
+    rec = record(gcp_spec(access={"ssh_public_key": key}))
+    for vm in rec.of_type(INSTANCE):
+        user_data = vm.inputs["metadata"]["user-data"]
+        assert user_data.startswith("#cloud-config\n"), f"{vm.urn}: {user_data[:40]!r}"
+        assert key in user_data and f"hostname: {vm.inputs['name']}" in user_data, f"{vm.urn}: {user_data}"

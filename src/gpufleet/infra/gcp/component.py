@@ -10,7 +10,7 @@ Before registering anything it runs the preflight checks for GCP (and the common
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ import pulumi
 
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
+from gpufleet.infra.aws.userdata import authorized_keys, render_user_data
 from gpufleet.infra.gcp.compute import Images, instance, placement_policy
 from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
@@ -34,10 +35,6 @@ TYPE_TOKEN = "gpufleet:gcp:GpuCluster"
 class GpuClusterGcpArgs:
     spec: ClusterSpec
     created_at: datetime
-    # Public keys for ``ssh_user`` (the cluster's own key, added by ``gpufleet up``); the spec's
-    # ``access.ssh_public_key`` is added too.
-    ssh_public_keys: tuple[str, ...] = field(default=())
-    ssh_user: str = "gpufleet"
 
 
 def preflight(spec: ClusterSpec) -> None:
@@ -72,7 +69,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
         network = build_network(self, name, spec, list(layouts.values()), marker)
         filesystem = build_filesystem(self, name, spec, network, labels, marker)
         images = Images(self, spec)
-        metadata = self._metadata(args)
+        keys = authorized_keys(spec)
 
         hosts: list[dict[str, Any]] = []
         self.instances: dict[str, pulumi.Resource] = {}
@@ -92,7 +89,8 @@ class GpuClusterGcp(pulumi.ComponentResource):
                     image=images.for_type(group.instance_type),
                     policy=policy,
                     labels=labels,
-                    metadata=metadata,
+                    # Ubuntu's cloud-init reads the same cloud-config as on AWS from the user-data key.
+                    metadata={"user-data": render_user_data(hostname, keys)},
                     depends_on=[network.nat],
                 )
                 self.instances[hostname] = vm
@@ -121,13 +119,3 @@ class GpuClusterGcp(pulumi.ComponentResource):
             "filesystem": filesystem.output,
         }
         self.register_outputs(self.stack_outputs)
-
-    @staticmethod
-    def _metadata(args: GpuClusterGcpArgs) -> dict[str, str]:
-        keys = list(args.ssh_public_keys)
-        if args.spec.access.ssh_public_key:
-            keys.append(args.spec.access.ssh_public_key)
-        if not keys:
-            return {}
-        # Instance metadata keys; OS Login would ignore them, so it is turned off for these VMs.
-        return {"ssh-keys": "\n".join(f"{args.ssh_user}:{key}" for key in keys), "enable-oslogin": "FALSE"}

@@ -5,8 +5,10 @@ Creates:
   collocation COLLOCATED, the series' loosest max distance where it supports one); every node of the
   group carries it, except in a group that consumes a specific reservation (the reservation decides);
 - ``<name>-<group>[-<i>]``: one VM per host, named as ``ClusterSpec.host_names`` says, with no external IP,
-  the NICs of its layout, and labels on the VM and its boot disk. GPU VMs stop on host maintenance
-  (``on_host_maintenance: TERMINATE``); Spot VMs are stopped when preempted. A2/A3/A4 machine types carry
+  the NICs of its layout, labels on the VM and its boot disk, and the cloud-config of
+  ``gpufleet.infra.aws.userdata`` (python3, the cluster's SSH key for root) as ``user-data`` metadata.
+  GPU VMs stop on host maintenance (``on_host_maintenance: TERMINATE``); Spot VMs are stopped when
+  preempted. A2/A3/A4 machine types carry
   their GPUs, so no ``guest_accelerators`` block is set.
 Invokes ``gcp:compute/getImage`` once per image family, unless ``provider.image`` names the image.
 """
@@ -144,7 +146,7 @@ def instance(
         reservation_affinity=_reservation(group),
         resource_policies=policy.self_link if policy is not None else None,
         labels=dict(labels),
-        metadata=dict(metadata) or None,
+        metadata=dict(metadata),
         tags=tags,
         allow_stopping_for_update=True,
         deletion_protection=False,
