@@ -24,7 +24,7 @@ from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.outputs import host_record
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at, gcp_labels
-from gpufleet.preflight import errors, run_checks
+from gpufleet.preflight import Level, run_checks
 from gpufleet.preflight.gcp import nic_layout
 from gpufleet.spec.model import ClusterSpec
 
@@ -38,15 +38,15 @@ class GpuClusterGcpArgs:
 
 
 def preflight(spec: ClusterSpec) -> None:
-    """Raise ``SpecError`` listing every preflight error of the spec (warnings do not stop it)."""
+    """Raise ``SpecError`` with every error-level preflight finding (GCP's and the common ones)."""
     if spec.provider.kind != "gcp":
-        raise SpecError(f"GpuClusterGcp builds GCP clusters; the spec's provider is '{spec.provider.kind}'")
-    found = errors(run_checks(spec))
+        raise SpecError(f"GpuClusterGcp needs provider 'gcp', not '{spec.provider.kind}'")
+    found = run_checks(spec, min_level=Level.ERROR)
     if found:
-        lines = "\n".join(f"  - {f.path}: {f.message} ({f.check})" for f in found)
+        lines = "\n".join(f"  - {f.path}: {f.message} [{f.check}]" for f in found)
         raise SpecError(
-            f"spec '{spec.name}' fails {len(found)} preflight check(s) for GCP:\n{lines}",
-            hint="fix the fields named above; 'gpufleet check SPEC' lists every finding",
+            f"cluster '{spec.name}' fails {len(found)} preflight check(s); nothing was created:\n{lines}",
+            hint="fix the spec, then run 'gpufleet check SPEC' to see every finding",
         )
 
 

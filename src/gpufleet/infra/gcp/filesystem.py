@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.infra.gcp.network import ClusterNetwork
+from gpufleet.infra.gcp.network import ClusterNetwork, ingress_rule
 from gpufleet.spec.model import ClusterSpec, FilestoreFilesystem, ManagedLustreFilesystem
 
 LUSTRE_RANGE = ("10.252.0.0", 20)
@@ -87,16 +87,14 @@ def _lustre(
         reserved_peering_ranges=[peering_range.name],
         opts=opts,
     )
-    firewall = gcp.compute.Firewall(
+    firewall = ingress_rule(
+        parent,
         f"{name}-lnet",
-        name=f"{name}-lnet",
-        project=project,
-        network=host.id,
-        direction="INGRESS",
-        source_ranges=[f"{address}/{prefix}"],
-        allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["988"])],
-        description=f"{marker}: Managed Lustre servers to the nodes (LNet, TCP 988)",
-        opts=opts,
+        project,
+        host,
+        [f"{address}/{prefix}"],
+        [("tcp", ["988"])],
+        f"{marker}: Managed Lustre servers to the nodes (LNet, TCP 988)",
     )
     instance = gcp.lustre.Instance(
         f"{name}-lustre",
@@ -155,19 +153,14 @@ def _filestore(
         description=f"{marker}: shared filesystem",
         opts=opts,
     )
-    firewall = gcp.compute.Firewall(
+    firewall = ingress_rule(
+        parent,
         f"{name}-nfs",
-        name=f"{name}-nfs",
-        project=project,
-        network=host.id,
-        direction="INGRESS",
-        source_ranges=[reserved],
-        allows=[
-            gcp.compute.FirewallAllowArgs(protocol="tcp", ports=_NFS_PORTS),
-            gcp.compute.FirewallAllowArgs(protocol="udp", ports=_NFS_PORTS),
-        ],
-        description=f"{marker}: Filestore to the nodes (NFS locking)",
-        opts=opts,
+        project,
+        host,
+        [reserved],
+        [("tcp", _NFS_PORTS), ("udp", _NFS_PORTS)],
+        f"{marker}: Filestore to the nodes (NFS locking)",
     )
     address = instance.networks.apply(lambda nets: nets[0].ip_addresses[0])
     output = {

@@ -139,51 +139,49 @@ def build_network(
             profile=f"projects/{project}/global/networkProfiles/{zone}-vpc-roce",
         )
 
+    def rule(
+        role: str,
+        network: gcp.compute.Network,
+        sources: list[str],
+        allows: list[tuple[str, list[str] | None]],
+        what: str,
+        target_tags: list[str] | None = None,
+    ) -> gcp.compute.Firewall:
+        return ingress_rule(
+            parent, f"{name}-{role}", project, network, sources, allows, f"{marker}: {what}", target_tags
+        )
+
+    everything: list[tuple[str, list[str] | None]] = [("tcp", None), ("udp", None), ("icmp", None)]
     firewalls = [
-        gcp.compute.Firewall(
-            f"{name}-{item.role}-internal",
-            name=f"{name}-{item.role}-internal",
-            project=project,
-            network=item.network.id,
-            direction="INGRESS",
-            source_ranges=list(item.cidrs),
-            allows=[
-                gcp.compute.FirewallAllowArgs(protocol="tcp"),
-                gcp.compute.FirewallAllowArgs(protocol="udp"),
-                gcp.compute.FirewallAllowArgs(protocol="icmp"),
-            ],
-            description=f"{marker}: traffic inside the {item.role} VPC only",
-            opts=opts,
+        rule(
+            f"{item.role}-internal",
+            item.network,
+            list(item.cidrs),
+            everything,
+            f"traffic inside the {item.role} VPC only",
         )
         for item in [*host, *gpu]
     ]
+    ssh: list[tuple[str, list[str] | None]] = [("tcp", ["22"])]
     firewalls.append(
-        gcp.compute.Firewall(
-            f"{name}-ssh-iap",
-            name=f"{name}-ssh-iap",
-            project=project,
-            network=host[0].network.id,
-            direction="INGRESS",
-            source_ranges=[IAP_RANGE],
-            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-            description=f"{marker}: SSH through Identity-Aware Proxy TCP forwarding only",
-            opts=opts,
+        rule(
+            "ssh-iap",
+            host[0].network,
+            [IAP_RANGE],
+            ssh,
+            "SSH through Identity-Aware Proxy TCP forwarding only",
         )
     )
     allowed = [str(cidr) for cidr in spec.access.allowed_cidrs]
     if allowed:
         firewalls.append(
-            gcp.compute.Firewall(
-                f"{name}-ssh-admin",
-                name=f"{name}-ssh-admin",
-                project=project,
-                network=host[0].network.id,
-                direction="INGRESS",
-                source_ranges=allowed,
+            rule(
+                "ssh-admin",
+                host[0].network,
+                allowed,
+                ssh,
+                "SSH to the login nodes from access.allowed_cidrs",
                 target_tags=[f"{name}-{LOGIN_TAG}"],
-                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-                description=f"{marker}: SSH to the login nodes from access.allowed_cidrs",
-                opts=opts,
             )
         )
 
@@ -207,3 +205,28 @@ def build_network(
         opts=opts,
     )
     return ClusterNetwork(host=host, gpu=gpu, roce=roce, firewalls=firewalls, router=router, nat=nat)
+
+
+def ingress_rule(
+    parent: pulumi.Resource,
+    name: str,
+    project: str,
+    network: gcp.compute.Network,
+    sources: list[str],
+    allows: list[tuple[str, list[str] | None]],
+    description: str,
+    target_tags: list[str] | None = None,
+) -> gcp.compute.Firewall:
+    """An ingress allow rule named ``name`` from ``sources``; ``allows`` is (protocol, ports or None)."""
+    return gcp.compute.Firewall(
+        name,
+        name=name,
+        project=project,
+        network=network.id,
+        direction="INGRESS",
+        source_ranges=sources,
+        target_tags=target_tags,
+        allows=[gcp.compute.FirewallAllowArgs(protocol=protocol, ports=ports) for protocol, ports in allows],
+        description=description,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
