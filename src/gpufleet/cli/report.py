@@ -1,0 +1,188 @@
+"""``gpufleet report LOG...``: read nccl-tests logs, judge them, print (and write) the report.
+
+A log can come from anywhere: a file gpufleet wrote, an nccl-tests ``-J`` JSON report, or output pasted
+into a file (``-`` reads standard input). Exit code 0 when every test passes its gate, 1 when one fails,
+6 when a log cannot be read.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gpufleet.cli.common import JsonOpt, console, print_json
+from gpufleet.errors import ExitCode
+from gpufleet.spec.model import Collective, FabricKind
+from gpufleet.spec.units import format_bytes, parse_bytes
+from gpufleet.validate.gate import FAIL, PASS, WARN, GateConfig, Verdict, judge_all
+from gpufleet.validate.models import TestResult
+from gpufleet.validate.nccl_log import parse_log
+from gpufleet.validate.report import test_document, write_report
+
+_STYLES = {PASS: "green", FAIL: "bold red", WARN: "yellow"}
+
+
+def _floors(values: list[str]) -> dict[str, float]:
+    floors: dict[str, float] = {}
+    names = [c.value for c in Collective]
+    for value in values:
+        name, sep, number = value.partition("=")
+        name = name.strip()
+        try:
+            floor = float(number)
+        except ValueError:
+            floor = -1.0
+        if not sep or name not in names or floor <= 0:
+            raise typer.BadParameter(
+                f"'{value}': expected COLLECTIVE=GBPS with a positive number, e.g. all_reduce=350; "
+                f"collectives: {', '.join(names)}",
+                param_hint="--min-busbw",
+            )
+        floors[name] = floor
+    return floors
+
+
+def _size(value: str) -> int:
+    try:
+        return parse_bytes(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"'{value}': expected a size such as 1G or 512M", param_hint="--gate-min-bytes"
+        ) from None
+
+
+def report(
+    logs: Annotated[
+        list[str],
+        typer.Argument(
+            help="nccl-tests logs (text or -J JSON); '-' reads standard input", show_default=False
+        ),
+    ],
+    json_out: JsonOpt = False,
+    instance_type: Annotated[
+        str | None, typer.Option("--instance-type", help="catalog instance type, e.g. p5.48xlarge (baseline)")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", min=1, help="nodes in the run (default: counted from the log)")
+    ] = None,
+    fabric: Annotated[
+        FabricKind | None, typer.Option("--fabric", help="the fabric NCCL should have used (transport check)")
+    ] = None,
+    margin: Annotated[
+        float, typer.Option("--margin", min=0.01, max=1.5, help="pass at this fraction of the baseline")
+    ] = 0.9,
+    min_busbw: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--min-busbw", help="explicit floor COLLECTIVE=GBPS (repeatable); overrides the baseline"
+        ),
+    ] = None,
+    gate_min_bytes: Annotated[
+        str, typer.Option("--gate-min-bytes", help="judge busbw on rows at least this large")
+    ] = "1G",
+    collective: Annotated[
+        Collective | None,
+        typer.Option("--collective", help="the collective, for logs that do not name it"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="write validation-report.{json,md} and busbw.png here")
+    ] = None,
+) -> None:
+    """Parse nccl-tests LOGs, judge each test, print the verdict. Exits 1 when a test fails its gate."""
+    config = GateConfig(
+        gate_min_bytes=_size(gate_min_bytes),
+        margin=margin,
+        min_busbw=_floors(min_busbw or []),
+        instance_type=instance_type,
+        nodes=nodes,
+        fabric=fabric,
+        collective=collective.value if collective else None,
+    )
+    tests: list[TestResult] = []
+    for log in logs:
+        if log == "-":
+            tests.extend(parse_log(sys.stdin, name="<stdin>"))
+        else:
+            tests.extend(parse_log(Path(log)))
+    verdicts = judge_all(tests, config)
+    passed = all(verdict.passed for verdict in verdicts)
+    files = None
+    if out is not None:
+        files = write_report(out, tests, verdicts, gate_min_bytes=config.gate_min_bytes)
+    if json_out:
+        document = {
+            "passed": passed,
+            "tests": [test_document(test, verdict) for test, verdict in zip(tests, verdicts, strict=True)],
+        }
+        if files:
+            document["files"] = {
+                "json": str(files.json),
+                "markdown": str(files.markdown),
+                "plot": str(files.plot),
+            }
+        print_json(document)
+    else:
+        for test, verdict in zip(tests, verdicts, strict=True):
+            _print_test(test, verdict)
+        if files:
+            console.print(
+                f"report written: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else "")
+            )
+        word = "[green]PASS[/]" if passed else "[bold red]FAIL[/]"
+        console.print(f"{word}: {sum(v.passed for v in verdicts)} of {len(verdicts)} test(s) passed")
+    if not passed:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+def _print_test(test: TestResult, verdict: Verdict) -> None:
+    name = verdict.collective or "unknown collective"
+    if test.collective_source == "row shape":
+        name += " (inferred)"
+    facts = [
+        f"ranks {test.ranks if test.ranks is not None else '?'}",
+        f"hosts {len(test.hosts) or '?'}" + ("+" if test.devices_elided else ""),
+        f"transport {test.transport or '?'}",
+        f"avg busbw {test.avg_busbw if test.avg_busbw is not None else '?'}",
+        f"oob {test.out_of_bounds if test.out_of_bounds is not None else '?'}",
+        f"#wrong {test.wrong_total if test.wrong_total is not None else 'N/A'}",
+    ]
+    shapes = sorted(
+        {(row.type, row.redop or "-", "-" if row.root is None else str(row.root)) for row in test.rows}
+    )
+    shape = "; ".join(f"{kind} {redop} root {root}" for kind, redop, root in shapes[:3])
+    title = f"{escape(name)}: {escape(test.label)}" + (f"\n{escape(shape)}" if shape else "")
+    table = Table(title=title, caption=escape(", ".join(facts)))
+    table.add_column("size", justify="right")
+    for half in ("oop", "ip"):
+        table.add_column(f"{half} time us", justify="right")
+        table.add_column(f"{half} busbw GB/s", justify="right")
+        table.add_column(f"{half} #wrong", justify="right")
+    for row in test.rows:
+        cells = [format_bytes(row.size)]
+        for half in (row.oop, row.ip):
+            if half is None:
+                cells += ["-", "-", "-"]
+                continue
+            wrong = f"err {half.error:g}" if half.error is not None else _text(half.wrong, "N/A")
+            if half.wrong:
+                wrong = f"[bold red]{wrong}[/]"
+            cells += [f"{half.time_us:g}", f"{half.busbw:g}", wrong]
+        table.add_row(*cells)
+    console.print(table)
+    for check in verdict.checks:
+        style = _STYLES.get(check.status, "dim")
+        console.print(
+            f"  [{style}]{check.status:>4}[/] {check.name}: {escape(check.message)}", soft_wrap=True
+        )
+    style = "green" if verdict.passed else "bold red"
+    console.print(f"[{style}]{escape(verdict.summary)}[/]", soft_wrap=True)
+    console.print()
+
+
+def _text(value: object, none: str = "-") -> str:
+    return none if value is None else str(value)
