@@ -7,6 +7,8 @@ go to ``<state>/logs/ansible``; tasks marked ``no_log`` keep their secrets out o
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,17 @@ def run_playbook(
         raise ConfigureError(f"playbook {playbook_path} does not exist")
     artifacts_dir.mkdir(parents=True, exist_ok=True)
     progress = _Progress(reporter)
+    binary = Path(sys.executable).parent / "ansible-playbook"
+    if not binary.exists():
+        found = shutil.which("ansible-playbook")
+        if found is None:
+            raise EnvironmentProblem(
+                "ansible-playbook is not installed", hint="pip install -e . (ansible comes with gpufleet)"
+            )
+        binary = Path(found)
+    # ansible-runner looks ansible-playbook up on this process's PATH: put the one beside us first.
+    if str(binary.parent) not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"
     envvars = {
         "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(root / "roles"),

@@ -238,19 +238,21 @@ class LocalCluster:
             connection=Connection(
                 user="root",
                 private_key_file=str(self.state.private_key),
-                ssh_common_args=" ".join(self._ssh_common()[:4]),
+                ssh_common_args=" ".join(self._ssh_common()[2:6]),
             ),
             extra_vars={
                 # Unprivileged containers see cgroup v1 controllers read-only (docs/local.md).
                 "slurm_proctrack_type": "proctrack/linuxproc",
                 "slurm_task_plugin": "task/none",
                 "gpufleet_nccl_tests_dir": MPI_PERF_DIR,
-                "gpufleet_validation_env": {
-                    "OMPI_MCA_btl": "vader,tcp,self",
-                    "OMPI_MCA_btl_tcp_if_include": "eth0",
-                    "OMPI_MCA_oob_tcp_if_include": "eth0",
-                    "OMPI_MCA_pml": "ob1",
+                # Open MPI over the podman bridge: shared memory inside a node, TCP on eth0 between nodes.
+                "mpi_mca_params": {
+                    "btl": "vader,tcp,self",
+                    "btl_tcp_if_include": "eth0",
+                    "oob_tcp_if_include": "eth0",
+                    "pml": "ob1",
                 },
+                "gpufleet_validation_env": {},
             },
         )
 

@@ -1,0 +1,44 @@
+"""Pieces of the local backend that need no container: names, the image tag, podman's settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from gpufleet.infra.local.cluster import plan_nodes
+from gpufleet.infra.local.image import node_image_ref
+from gpufleet.infra.local.podman import containers_conf
+from gpufleet.spec import load_spec, parse_spec
+from gpufleet.spec.model import Role
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_nodes_follow_the_spec() -> None:
+    spec = load_spec(ROOT / "examples" / "local.yaml")
+    nodes = plan_nodes(spec)
+    assert [n.name for n in nodes] == ["demo-controller", "demo-compute-0", "demo-compute-1"]
+    assert nodes[0].roles == (Role.CONTROLLER, Role.LOGIN)
+
+
+def test_five_node_cluster_names() -> None:
+    data = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+    data["node_groups"][1]["count"] = 4
+    nodes = plan_nodes(parse_spec(yaml.safe_dump(data)))
+    assert len(nodes) == 5 and nodes[-1].name == "demo-compute-3"
+
+
+def test_image_tag_changes_with_its_inputs() -> None:
+    one = node_image_ref("bookworm", "http://deb.debian.org/debian")
+    assert one == node_image_ref("bookworm", "http://deb.debian.org/debian")
+    assert one != node_image_ref("bookworm", "http://mirror.example/debian")
+    assert one.startswith("localhost/gpufleet-node:bookworm-")
+
+
+def test_containers_conf_settles_the_host_quirks() -> None:
+    text = containers_conf()
+    assert 'runtime = "runc"' in text
+    assert 'cgroup_manager = "cgroupfs"' in text
+    assert 'network_backend = "netavark"' in text
+    assert "nofile=" in text and "nproc=" in text

@@ -1,0 +1,157 @@
+"""The inventory shape: written by every backend, read back, and hand-written for bare metal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.errors import SpecError
+from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.spec.model import FabricKind, Role
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sample() -> Inventory:
+    return Inventory(
+        cluster="c",
+        provider="aws",
+        fabric=FabricKind.EFA,
+        hosts=[
+            Host(
+                name="c-head",
+                roles=[Role.CONTROLLER, Role.LOGIN],
+                address="10.0.0.5",
+                private_ip="10.0.0.5",
+                instance_type="m7i.2xlarge",
+                cpus=8,
+                memory_mb=30000,
+            ),
+            Host(
+                name="c-gpu-0",
+                roles=[Role.COMPUTE],
+                address="10.0.1.5",
+                private_ip="10.0.1.5",
+                instance_type="p5.48xlarge",
+                gpus=8,
+                gpu_model="NVIDIA H100",
+                fabric_interfaces=32,
+                cpus=192,
+                memory_mb=1_900_000,
+            ),
+        ],
+        filesystem={"kind": "fsx_lustre", "mount_point": "/fsx", "dns_name": "fs-1.fsx", "mount_name": "abc"},
+        connection=Connection(user="ubuntu", private_key_file="/k"),
+        extra_vars={"gpufleet_nccl_tests_dir": "/opt/nccl-tests/build"},
+    )
+
+
+def test_groups_and_host_vars() -> None:
+    data = sample().to_ansible()["all"]
+    assert set(data["children"]) == {"slurm_controller", "slurm_login", "compute"}
+    assert list(data["children"]["compute"]["hosts"]) == ["c-gpu-0"]
+    gpu = data["children"]["compute"]["hosts"]["c-gpu-0"]
+    assert gpu["gpufleet_gpus"] == 8 and gpu["gpufleet_fabric_interfaces"] == 32
+    assert gpu["ansible_host"] == "10.0.1.5"
+    assert data["vars"]["gpufleet_fabric"] == "efa"
+    assert data["vars"]["ansible_user"] == "ubuntu"
+    assert data["vars"]["gpufleet_nccl_tests_dir"] == "/opt/nccl-tests/build"
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "inventory.yml"
+    sample().write(path)
+    again = Inventory.read(path)
+    assert again == sample()
+    assert again.login.name == "c-head"
+    assert [h.name for h in again.compute] == ["c-gpu-0"]
+
+
+def test_controller_serves_login_when_no_login_host() -> None:
+    inventory = sample()
+    inventory.hosts[0].roles = [Role.CONTROLLER]
+    assert inventory.login.name == "c-head"
+    assert list(inventory.to_ansible()["all"]["children"]["slurm_login"]["hosts"]) == ["c-head"]
+
+
+def test_from_stack_outputs() -> None:
+    outputs = {
+        "cluster": "c",
+        "provider": "gcp",
+        "fabric": "tcpxo",
+        "hosts": [
+            {
+                "name": "c-head",
+                "roles": ["controller", "login"],
+                "private_ip": "10.0.0.2",
+                "instance_type": "n2-standard-8",
+                "cpus": 8,
+                "memory_mb": 30000,
+            },
+            {
+                "name": "c-gpu-0",
+                "roles": ["compute"],
+                "private_ip": "10.0.0.3",
+                "instance_type": "a3-megagpu-8g",
+                "gpus": 8,
+                "gpu_model": "NVIDIA H100",
+                "fabric_interfaces": 8,
+                "cpus": 208,
+                "memory_mb": 1_700_000,
+            },
+        ],
+        "filesystem": {
+            "kind": "managed_lustre",
+            "mount_point": "/lustre",
+            "mount_source": "10.1.0.2@tcp:/lustre",
+        },
+    }
+    inventory = Inventory.from_stack_outputs(outputs)
+    assert inventory.fabric is FabricKind.TCPXO
+    assert inventory.compute[0].fabric_interfaces == 8
+    assert inventory.filesystem["mount_source"].endswith(":/lustre")
+
+
+def test_example_baremetal_inventory_reads() -> None:
+    inventory = Inventory.read(ROOT / "inventories" / "examples" / "baremetal.yml")
+    assert inventory.provider == "baremetal"
+    assert inventory.login.name == "head01"
+    assert {h.name for h in inventory.compute} == {"dgx01", "dgx02"}
+    assert all(h.gpus == 8 for h in inventory.compute)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"hosts": {}}, "expected 'all:"),
+        (
+            {"all": {"vars": {"gpufleet_cluster": "x"}, "children": {"compute": {"hosts": {"a": {}}}}}},
+            "slurm_controller must list at least one host",
+        ),
+        (
+            {
+                "all": {
+                    "vars": {"gpufleet_cluster": "x"},
+                    "children": {
+                        "slurm_controller": {"hosts": {"h": {"gpufleet_cpus": 2, "gpufleet_memory_mb": 100}}},
+                        "compute": {"hosts": {"a": {"gpufleet_cpus": 2}}},
+                    },
+                }
+            },
+            "host a lacks gpufleet_memory_mb",
+        ),
+    ],
+)
+def test_hand_written_mistakes_are_explained(data, message) -> None:
+    with pytest.raises(SpecError, match=message):
+        Inventory.from_ansible(data)
+
+
+def test_written_file_is_plain_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "i.yml"
+    sample().write(path)
+    text = path.read_text()
+    assert text.startswith("# Ansible inventory of gpufleet cluster 'c'")
+    assert yaml.safe_load(text)["all"]["vars"]["gpufleet_cluster"] == "c"

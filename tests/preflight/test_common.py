@@ -1,0 +1,92 @@
+"""Preflight checks shared by every provider, and the registry."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gpufleet.catalog import load_catalog
+from gpufleet.preflight import Level, errors, registered_checks, run_checks
+from gpufleet.spec import parse_spec
+
+AWS = {
+    "name": "p5",
+    "provider": {"kind": "aws", "region": "us-east-2", "zone": "us-east-2b"},
+    "node_groups": [
+        {"name": "head", "roles": ["controller", "login"], "instance_type": "m7i.2xlarge"},
+        {"name": "gpu", "roles": ["compute"], "instance_type": "p5.48xlarge", "count": 2},
+    ],
+    "fabric": "efa",
+}
+
+
+def spec_with(**changes):
+    data = yaml.safe_load(yaml.safe_dump(AWS))
+    for key, value in changes.items():
+        if key == "compute_type":
+            data["node_groups"][1]["instance_type"] = value
+        elif key == "compute_count":
+            data["node_groups"][1]["count"] = value
+        else:
+            data[key] = value
+    return parse_spec(yaml.safe_dump(data))
+
+
+def names(findings, level=None):
+    return {f.check for f in findings if level is None or f.level is level}
+
+
+def test_a_good_spec_has_no_errors() -> None:
+    assert errors(run_checks(spec_with())) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "check", "level", "words"),
+    [
+        (
+            {"compute_type": "p9.imaginary"},
+            "instance_type_known",
+            Level.ERROR,
+            "not in gpufleet's aws catalog",
+        ),
+        ({"compute_type": "a3-megagpu-8g"}, "instance_type_provider", Level.ERROR, "is a gcp type"),
+        ({"compute_type": "g5.xlarge"}, "fabric_matches_type", Level.ERROR, "not available on g5.xlarge"),
+        ({"fabric": "ethernet"}, "fabric_unused", Level.WARNING, "set fabric: efa"),
+        ({"fabric": {"kind": "efa", "interfaces": 64}}, "fabric_interfaces", Level.ERROR, "has 32 fabric"),
+        ({"compute_count": 1}, "multi_node", Level.WARNING, "count: 2 or more"),
+        ({"compute_type": "m7i.2xlarge", "fabric": "ethernet"}, "gpus_present", Level.WARNING, "has no GPU"),
+    ],
+)
+def test_findings(changes, check, level, words) -> None:
+    findings = [f for f in run_checks(spec_with(**changes)) if f.check == check]
+    assert findings, f"no {check} finding in {run_checks(spec_with(**changes))}"
+    assert findings[0].level is level
+    assert words in findings[0].message
+
+
+def test_baseline_info_and_explicit_floor() -> None:
+    spec = spec_with(compute_type="p5.48xlarge")
+    catalog = load_catalog()
+    has_baseline = catalog.baseline("p5.48xlarge", 2, "all_gather") is not None
+    infos = [f for f in run_checks(spec) if f.check == "baseline_known" and "all_gather" in f.message]
+    assert bool(infos) is (not has_baseline)
+    floored = spec_with(validation={"min_busbw": {"all_reduce": 300, "all_gather": 300}})
+    assert not [f for f in run_checks(floored) if f.check == "baseline_known"]
+
+
+def test_min_level_filters() -> None:
+    findings = run_checks(spec_with(fabric="ethernet"), min_level=Level.ERROR)
+    assert all(f.level is Level.ERROR for f in findings)
+
+
+def test_errors_sort_first() -> None:
+    findings = run_checks(spec_with(compute_type="g5.xlarge", compute_count=1))
+    ranks = [f.level.rank for f in findings]
+    assert ranks == sorted(ranks, reverse=True)
+
+
+def test_every_check_has_a_unique_name_and_providers() -> None:
+    checks = registered_checks()
+    assert len({c.name for c in checks}) == len(checks)
+    for check in checks:
+        assert check.providers <= {"local", "aws", "gcp", "baremetal"}, check.name
