@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from gpufleet.cli import check as check_cmd
 from gpufleet.cli import cluster as cluster_cmd
+from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
 from gpufleet.cli.common import err_console
@@ -34,6 +35,8 @@ app.command("report")(report_cmd.report)
 app.command("plan")(plan_cmd.plan)
 app.command("up")(cluster_cmd.up)
 app.command("configure")(cluster_cmd.configure)
+app.command("validate")(validate_cmd.validate)
+app.command("run")(validate_cmd.run)
 app.command("status")(cluster_cmd.status)
 app.command("down")(cluster_cmd.down)
 

@@ -1,0 +1,72 @@
+"""How each node group's machines are bought, and where they are placed.
+
+Creates:
+- ``<name>-placement``: one cluster placement group, when any compute group is bought on demand or on
+  spot. Groups on a capacity reservation or a Capacity Block get none (``rules.wants_cluster_placement_group``
+  says why, with AWS's pages).
+
+``market_args`` gives the launch template arguments of a group's capacity mode:
+- on_demand: none;
+- spot: ``instance_market_options`` with market ``spot``, one-time requests, terminate on interruption;
+- reservation: ``capacity_reservation_specification`` targeting the reservation id (``cr-...``) or the
+  capacity reservation resource group ARN;
+- capacity_block: market ``capacity-block`` and the block's reservation id as the target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.infra.aws import rules
+from gpufleet.spec.model import Capacity, CapacityMode, ClusterSpec
+
+SPOT_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-instances.html"
+
+
+def needs_placement_group(spec: ClusterSpec) -> bool:
+    return any(rules.wants_cluster_placement_group(g.capacity.mode) for g in spec.compute_groups)
+
+
+def build_placement_group(name: str, opts: pulumi.ResourceOptions) -> aws.ec2.PlacementGroup:
+    return aws.ec2.PlacementGroup(f"{name}-placement", strategy="cluster", opts=opts)
+
+
+def _target(capacity: Capacity) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs:
+    return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+        capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+            capacity_reservation_id=capacity.reservation,
+            capacity_reservation_resource_group_arn=capacity.reservation_group_arn,
+        )
+    )
+
+
+def market_args(capacity: Capacity) -> dict[str, Any]:
+    mode = capacity.mode
+    if mode is CapacityMode.ON_DEMAND:
+        return {}
+    if mode is CapacityMode.SPOT:
+        return {
+            "instance_market_options": aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type="spot",
+                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                    spot_instance_type="one-time",
+                    instance_interruption_behavior="terminate",
+                ),
+            )
+        }
+    if mode is CapacityMode.RESERVATION:
+        return {"capacity_reservation_specification": _target(capacity)}
+    return {
+        "instance_market_options": aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+            market_type="capacity-block"
+        ),
+        "capacity_reservation_specification": _target(capacity),
+    }
+
+
+def spot_tag_resource_types(capacity: Capacity) -> tuple[str, ...]:
+    """Extra resource types a launch template tags for this mode (spot requests are their own)."""
+    return ("spot-instances-request",) if capacity.mode is CapacityMode.SPOT else ()

@@ -1,0 +1,171 @@
+"""``GpuClusterAws``: a whole GPU cluster on AWS from one cluster spec.
+
+Type token ``gpufleet:aws:GpuCluster``. Before anything is registered it runs the preflight checks
+(common and AWS) and raises ``SpecError`` listing every error. Then it creates, as its children:
+- ``<name>-provider``: an explicit AWS provider in the spec's region whose default tags
+  (``gpufleet:cluster``, ``gpufleet:expires-at`` and the spec's tags) reach every taggable resource;
+- the network (``network.py``), security groups (``security.py``), instance profile (``iam.py``), a
+  cluster placement group (``capacity.py``), one launch template per node group (``launch_template.py``);
+- ``<cluster>-<group>[-<i>]``: one instance per host of ``spec.host_names(group)``, with the user data of
+  ``userdata.py``; the controller group is the head node (and the login node unless a login group exists)
+  with a plain ENA interface;
+- the FSx for Lustre file system and its S3 association (``fsx.py``).
+
+``stack_outputs`` holds the outputs in ``gpufleet.infra.outputs``' shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.catalog import load_catalog
+from gpufleet.errors import SpecError
+from gpufleet.infra import outputs, tags
+from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, rules, security
+from gpufleet.infra.aws.ami import Images
+from gpufleet.infra.aws.launch_template import build_launch_template
+from gpufleet.infra.aws.userdata import authorized_keys, render_user_data
+from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, NodeGroup, Role
+
+TYPE_TOKEN = "gpufleet:aws:GpuCluster"
+
+
+@dataclass(frozen=True)
+class GpuClusterAwsArgs:
+    spec: ClusterSpec
+    created_at: datetime
+
+
+def preflight(spec: ClusterSpec) -> None:
+    """Raise ``SpecError`` with every error-level preflight finding; return quietly otherwise."""
+    from gpufleet.preflight import Level, run_checks
+
+    found = run_checks(spec, min_level=Level.ERROR)
+    if found:
+        lines = "\n".join(f"  - {f.path}: {f.message} [{f.check}]" for f in found)
+        raise SpecError(
+            f"cluster '{spec.name}' fails {len(found)} preflight check(s); nothing was created:\n{lines}",
+            hint="fix the spec, then run 'gpufleet check SPEC' to see every finding",
+        )
+
+
+class GpuClusterAws(pulumi.ComponentResource):
+    """A GPU cluster on AWS: network, security, placement, launch templates, nodes, FSx, outputs."""
+
+    stack_outputs: dict[str, Any]
+
+    def __init__(
+        self, name: str, args: GpuClusterAwsArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        spec = args.spec
+        if spec.provider.kind != "aws":
+            raise SpecError(f"GpuClusterAws needs provider 'aws', not '{spec.provider.kind}'")
+        preflight(spec)
+        super().__init__(TYPE_TOKEN, name, None, opts)
+
+        provider_spec = spec.provider
+        catalog = load_catalog()
+        cluster_tags = tags.aws_tags(spec, args.created_at)
+        self.provider = aws.Provider(
+            f"{name}-provider",
+            region=provider_spec.region,
+            default_tags=aws.ProviderDefaultTagsArgs(tags=cluster_tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        child = pulumi.ResourceOptions(parent=self, provider=self.provider)
+
+        net = network.build_network(name, provider_spec, child)
+        fs_spec = spec.filesystem if isinstance(spec.filesystem, FsxLustreFilesystem) else None
+        groups = security.build_security_groups(name, spec, net.vpc_id, fs_spec is not None, child)
+        profile = iam.build_instance_profile(name, provider_spec.region, child) if provider_spec.ssm else None
+        placement = None
+        if capacity.needs_placement_group(spec):
+            placement = capacity.build_placement_group(name, child)
+        images = Images(provider_spec.ami, pulumi.InvokeOptions(parent=self, provider=self.provider))
+        keys = authorized_keys(spec)
+
+        hosts: list[dict[str, Any]] = []
+        self.instances: dict[str, aws.ec2.Instance] = {}
+        for group in spec.node_groups:
+            item = catalog.get(group.instance_type)
+            slots = interfaces.group_layout(spec, group, item)
+            in_placement = (
+                placement is not None
+                and Role.COMPUTE in group.roles
+                and rules.wants_cluster_placement_group(group.capacity.mode)
+            )
+            template = build_launch_template(
+                name,
+                group,
+                image=images.for_type(item),
+                slots=slots,
+                subnet_id=net.subnet_id,
+                security_group_id=groups.nodes.id,
+                instance_profile_arn=profile.arn if profile is not None else None,
+                placement_group=placement.name if placement is not None and in_placement else None,
+                tags=cluster_tags,
+                opts=child,
+            )
+            version = template.latest_version.apply(str)
+            efa = sum(1 for slot in slots if slot.is_efa)
+            for host in spec.host_names(group):
+                instance = self._instance(host, template, version, render_user_data(host, keys), group, child)
+                self.instances[host] = instance
+                hosts.append(
+                    outputs.host_record(
+                        name=host,
+                        roles=list(group.roles),
+                        private_ip=instance.private_ip,
+                        instance_type=group.instance_type,
+                        item=item,
+                        fabric_interfaces=efa,
+                    )
+                )
+
+        filesystem: dict[str, Any] = {"kind": "none"}
+        self.filesystem: aws.fsx.LustreFileSystem | None = None
+        if fs_spec is not None and groups.fsx is not None:
+            self.filesystem = fsx.build_fsx(name, fs_spec, net.subnet_id, groups.fsx.id, child)
+            filesystem = {
+                "kind": fs_spec.kind,
+                "mount_point": fs_spec.mount_point,
+                "deployment_type": fs_spec.deployment_type,
+                "size_gib": fs_spec.size_gib,
+                "dns_name": self.filesystem.dns_name,
+                "mount_name": self.filesystem.mount_name,
+            }
+
+        self.stack_outputs = {
+            "cluster": spec.name,
+            "provider": "aws",
+            "region": provider_spec.region,
+            "zone": provider_spec.zone,
+            "fabric": spec.fabric.kind.value,
+            "expires_at": cluster_tags[tags.AWS_EXPIRES_TAG],
+            "head_node": spec.host_names(spec.controller_group)[0],
+            "hosts": hosts,
+            "filesystem": filesystem,
+        }
+        self.register_outputs(self.stack_outputs)
+
+    @staticmethod
+    def _instance(
+        host: str,
+        template: aws.ec2.LaunchTemplate,
+        version: pulumi.Output[str],
+        user_data: str,
+        group: NodeGroup,
+        opts: pulumi.ResourceOptions,
+    ) -> aws.ec2.Instance:
+        return aws.ec2.Instance(
+            host,
+            launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version=version),
+            user_data=user_data,
+            tags={"Name": host, "gpufleet:group": group.name},
+            opts=opts,
+        )

@@ -1,0 +1,97 @@
+"""One launch template per node group: image, size, interfaces, metadata, disk, capacity, placement.
+
+Creates ``<name>-<group>-lt`` for each node group, with:
+- the image found by ``ami.py`` and the group's instance type;
+- IMDSv2 required (``http_tokens: required``) with a hop limit of 2, as AWS recommends when containers
+  on the node call the metadata service (``rules.IMDS_DOC``);
+- an encrypted gp3 root volume of the group's ``root_volume_gib`` (the account's default EBS key);
+- the network interfaces of ``interfaces.group_layout``: ENA primary, then EFA or EFA-only interfaces
+  on every network card for EFA compute groups; no public IP on any of them;
+- the instance profile, the capacity mode's market and reservation arguments, and the cluster placement
+  group where ``rules.wants_cluster_placement_group`` allows one;
+- tag specifications for the volumes and interfaces EC2 creates at launch (and spot requests), which
+  the provider's default tags do not reach.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.infra.aws import capacity, rules
+from gpufleet.infra.aws.ami import Image
+from gpufleet.infra.aws.interfaces import InterfaceSlot
+from gpufleet.spec.model import NodeGroup
+
+LAUNCH_TAGGED = ("volume", "network-interface")
+
+
+def network_interface_args(
+    slot: InterfaceSlot, subnet_id: pulumi.Input[str], security_group_id: pulumi.Input[str]
+) -> aws.ec2.LaunchTemplateNetworkInterfaceArgs:
+    primary = slot.network_card_index == 0 and slot.device_index == 0
+    return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+        network_card_index=slot.network_card_index,
+        device_index=slot.device_index,
+        interface_type=slot.interface_type,
+        subnet_id=subnet_id,
+        security_groups=[security_group_id],
+        delete_on_termination="true",
+        associate_public_ip_address="false" if primary else None,
+    )
+
+
+def build_launch_template(
+    name: str,
+    group: NodeGroup,
+    *,
+    image: Image,
+    slots: list[InterfaceSlot],
+    subnet_id: pulumi.Input[str],
+    security_group_id: pulumi.Input[str],
+    instance_profile_arn: pulumi.Input[str] | None,
+    placement_group: pulumi.Input[str] | None,
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> aws.ec2.LaunchTemplate:
+    tagged = LAUNCH_TAGGED + capacity.spot_tag_resource_types(group.capacity)
+    return aws.ec2.LaunchTemplate(
+        f"{name}-{group.name}-lt",
+        description=f"gpufleet {name}: node group {group.name} ({group.instance_type})",
+        image_id=image.id,
+        instance_type=group.instance_type,
+        update_default_version=True,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled",
+            http_tokens="required",
+            http_put_response_hop_limit=rules.IMDS_HOP_LIMIT,
+            instance_metadata_tags="disabled",
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=image.root_device_name,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=group.root_volume_gib,
+                    volume_type="gp3",
+                    encrypted="true",
+                    delete_on_termination="true",
+                ),
+            )
+        ],
+        network_interfaces=[network_interface_args(s, subnet_id, security_group_id) for s in slots],
+        iam_instance_profile=(
+            aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=instance_profile_arn)
+            if instance_profile_arn is not None
+            else None
+        ),
+        placement=(
+            aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group)
+            if placement_group is not None
+            else None
+        ),
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags) for kind in tagged
+        ],
+        **capacity.market_args(group.capacity),
+        opts=opts,
+    )

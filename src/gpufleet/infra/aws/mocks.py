@@ -1,0 +1,211 @@
+"""``AwsMockCloud``: what the AWS provider would compute, for ``gpufleet plan`` and the tests.
+
+Implements ``gpufleet.infra.plan.MockCloud``: realistic ids (``i-``, ``lt-``, ``sg-``, ``fs-``, ...), ARNs
+in the spec's region, private IPs from the private subnet in the spec's host order (after the addresses AWS
+keeps), FSx ``dns_name`` and ``mount_name``, and the answer to the one provider function
+the program calls, ``aws:ec2/getAmi``. Creates nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections.abc import Mapping
+from typing import Any
+
+from gpufleet.infra.aws import rules
+from gpufleet.infra.plan import fake_id
+from gpufleet.spec.model import AwsProvider, ClusterSpec
+
+ACCOUNT = "123456789012"
+
+# type token -> (id prefix, ARN resource path or None)
+_IDS: dict[str, tuple[str, str | None]] = {
+    "aws:ec2/vpc:Vpc": ("vpc-", "vpc"),
+    "aws:ec2/subnet:Subnet": ("subnet-", "subnet"),
+    "aws:ec2/internetGateway:InternetGateway": ("igw-", "internet-gateway"),
+    "aws:ec2/eip:Eip": ("eipalloc-", "elastic-ip"),
+    "aws:ec2/natGateway:NatGateway": ("nat-", "natgateway"),
+    "aws:ec2/routeTable:RouteTable": ("rtb-", "route-table"),
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": ("rtbassoc-", None),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("vpce-", "vpc-endpoint"),
+    "aws:ec2/securityGroup:SecurityGroup": ("sg-", "security-group"),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("sgr-", "security-group-rule"),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("sgr-", "security-group-rule"),
+    "aws:ec2/placementGroup:PlacementGroup": ("pg-", "placement-group"),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("lt-", "launch-template"),
+    "aws:ec2/instance:Instance": ("i-", "instance"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("fs-", "file-system"),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dra-", "association"),
+}
+
+# type token -> the method that adds the type's own computed fields
+_EXTRAS = {
+    "aws:ec2/vpc:Vpc": "_vpc",
+    "aws:ec2/subnet:Subnet": "_subnet",
+    "aws:ec2/eip:Eip": "_eip",
+    "aws:ec2/natGateway:NatGateway": "_nat_gateway",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "_vpc_endpoint",
+    "aws:ec2/securityGroup:SecurityGroup": "_security_group",
+    "aws:ec2/placementGroup:PlacementGroup": "_placement_group",
+    "aws:iam/role:Role": "_role",
+    "aws:iam/instanceProfile:InstanceProfile": "_instance_profile",
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "_role_policy_attachment",
+    "aws:ec2/launchTemplate:LaunchTemplate": "_launch_template",
+    "aws:ec2/instance:Instance": "_instance",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "_lustre_file_system",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "_data_repository_association",
+}
+
+
+class AwsMockCloud:
+    def __init__(self, spec: ClusterSpec) -> None:
+        provider = spec.provider
+        if not isinstance(provider, AwsProvider):
+            raise TypeError("AwsMockCloud needs an aws spec")
+        self.region = provider.region
+        self.zone = provider.zone
+        self.partition = rules.partition(provider.region)
+        # Each host of the spec gets the next free address in spec order, whatever order Pulumi
+        # registers the instances in (so plans and snapshots are stable).
+        self._addresses = ipaddress.IPv4Network(rules.PRIVATE_SUBNET_CIDR).hosts()
+        for _ in range(3):  # .1-.3 are the router, DNS and AWS's spare; .0 is not a host
+            next(self._addresses)
+        hosts = [host for group in spec.node_groups for host in spec.host_names(group)]
+        self._address_of = {host: str(next(self._addresses)) for host in hosts}
+
+    # ---- MockCloud --------------------------------------------------------------------------------
+
+    def computed(self, type_: str, name: str, inputs: Mapping[str, Any], serial: int) -> dict[str, Any]:
+        if type_.startswith("pulumi:providers:"):
+            return {}
+        prefix, arn_kind = _IDS.get(type_, ("id-", None))
+        service = type_.split(":")[1].split("/")[0]
+        if service == "vpc":
+            service = "ec2"
+        resource_id = fake_id(prefix, name)
+        state: dict[str, Any] = {"id": resource_id}
+        if arn_kind is not None:
+            state["arn"] = self.arn(service, f"{arn_kind}/{resource_id}")
+        if "tags" in inputs:
+            state["tagsAll"] = dict(inputs["tags"] or {})
+        extra = _EXTRAS.get(type_)
+        if extra is not None:
+            state.update(getattr(self, extra)(name, inputs, resource_id))
+        return state
+
+    def invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        if token == "aws:ec2/getAmi:getAmi":
+            return self._ami(args)
+        raise NotImplementedError(f"AwsMockCloud has no answer for the provider function {token}")
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def arn(self, service: str, resource: str, *, region: bool = True) -> str:
+        return f"arn:{self.partition}:{service}:{self.region if region else ''}:{ACCOUNT}:{resource}"
+
+    @staticmethod
+    def _suffix(name: str) -> str:
+        return hashlib.sha256(name.encode()).hexdigest()[:7]
+
+    def _ami(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        filters = {f["name"]: f["values"] for f in args.get("filters") or []}
+        if "image-id" in filters:
+            image_id = filters["image-id"][0]
+            name = f"pinned image {image_id}"
+        else:
+            name = filters.get("name", ["image-*"])[0].replace("*", "20261101").strip()
+            image_id = fake_id("ami-", name)
+        owner = (args.get("owners") or [ACCOUNT])[0]
+        return {
+            "id": image_id,
+            "imageId": image_id,
+            "name": name,
+            "ownerId": "898082745236" if owner == "amazon" else owner,
+            "architecture": "x86_64",
+            "virtualizationType": "hvm",
+            "rootDeviceName": "/dev/sda1",
+            "rootDeviceType": "ebs",
+            "state": "available",
+        }
+
+    # Per-type extras (see _EXTRAS).
+
+    def _vpc(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"defaultSecurityGroupId": fake_id("sg-", name + "/default"), "ownerId": ACCOUNT}
+
+    def _subnet(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"availabilityZoneId": f"{self.region[:3]}{self.region[-1]}-az1"}
+
+    def _eip(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        last = int(self._suffix(name), 16) % 254 + 1
+        return {"allocationId": rid, "publicIp": f"203.0.113.{last}"}
+
+    def _nat_gateway(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"privateIp": "10.0.128.4", "networkInterfaceId": fake_id("eni-", name)}
+
+    def _vpc_endpoint(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"prefixListId": fake_id("pl-", name, 8), "state": "available"}
+
+    def _security_group(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"name": f"{name}-{self._suffix(name)}", "ownerId": ACCOUNT}
+
+    def _placement_group(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        group_name = inputs.get("name") or f"{name}-{self._suffix(name)}"
+        return {
+            "id": group_name,
+            "name": group_name,
+            "placementGroupId": rid,
+            "arn": self.arn("ec2", f"placement-group/{group_name}"),
+        }
+
+    def _role(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        role_name = f"{name}-{self._suffix(name)}"
+        path = inputs.get("path") or "/"
+        return {
+            "id": role_name,
+            "name": role_name,
+            "uniqueId": fake_id("AROA", name, 17).upper(),
+            "arn": self.arn("iam", f"role{path}{role_name}", region=False),
+        }
+
+    def _instance_profile(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        profile_name = f"{name}-{self._suffix(name)}"
+        path = inputs.get("path") or "/"
+        return {
+            "id": profile_name,
+            "name": profile_name,
+            "arn": self.arn("iam", f"instance-profile{path}{profile_name}", region=False),
+        }
+
+    def _role_policy_attachment(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"id": f"{inputs.get('role')}-{self._suffix(name)}"}
+
+    def _launch_template(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"latestVersion": 1, "defaultVersion": 1, "name": f"{name}-{self._suffix(name)}"}
+
+    def _instance(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        address = self._address_of.get(name) or str(next(self._addresses))
+        dns = f"ip-{address.replace('.', '-')}.{self.region}.compute.internal"
+        return {
+            "privateIp": address,
+            "privateDns": dns,
+            "primaryNetworkInterfaceId": fake_id("eni-", name),
+            "availabilityZone": self.zone,
+            "instanceState": "running",
+            "publicIp": "",
+        }
+
+    def _lustre_file_system(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        # A real mount name is eight lower-case letters and digits (SCRATCH_1 mounts "fsx").
+        digest = hashlib.sha256(f"{name}/mount".encode()).hexdigest()
+        mount = "fsx" if inputs.get("deploymentType") == "SCRATCH_1" else digest[:8]
+        return {
+            "dnsName": f"{rid}.fsx.{self.region}.amazonaws.com",
+            "mountName": mount,
+            "networkInterfaceIds": [fake_id("eni-", name + "/fsx")],
+            "ownerId": ACCOUNT,
+        }
+
+    def _data_repository_association(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"associationId": rid}

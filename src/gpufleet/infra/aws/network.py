@@ -1,0 +1,106 @@
+"""The cluster's network: one private subnet in the spec's single zone (EFA does not cross zones).
+
+Creates, unless the spec names an existing VPC and subnet (then nothing):
+- ``<name>-vpc``: the VPC (DNS support and host names on)
+- ``<name>-private``: the nodes' and the file system's subnet, no public IPs
+- ``<name>-public``, ``<name>-igw``, ``<name>-nat-eip``, ``<name>-nat``: a small public subnet whose only
+  tenant is the NAT gateway that lets the nodes reach package mirrors
+- ``<name>-public-rt`` / ``<name>-private-rt`` and their associations: default routes to the internet
+  gateway and to the NAT gateway
+- ``<name>-s3``: an S3 gateway endpoint on the private route table (S3 traffic, e.g. the FSx data
+  repository and package caches, stays off the NAT)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.infra.aws import rules
+from gpufleet.spec.model import AwsProvider
+
+
+@dataclass(frozen=True)
+class Network:
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    created: bool
+
+
+def s3_service_name(region: str) -> str:
+    prefix = "cn.com.amazonaws" if rules.partition(region) == "aws-cn" else "com.amazonaws"
+    return f"{prefix}.{region}.s3"
+
+
+def build_network(name: str, provider: AwsProvider, opts: pulumi.ResourceOptions) -> Network:
+    if provider.vpc_id is not None and provider.subnet_id is not None:
+        return Network(vpc_id=provider.vpc_id, subnet_id=provider.subnet_id, created=False)
+
+    vpc = aws.ec2.Vpc(
+        f"{name}-vpc",
+        cidr_block=rules.VPC_CIDR,
+        enable_dns_support=True,
+        enable_dns_hostnames=True,
+        tags={"Name": name},
+        opts=opts,
+    )
+    private = aws.ec2.Subnet(
+        f"{name}-private",
+        vpc_id=vpc.id,
+        cidr_block=rules.PRIVATE_SUBNET_CIDR,
+        availability_zone=provider.zone,
+        map_public_ip_on_launch=False,
+        tags={"Name": f"{name}-private"},
+        opts=opts,
+    )
+    public = aws.ec2.Subnet(
+        f"{name}-public",
+        vpc_id=vpc.id,
+        cidr_block=rules.PUBLIC_SUBNET_CIDR,
+        availability_zone=provider.zone,
+        map_public_ip_on_launch=False,
+        tags={"Name": f"{name}-public"},
+        opts=opts,
+    )
+    igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": name}, opts=opts)
+    eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags={"Name": f"{name}-nat"}, opts=opts)
+    nat = aws.ec2.NatGateway(
+        f"{name}-nat",
+        allocation_id=eip.allocation_id,
+        subnet_id=public.id,
+        connectivity_type="public",
+        tags={"Name": name},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[igw])),
+    )
+    public_rt = aws.ec2.RouteTable(
+        f"{name}-public-rt",
+        vpc_id=vpc.id,
+        routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+        tags={"Name": f"{name}-public"},
+        opts=opts,
+    )
+    aws.ec2.RouteTableAssociation(
+        f"{name}-public-rta", subnet_id=public.id, route_table_id=public_rt.id, opts=opts
+    )
+    private_rt = aws.ec2.RouteTable(
+        f"{name}-private-rt",
+        vpc_id=vpc.id,
+        routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", nat_gateway_id=nat.id)],
+        tags={"Name": f"{name}-private"},
+        opts=opts,
+    )
+    aws.ec2.RouteTableAssociation(
+        f"{name}-private-rta", subnet_id=private.id, route_table_id=private_rt.id, opts=opts
+    )
+    aws.ec2.VpcEndpoint(
+        f"{name}-s3",
+        vpc_id=vpc.id,
+        service_name=s3_service_name(provider.region),
+        vpc_endpoint_type="Gateway",
+        route_table_ids=[private_rt.id],
+        tags={"Name": f"{name}-s3"},
+        opts=opts,
+    )
+    return Network(vpc_id=vpc.id, subnet_id=private.id, created=True)

@@ -1,0 +1,133 @@
+"""AWS facts that the Pulumi program and the preflight checks share, each with the page it comes from.
+
+Pure data and functions: no cloud SDK is imported here, so ``gpufleet check`` stays fast. Creates nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.spec.model import CapacityMode
+
+# --------------------------------------------------------------------------------------------------
+# Placement groups and reserved capacity
+
+PLACEMENT_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups.html"
+CAPACITY_BLOCK_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html"
+ODCR_PLACEMENT_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html"
+
+
+def wants_cluster_placement_group(mode: CapacityMode) -> bool:
+    """Whether gpufleet creates a cluster placement group for a group bought this way.
+
+    On-demand and spot nodes go into a new cluster placement group (one zone, one spine: EFA's best
+    case; spot keeps the default 'terminate' interruption behaviour, which placement groups require).
+    Reserved capacity is already placed where AWS holds it, so gpufleet creates none:
+
+    - a Capacity Block is launched by its reservation id alone; its instances are co-located by AWS in
+      an EC2 UltraCluster, and a new placement group would not match the block (CAPACITY_BLOCK_DOC);
+    - a targeted On-Demand Capacity Reservation matches on type, platform, zone and tenancy; one made
+      in a cluster placement group matches only instances launched into *that* group, which gpufleet
+      does not own, and a new empty group would not match it (ODCR_PLACEMENT_DOC).
+    """
+    return mode in (CapacityMode.ON_DEMAND, CapacityMode.SPOT)
+
+
+# --------------------------------------------------------------------------------------------------
+# FSx for Lustre
+
+FSX_CREATE_DOC = "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html"
+FSX_LUSTRE_CONFIG_DOC = (
+    "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystemLustreConfiguration.html"
+)
+FSX_ACCESS_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html"
+
+# SSD storage for SCRATCH_2 and PERSISTENT_2: 1200 GiB, 2400 GiB, then increments of 2400 GiB.
+FSX_FIRST_STEP_GIB = 1200
+FSX_STEP_GIB = 2400
+# PerUnitStorageThroughput (MB/s per TiB) of PERSISTENT_2 SSD; SCRATCH_2 has a fixed 200.
+FSX_PERSISTENT_2_THROUGHPUT = (125, 250, 500, 1000)
+FSX_SCRATCH_2_THROUGHPUT = 200
+# Lustre traffic: TCP 988 and 1018-1023, between the file servers and from every client.
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+
+
+def fsx_size_ok(size_gib: int) -> bool:
+    return size_gib == FSX_FIRST_STEP_GIB or (size_gib > 0 and size_gib % FSX_STEP_GIB == 0)
+
+
+def fsx_sizes_near(size_gib: int) -> tuple[int, int]:
+    """The valid sizes just below (or the smallest) and just above ``size_gib``."""
+    if size_gib <= FSX_FIRST_STEP_GIB:
+        return FSX_FIRST_STEP_GIB, FSX_FIRST_STEP_GIB
+    below = max(FSX_FIRST_STEP_GIB, size_gib // FSX_STEP_GIB * FSX_STEP_GIB)
+    above = -(-size_gib // FSX_STEP_GIB) * FSX_STEP_GIB
+    return below, above
+
+
+# --------------------------------------------------------------------------------------------------
+# Instance metadata, images, IAM
+
+IMDS_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html"
+# IMDSv2 tokens travel one hop by default; AWS recommends 2 where containers on the node must reach it.
+IMDS_HOP_LIMIT = 2
+
+AMI_DOC = "https://documentation.ubuntu.com/aws/aws-how-to/instances/find-ubuntu-images/"
+DLAMI_DOC = "https://docs.aws.amazon.com/dlami/latest/devguide/aws-deep-learning-x86-base-oss-nvidia-driver-ami-ubuntu-22-04.html"
+CANONICAL_OWNER = "099720109477"
+AMAZON_OWNER = "amazon"
+
+
+@dataclass(frozen=True)
+class AmiQuery:
+    """How ``aws.ec2.get_ami`` finds an image family: newest image of this owner with this name."""
+
+    owner: str
+    name_pattern: str
+
+
+AMI_FAMILIES: dict[str, AmiQuery] = {
+    "ubuntu-22.04": AmiQuery(CANONICAL_OWNER, "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
+    "ubuntu-24.04": AmiQuery(CANONICAL_OWNER, "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*"),
+    "dlami-base-ubuntu-22.04": AmiQuery(
+        AMAZON_OWNER, "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+    ),
+    "dlami-base-ubuntu-24.04": AmiQuery(
+        AMAZON_OWNER, "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *"
+    ),
+}
+# Nodes without GPUs (the head node) run the plain Ubuntu release of the GPU image family.
+PLAIN_FAMILY = {
+    "ubuntu-22.04": "ubuntu-22.04",
+    "ubuntu-24.04": "ubuntu-24.04",
+    "dlami-base-ubuntu-22.04": "ubuntu-22.04",
+    "dlami-base-ubuntu-24.04": "ubuntu-24.04",
+}
+
+SSM_POLICY = "AmazonSSMManagedInstanceCore"
+
+
+def partition(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if "-gov-" in region:
+        return "aws-us-gov"
+    if "-iso" in region:
+        return "aws-iso-b" if "-isob-" in region else "aws-iso"
+    return "aws"
+
+
+def managed_policy_arn(region: str, policy: str) -> str:
+    return f"arn:{partition(region)}:iam::aws:policy/{policy}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Network layout of a created VPC
+
+VPC_CIDR = "10.0.0.0/16"
+PRIVATE_SUBNET_CIDR = "10.0.0.0/17"  # the nodes and the file system; EFA-only interfaces take no address
+PUBLIC_SUBNET_CIDR = "10.0.128.0/28"  # the NAT gateway only
+PRIVATE_SUBNET_ADDRESSES = 2**15 - 5  # AWS keeps five addresses of every subnet
+
+RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
+RESERVATION_GROUP_ARN = r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9_.-]+$"

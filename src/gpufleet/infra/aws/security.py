@@ -1,0 +1,137 @@
+"""Security groups: what may talk to the nodes and the file system. Nothing is open to 0.0.0.0/0.
+
+Creates:
+- ``<name>-sg``: the nodes' group. ``<name>-sg-self-in`` / ``<name>-sg-self-out``: all traffic in and out
+  to the group itself, as EFA's OS-bypass traffic requires (EFA_SG_DOC); ``<name>-sg-https-out`` and
+  ``<name>-sg-http-out``: TCP 443 and 80 out to the internet (through the NAT) for packages and SSM;
+  ``<name>-sg-ssh-<i>``: SSH (22) in from each of ``access.allowed_cidrs`` (none by default: access is
+  through SSM Session Manager)
+- with FSx for Lustre, ``<name>-fsx-sg``: the file system's group, with the Lustre ports (TCP 988 and
+  1018-1023) allowed in from the nodes' group and from itself, and the nodes' group allowed out to it
+  and in from it on the same ports (FSX_ACCESS_DOC)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.infra.aws import rules
+from gpufleet.spec.model import ClusterSpec
+
+EFA_SG_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security"
+INTERNET_PORTS = {"https": 443, "http": 80}
+
+
+@dataclass(frozen=True)
+class SecurityGroups:
+    nodes: aws.ec2.SecurityGroup
+    fsx: aws.ec2.SecurityGroup | None
+
+
+def build_security_groups(
+    name: str, spec: ClusterSpec, vpc_id: pulumi.Input[str], with_fsx: bool, opts: pulumi.ResourceOptions
+) -> SecurityGroups:
+    nodes = aws.ec2.SecurityGroup(
+        f"{name}-sg",
+        vpc_id=vpc_id,
+        description=f"gpufleet cluster {spec.name}: nodes (EFA needs all traffic to itself)",
+        tags={"Name": f"{name}-nodes"},
+        opts=opts,
+    )
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-sg-self-in",
+        security_group_id=nodes.id,
+        referenced_security_group_id=nodes.id,
+        ip_protocol="-1",
+        description="all traffic from the cluster (EFA)",
+        opts=opts,
+    )
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-sg-self-out",
+        security_group_id=nodes.id,
+        referenced_security_group_id=nodes.id,
+        ip_protocol="-1",
+        description="all traffic to the cluster (EFA)",
+        opts=opts,
+    )
+    for label, port in INTERNET_PORTS.items():
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-sg-{label}-out",
+            security_group_id=nodes.id,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="tcp",
+            from_port=port,
+            to_port=port,
+            description=f"{label} out through the NAT (packages, SSM)",
+            opts=opts,
+        )
+    for index, cidr in enumerate(spec.access.allowed_cidrs):
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-sg-ssh-{index}",
+            security_group_id=nodes.id,
+            cidr_ipv4=str(cidr),
+            ip_protocol="tcp",
+            from_port=22,
+            to_port=22,
+            description="SSH from access.allowed_cidrs",
+            opts=opts,
+        )
+    if not with_fsx:
+        return SecurityGroups(nodes=nodes, fsx=None)
+
+    fsx = aws.ec2.SecurityGroup(
+        f"{name}-fsx-sg",
+        vpc_id=vpc_id,
+        description=f"gpufleet cluster {spec.name}: FSx for Lustre",
+        tags={"Name": f"{name}-fsx"},
+        opts=opts,
+    )
+    for low, high in rules.LUSTRE_PORTS:
+        ports = f"{low}" if low == high else f"{low}-{high}"
+        common = {"ip_protocol": "tcp", "from_port": low, "to_port": high, "opts": opts}
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-fsx-sg-nodes-in-{ports}",
+            security_group_id=fsx.id,
+            referenced_security_group_id=nodes.id,
+            description=f"Lustre {ports} from the nodes",
+            **common,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-fsx-sg-self-in-{ports}",
+            security_group_id=fsx.id,
+            referenced_security_group_id=fsx.id,
+            description=f"Lustre {ports} between file servers",
+            **common,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-fsx-sg-self-out-{ports}",
+            security_group_id=fsx.id,
+            referenced_security_group_id=fsx.id,
+            description=f"Lustre {ports} between file servers",
+            **common,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-fsx-sg-nodes-out-{ports}",
+            security_group_id=fsx.id,
+            referenced_security_group_id=nodes.id,
+            description=f"Lustre {ports} to the nodes",
+            **common,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-sg-fsx-out-{ports}",
+            security_group_id=nodes.id,
+            referenced_security_group_id=fsx.id,
+            description=f"Lustre {ports} to the file system",
+            **common,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-sg-fsx-in-{ports}",
+            security_group_id=nodes.id,
+            referenced_security_group_id=fsx.id,
+            description=f"Lustre {ports} from the file system",
+            **common,
+        )
+    return SecurityGroups(nodes=nodes, fsx=fsx)

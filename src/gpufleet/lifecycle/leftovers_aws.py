@@ -1,0 +1,209 @@
+"""After ``pulumi destroy``: prove that nothing tagged for the cluster is left on AWS; find expired clusters.
+
+``find_leftovers(cluster, region)`` lists what still carries ``gpufleet:cluster=<name>``, from two angles:
+
+- each service's own describe calls, which know a resource's state (instances not terminated, network
+  interfaces, volumes, FSx file systems not yet deleted, placement groups, NAT gateways not deleted,
+  Elastic IPs, security groups, subnets, VPCs, launch templates, and IAM roles and instance profiles
+  under gpufleet's path);
+- the Resource Groups Tagging API, for any other tagged resource type (it also remembers resources for a
+  while after they are gone, so for the types above the describe calls decide).
+
+``find_expired(region)`` is the reaper's eye: clusters whose ``gpufleet:expires-at`` has passed.
+Everything here only reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG, parse_expiry
+
+IAM_PATH = "/gpufleet/"  # the path gpufleet.infra.aws.iam gives its roles and instance profiles
+
+# ARN resource types (service:type) whose state the describe calls below know best.
+_DESCRIBED = {
+    "ec2:instance",
+    "ec2:network-interface",
+    "ec2:volume",
+    "ec2:placement-group",
+    "ec2:natgateway",
+    "ec2:elastic-ip",
+    "ec2:security-group",
+    "ec2:subnet",
+    "ec2:vpc",
+    "ec2:launch-template",
+    "fsx:file-system",
+    "fsx:association",
+}
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: str
+    id: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class ExpiredCluster:
+    cluster: str
+    expires_at: datetime
+    resources: int
+
+
+def _tags(items: Iterable[dict[str, Any]] | None) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in items or []}
+
+
+def _paged(client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    if client.can_paginate(operation):
+        for page in client.get_paginator(operation).paginate(**kwargs):
+            yield from page.get(key, [])
+    else:
+        yield from getattr(client, operation)(**kwargs).get(key, [])
+
+
+class AwsLeftovers:
+    """Read-only look at one region of one account (a boto3 session's)."""
+
+    def __init__(self, region: str, session: Any = None) -> None:
+        import boto3
+
+        self.session = session or boto3.session.Session(region_name=region)
+        self.region = region
+
+    def client(self, service: str) -> Any:
+        return self.session.client(service, region_name=self.region)
+
+    # ---- one cluster ------------------------------------------------------------------------------
+
+    def find(self, cluster: str) -> list[Leftover]:
+        found = self._ec2(cluster) + self._fsx(cluster) + self._iam(cluster)
+        found += self._tagging(cluster)
+        return found
+
+    def _ec2(self, cluster: str) -> list[Leftover]:
+        ec2 = self.client("ec2")
+        tag = [{"Name": f"tag:{AWS_CLUSTER_TAG}", "Values": [cluster]}]
+        found: list[Leftover] = []
+        for reservation in _paged(ec2, "describe_instances", "Reservations", Filters=tag):
+            for instance in reservation["Instances"]:
+                state = instance["State"]["Name"]
+                if state != "terminated":
+                    found.append(Leftover("ec2 instance", instance["InstanceId"], state))
+        for eni in _paged(ec2, "describe_network_interfaces", "NetworkInterfaces", Filters=tag):
+            found.append(Leftover("network interface", eni["NetworkInterfaceId"], eni.get("Status", "")))
+        for volume in _paged(ec2, "describe_volumes", "Volumes", Filters=tag):
+            found.append(Leftover("ebs volume", volume["VolumeId"], volume.get("State", "")))
+        for group in ec2.describe_placement_groups(Filters=tag).get("PlacementGroups", []):
+            if group.get("State") != "deleted":
+                found.append(Leftover("placement group", group["GroupName"], group.get("State", "")))
+        for nat in _paged(ec2, "describe_nat_gateways", "NatGateways", Filter=tag):
+            if nat.get("State") not in ("deleted",):
+                found.append(Leftover("nat gateway", nat["NatGatewayId"], nat.get("State", "")))
+        for address in ec2.describe_addresses(Filters=tag).get("Addresses", []):
+            found.append(Leftover("elastic ip", address.get("AllocationId", address.get("PublicIp", "?"))))
+        for group in _paged(ec2, "describe_security_groups", "SecurityGroups", Filters=tag):
+            found.append(Leftover("security group", group["GroupId"], group.get("GroupName", "")))
+        for subnet in _paged(ec2, "describe_subnets", "Subnets", Filters=tag):
+            found.append(Leftover("subnet", subnet["SubnetId"]))
+        for vpc in _paged(ec2, "describe_vpcs", "Vpcs", Filters=tag):
+            found.append(Leftover("vpc", vpc["VpcId"]))
+        for template in _paged(ec2, "describe_launch_templates", "LaunchTemplates", Filters=tag):
+            found.append(
+                Leftover("launch template", template["LaunchTemplateId"], template["LaunchTemplateName"])
+            )
+        return found
+
+    def _fsx(self, cluster: str) -> list[Leftover]:
+        fsx = self.client("fsx")
+        found = []
+        for fs in _paged(fsx, "describe_file_systems", "FileSystems"):
+            if _tags(fs.get("Tags")).get(AWS_CLUSTER_TAG) == cluster and fs.get("Lifecycle") != "DELETED":
+                found.append(Leftover("fsx file system", fs["FileSystemId"], fs.get("Lifecycle", "")))
+        return found
+
+    def _iam(self, cluster: str) -> list[Leftover]:
+        iam = self.session.client("iam")
+        found = []
+        for role in _paged(iam, "list_roles", "Roles", PathPrefix=IAM_PATH):
+            tags = _tags(iam.list_role_tags(RoleName=role["RoleName"]).get("Tags"))
+            if tags.get(AWS_CLUSTER_TAG) == cluster:
+                found.append(Leftover("iam role", role["RoleName"]))
+        for profile in _paged(iam, "list_instance_profiles", "InstanceProfiles", PathPrefix=IAM_PATH):
+            tags = _tags(
+                iam.list_instance_profile_tags(InstanceProfileName=profile["InstanceProfileName"]).get("Tags")
+            )
+            if tags.get(AWS_CLUSTER_TAG) == cluster:
+                found.append(Leftover("iam instance profile", profile["InstanceProfileName"]))
+        return found
+
+    def _tagging(self, cluster: str) -> list[Leftover]:
+        tagging = self.client("resourcegroupstaggingapi")
+        found = []
+        filters = [{"Key": AWS_CLUSTER_TAG, "Values": [cluster]}]
+        for mapping in _paged(tagging, "get_resources", "ResourceTagMappingList", TagFilters=filters):
+            arn = mapping["ResourceARN"]
+            if _arn_type(arn) not in _DESCRIBED:
+                found.append(Leftover("tagged resource", arn))
+        return found
+
+    # ---- every cluster --------------------------------------------------------------------------------
+
+    def expired(self, now: datetime | None = None) -> list[ExpiredCluster]:
+        """Clusters in this region with at least one resource whose expiry tag has passed."""
+        now = now or datetime.now(UTC)
+        seen: dict[str, tuple[datetime, int]] = {}
+
+        def note(tags: dict[str, str]) -> None:
+            cluster, stamp = tags.get(AWS_CLUSTER_TAG), tags.get(AWS_EXPIRES_TAG)
+            if not cluster or not stamp:
+                return
+            try:
+                when = parse_expiry(stamp)
+            except ValueError:
+                return
+            earliest, count = seen.get(cluster, (when, 0))
+            seen[cluster] = (min(earliest, when), count + 1)
+
+        tagging = self.client("resourcegroupstaggingapi")
+        filters = [{"Key": AWS_EXPIRES_TAG}]
+        for mapping in _paged(tagging, "get_resources", "ResourceTagMappingList", TagFilters=filters):
+            if _arn_type(mapping["ResourceARN"]) != "ec2:instance":
+                note(_tags(mapping.get("Tags")))
+        ec2 = self.client("ec2")
+        live = [
+            {"Name": "tag-key", "Values": [AWS_EXPIRES_TAG]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
+        ]
+        for reservation in _paged(ec2, "describe_instances", "Reservations", Filters=live):
+            for instance in reservation["Instances"]:
+                note(_tags(instance.get("Tags")))
+        return sorted(
+            (ExpiredCluster(name, when, count) for name, (when, count) in seen.items() if when <= now),
+            key=lambda c: c.expires_at,
+        )
+
+
+def _arn_type(arn: str) -> str:
+    """``ec2:instance`` for ``arn:aws:ec2:us-east-1:123456789012:instance/i-0abc``."""
+    parts = arn.split(":", 5)
+    if len(parts) < 6:
+        return ""
+    resource = parts[5].split("/", 1)[0].split(":", 1)[0]
+    return f"{parts[2]}:{resource}"
+
+
+def find_leftovers(cluster: str, region: str, *, session: Any = None) -> list[Leftover]:
+    return AwsLeftovers(region, session).find(cluster)
+
+
+def find_expired(region: str, *, now: datetime | None = None, session: Any = None) -> list[ExpiredCluster]:
+    return AwsLeftovers(region, session).expired(now)

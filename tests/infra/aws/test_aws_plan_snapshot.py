@@ -1,0 +1,62 @@
+"""The offline plan of examples/aws-p5.yaml against its reviewed snapshot.
+
+``gpufleet plan`` runs exactly this (``program.plan_spec``). When a change to the plan is intended,
+regenerate with ``GPUFLEET_UPDATE_SNAPSHOTS=1 pytest tests/infra/aws`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from aws_specs import CREATED_AT
+
+from gpufleet.infra.program import hourly_cost, plan_spec
+from gpufleet.spec.load import load_spec
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "aws-p5.yaml"
+SNAPSHOT = Path(__file__).parent / "snapshots" / "aws-p5.plan.json"
+
+
+def render(path: Path) -> str:
+    spec = load_spec(path)
+    plan = plan_spec(spec, CREATED_AT)
+    data = {
+        "resources": [r.as_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
+        "outputs": plan.outputs,
+        "cost_per_hour_usd": hourly_cost(spec)[0],
+    }
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def test_p5_plan_matches_the_reviewed_snapshot():
+    rendered = render(EXAMPLE)
+    if os.environ.get("GPUFLEET_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.write_text(rendered, encoding="utf-8")
+    expected = SNAPSHOT.read_text(encoding="utf-8")
+    assert rendered == expected, (
+        f"the plan of {EXAMPLE.name} differs from {SNAPSHOT.name}; if intended, regenerate with "
+        "GPUFLEET_UPDATE_SNAPSHOTS=1 and review the diff"
+    )
+
+
+def test_p5_snapshot_has_32_efa_per_node_placement_and_fsx():
+    plan = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    by_type: dict[str, list[dict]] = {}
+    for resource in plan["resources"]:
+        by_type.setdefault(resource["type"], []).append(resource)
+    (template,) = [
+        t for t in by_type["aws:ec2/launchTemplate:LaunchTemplate"] if t["name"] == "llm-p5-gpu-lt"
+    ]
+    kinds = [n["interfaceType"] for n in template["inputs"]["networkInterfaces"]]
+    assert kinds.count("efa-only") == 32 and kinds[0] == "interface", kinds
+    assert template["inputs"]["placement"]["groupName"].startswith("llm-p5-placement")
+    assert len(by_type["aws:ec2/placementGroup:PlacementGroup"]) == 1
+    (lustre,) = by_type["aws:fsx/lustreFileSystem:LustreFileSystem"]
+    assert (lustre["inputs"]["deploymentType"], lustre["inputs"]["storageCapacity"]) == ("PERSISTENT_2", 2400)
+    assert len(by_type["aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"]) == 1
+    gpu_hosts = [h for h in plan["outputs"]["hosts"] if "compute" in h["roles"]]
+    assert [h["fabric_interfaces"] for h in gpu_hosts] == [32, 32]
+    assert plan["cost_per_hour_usd"] is not None and plan["cost_per_hour_usd"] > 100

@@ -1,0 +1,54 @@
+"""stacks/: the AWS stack configs name an existing AWS example spec, and __main__.py runs it under mocks."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from datetime import datetime
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+
+from gpufleet.infra.aws.mocks import AwsMockCloud
+from gpufleet.infra.plan import run_offline
+from gpufleet.infra.tags import expires_at
+from gpufleet.spec.load import load_spec
+
+STACKS = Path(__file__).resolve().parents[3] / "stacks"
+AWS_STACKS = ["Pulumi.p5-fsx.yaml", "Pulumi.p4d-spot.yaml", "Pulumi.p5-capacity-block.yaml"]
+
+
+def stack_config(name: str) -> dict[str, str]:
+    return yaml.safe_load((STACKS / name).read_text(encoding="utf-8"))["config"]
+
+
+@pytest.mark.parametrize("name", AWS_STACKS)
+def test_stack_config_points_at_its_spec(name):
+    config = stack_config(name)
+    spec = load_spec(STACKS / config["gpufleet:spec"])
+    assert spec.provider.kind == "aws", name
+    assert config["aws:region"] == spec.provider.region, f"{name}: aws:region differs from the spec's"
+    datetime.fromisoformat(config["gpufleet:createdAt"].replace("Z", "+00:00"))
+
+
+@pytest.mark.parametrize("name", AWS_STACKS)
+def test_entry_point_runs_the_program_with_the_pinned_expiry(name):
+    config = stack_config(name)
+    spec = load_spec(STACKS / config["gpufleet:spec"])
+
+    def program() -> None:
+        pulumi.runtime.set_all_config({k: str(v) for k, v in config.items()})
+        runpy.run_path(str(STACKS / "__main__.py"), run_name="__main__")
+
+    plan = run_offline(program, AwsMockCloud(spec), stack=name)
+    (provider,) = plan.of_type("pulumi:providers:aws")
+    tags = provider.inputs["defaultTags"]
+    tags = (json.loads(tags) if isinstance(tags, str) else tags)["tags"]
+    created = datetime.fromisoformat(config["gpufleet:createdAt"].replace("Z", "+00:00"))
+    assert tags["gpufleet:expires-at"] == expires_at(spec, created).strftime("%Y-%m-%dT%H:%M:%SZ"), (
+        provider.urn
+    )
+    instances = plan.of_type("aws:ec2/instance:Instance")
+    assert len(instances) == sum(g.count for g in spec.node_groups), [r.urn for r in instances]

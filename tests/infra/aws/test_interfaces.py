@@ -1,0 +1,81 @@
+"""Network interfaces of every AWS type in the catalog, as AWS documents them for several network cards.
+
+The expectation is written here from the page (EFA_LAYOUT_DOC), not computed by the code under test:
+ENA primary on card 0 / device 0; EFA-only on card 0 / device 1; EFA-only on device 0 of every further
+card, one per card, as many as the catalog's EFA count.
+"""
+
+from __future__ import annotations
+
+import pytest
+from aws_specs import aws_spec
+
+from gpufleet.catalog import load_catalog
+from gpufleet.infra.aws.interfaces import interface_layout
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+AWS_TYPES = sorted(load_catalog().for_provider("aws"), key=lambda i: i.name)
+
+
+def expected_slots(efa: int, efa_only: bool) -> list[tuple[int, int, str]]:
+    if efa == 0:
+        return [(0, 0, "interface")]
+    if efa_only:
+        return [(0, 0, "interface"), (0, 1, "efa-only")] + [(card, 0, "efa-only") for card in range(1, efa)]
+    return [(0, 0, "efa")] + [(card, 1, "efa") for card in range(1, efa)]
+
+
+def slots_of(resource) -> list[tuple[int, int, str]]:
+    return [
+        (int(n["networkCardIndex"]), int(n["deviceIndex"]), n["interfaceType"])
+        for n in resource.inputs["networkInterfaces"]
+    ]
+
+
+@pytest.mark.parametrize("item", AWS_TYPES, ids=[i.name for i in AWS_TYPES])
+def test_launch_template_interfaces_for_every_aws_type(plan_aws, item):
+    efa = item.fabric.kind.value == "efa"
+    spec = aws_spec(gpu={"instance_type": item.name}, fabric="efa" if efa else "ethernet")
+    recorded = plan_aws(spec)
+    template = recorded.one(LT, "fleet-gpu-lt")
+    count = item.fabric.interfaces if efa else 0
+    want = expected_slots(count, bool(item.fabric.efa_only_supported))
+    got = slots_of(template)
+    assert got == want, f"{template.urn}: interfaces {got}, AWS's layout for {item.name} is {want}"
+    efa_slots = [s for s in got if s[2] in ("efa", "efa-only")]
+    assert len(efa_slots) == count, f"{template.urn}: {len(efa_slots)} EFA interfaces, catalog says {count}"
+    if count:
+        cards = sorted({card for card, _, kind in efa_slots})
+        assert cards == list(range(count)), f"{template.urn}: EFA on cards {cards}; one per card expected"
+        assert count <= (item.fabric.network_cards or 1), f"{item.name}: more EFA than network cards"
+    for nic in template.inputs["networkInterfaces"]:
+        assert nic.get("associatePublicIpAddress") in (None, "false"), f"{template.urn}: public IP on {nic}"
+        assert nic["securityGroups"], f"{template.urn}: interface without security group: {nic}"
+    hosts = {h["name"]: h for h in recorded.outputs["hosts"]}
+    assert hosts["fleet-gpu-0"]["fabric_interfaces"] == count, hosts["fleet-gpu-0"]
+
+
+def test_head_node_has_one_plain_ena_interface(plan_aws):
+    recorded = plan_aws(aws_spec())
+    template = recorded.one(LT, "fleet-head-lt")
+    assert slots_of(template) == [(0, 0, "interface")], f"{template.urn}: {slots_of(template)}"
+    assert template.inputs["networkInterfaces"][0]["associatePublicIpAddress"] == "false", template.urn
+
+
+def test_fewer_efa_interfaces_use_the_first_cards(plan_aws):
+    recorded = plan_aws(aws_spec(fabric={"kind": "efa", "interfaces": 4}))
+    template = recorded.one(LT, "fleet-gpu-lt")
+    assert slots_of(template) == expected_slots(4, True), f"{template.urn}: {slots_of(template)}"
+
+
+def test_more_efa_than_network_cards_is_refused():
+    with pytest.raises(ValueError, match="one EFA interface per network card"):
+        interface_layout(33, 32, True)
+
+
+def test_p5_layout_matches_the_doc_example():
+    """The page's run-instances example: 32 EFA devices and one ENA device on a p5.48xlarge."""
+    slots = interface_layout(32, 32, True)
+    assert len(slots) == 33
+    assert sum(s.interface_type == "efa-only" for s in slots) == 32
+    assert slots[0].interface_type == "interface"

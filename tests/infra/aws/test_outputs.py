@@ -1,0 +1,67 @@
+"""Stack outputs: exactly ``gpufleet.infra.outputs``' shape, and what the inventory builds from them."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from aws_specs import aws_spec
+
+from gpufleet.catalog import load_catalog
+from gpufleet.infra.outputs import OUTPUT_KEYS, host_record
+from gpufleet.inventory.model import Inventory
+from gpufleet.spec.model import Role
+
+HOST_KEYS = set(host_record(name="x", roles=[Role.COMPUTE], private_ip="", instance_type="", item=None,
+                            fabric_interfaces=0))  # fmt: skip
+
+
+def test_outputs_have_the_common_shape(plan_aws):
+    spec = aws_spec(gpu={"count": 4})
+    outputs = plan_aws(spec).outputs
+    assert tuple(outputs) == OUTPUT_KEYS, list(outputs)
+    assert outputs["cluster"] == "fleet" and outputs["provider"] == "aws" and outputs["fabric"] == "efa"
+    assert (outputs["region"], outputs["zone"]) == ("us-east-1", "us-east-1a")
+    assert outputs["expires_at"] == "2026-11-23T09:00:00Z"
+    assert outputs["head_node"] == "fleet-head"
+    hosts = outputs["hosts"]
+    assert [h["name"] for h in hosts] == [
+        "fleet-head",
+        "fleet-gpu-0",
+        "fleet-gpu-1",
+        "fleet-gpu-2",
+        "fleet-gpu-3",
+    ]
+    p5 = load_catalog().get("p5.48xlarge")
+    for host in hosts:
+        assert set(host) == HOST_KEYS, host
+        assert ipaddress.IPv4Address(host["private_ip"]) in ipaddress.IPv4Network("10.0.0.0/17"), host
+        if host["name"] == "fleet-head":
+            assert host["roles"] == ["controller", "login"] and host["fabric_interfaces"] == 0, host
+        else:
+            assert host["roles"] == ["compute"], host
+            assert (host["instance_type"], host["gpus"], host["fabric_interfaces"]) == ("p5.48xlarge", 8, 32)
+            assert host["cpus"] == p5.cpus, host
+    assert len({h["private_ip"] for h in hosts}) == len(hosts), "private IPs repeat"
+
+
+def test_outputs_build_the_inventory(plan_aws):
+    outputs = plan_aws(aws_spec()).outputs
+    inventory = Inventory.from_stack_outputs(outputs)
+    assert inventory.controller.name == outputs["head_node"]
+    assert inventory.login.name == "fleet-head"
+    assert [h.fabric_interfaces for h in inventory.compute] == [32, 32]
+    groups = inventory.to_ansible()["all"]["children"]
+    assert set(groups["compute"]["hosts"]) == {"fleet-gpu-0", "fleet-gpu-1"}
+
+
+def test_login_group_serves_login(plan_aws):
+    login = {"name": "login", "roles": ["login"], "instance_type": "m7i.xlarge"}
+    data = aws_spec().model_dump(mode="json")
+    data["node_groups"][0]["roles"] = ["controller"]
+    data["node_groups"].insert(1, login)
+    from gpufleet.spec import ClusterSpec
+
+    outputs = plan_aws(ClusterSpec.model_validate(data)).outputs
+    roles = {h["name"]: h["roles"] for h in outputs["hosts"]}
+    assert roles["fleet-head"] == ["controller"] and roles["fleet-login"] == ["login"], roles
+    assert outputs["head_node"] == "fleet-head"

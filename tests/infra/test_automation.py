@@ -1,0 +1,138 @@
+"""The Automation API driver, as far as it goes without the Pulumi CLI: prerequisites, config, inventory."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from gpufleet.errors import EnvironmentProblem
+from gpufleet.infra import automation
+from gpufleet.infra.program import plan_spec
+from gpufleet.lifecycle.state import ClusterState
+from gpufleet.progress import SilentReporter
+from gpufleet.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+CREATED = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    return ClusterState.for_name("llm-p5")
+
+
+@pytest.fixture
+def spec():
+    return load_spec(ROOT / "examples" / "aws-p5.yaml")
+
+
+@pytest.fixture
+def no_pulumi(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "no-pulumi-home"))
+
+
+def test_missing_pulumi_cli_says_how_to_install(no_pulumi):
+    with pytest.raises(EnvironmentProblem) as failure:
+        automation.pulumi_cli()
+    assert "the Pulumi CLI is missing" in failure.value.message
+    assert "get.pulumi.com" in (failure.value.hint or "")
+    assert failure.value.exit_code == 8
+
+
+@pytest.mark.parametrize("verb", ["deploy", "down"])
+def test_up_and_down_stop_before_anything_without_the_cli(no_pulumi, spec, state, verb):
+    with pytest.raises(EnvironmentProblem, match="Pulumi CLI is missing"):
+        getattr(automation, verb)(spec, state, SilentReporter())
+    assert not state.backend_dir("pulumi").exists(), "nothing may be written before the CLI is found"
+
+
+def test_pulumi_cli_found_in_pulumi_home(monkeypatch, tmp_path):
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    binary = home / "bin" / "pulumi"
+    binary.write_text("#!/bin/sh\n", encoding="utf-8")
+    binary.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("PULUMI_HOME", str(home))
+    assert automation.pulumi_cli() == binary
+
+
+def test_missing_aws_credentials(monkeypatch, tmp_path, spec):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(EnvironmentProblem, match="no AWS credentials") as failure:
+        automation.check_credentials(spec)
+    assert "OIDC" in (failure.value.hint or "")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
+    automation.check_credentials(spec)
+
+
+def test_missing_gcp_credentials(monkeypatch, tmp_path):
+    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS", "GOOGLE_OAUTH_ACCESS_TOKEN",
+                "CLOUDSDK_AUTH_ACCESS_TOKEN"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    gcp = load_spec(ROOT / "examples" / "gcp-a3-mega.yaml")
+    with pytest.raises(EnvironmentProblem, match="no Google Cloud credentials"):
+        automation.check_credentials(gcp)
+    (tmp_path / "gcloud").mkdir()
+    (tmp_path / "gcloud" / "application_default_credentials.json").write_text("{}", encoding="utf-8")
+    automation.check_credentials(gcp)
+
+
+def test_stack_config(spec):
+    assert automation.stack_config(spec, CREATED) == {
+        "gpufleet:createdAt": "2026-11-22T09:00:00+00:00",
+        "aws:region": "us-east-1",
+    }
+    gcp = load_spec(ROOT / "examples" / "gcp-a3-mega.yaml")
+    config = automation.stack_config(gcp, CREATED)
+    assert (config["gcp:project"], config["gcp:region"], config["gcp:zone"]) == (
+        gcp.provider.project,
+        gcp.provider.region,
+        gcp.provider.zone,
+    )
+
+
+def test_backend_is_the_env_url_or_a_file_backend_in_the_state_folder(monkeypatch, state):
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    url = automation.backend_url(state)
+    assert url.startswith("file:///") and url.endswith("/llm-p5/pulumi"), url
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "s3://my-pulumi-state")
+    assert automation.backend_url(state) == "s3://my-pulumi-state"
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
+def test_nodes_get_the_cluster_key_unless_the_spec_names_one(spec, state):
+    with_key = automation.with_cluster_key(spec, state)
+    assert with_key.access.ssh_public_key == state.public_key.read_text(encoding="utf-8").strip()
+    assert with_key.access.ssh_public_key.startswith("ssh-ed25519 ")
+    assert spec.access.ssh_public_key is None, "the user's spec object is not changed"
+    assert automation.with_cluster_key(with_key, state) is with_key
+
+
+def test_outputs_to_inventory_through_ssm(spec, state):
+    outputs = plan_spec(spec, CREATED).outputs
+    inventory = automation.inventory_from_outputs(spec, state, outputs)
+    assert [h.name for h in inventory.compute] == ["llm-p5-gpu-0", "llm-p5-gpu-1"]
+    assert {h.fabric_interfaces for h in inventory.compute} == {32}
+    assert inventory.filesystem["dns_name"].endswith(".fsx.us-east-1.amazonaws.com")
+    assert inventory.controller.address == inventory.controller.private_ip
+    script = state.ssh_dir / "ssm-proxy.sh"
+    args = inventory.connection.ssh_common_args or ""
+    assert f'ProxyCommand="{script} %h %p"' in args, args
+    text = script.read_text(encoding="utf-8")
+    assert "aws ssm start-session --region us-east-1" in text
+    assert "Name=tag:gpufleet:cluster,Values=llm-p5" in text
+    assert script.stat().st_mode & 0o777 == 0o700

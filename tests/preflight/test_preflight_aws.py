@@ -1,0 +1,129 @@
+"""AWS preflight checks: a table of (spec change, expected finding or None)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from gpufleet.catalog import load_catalog
+from gpufleet.infra.aws.rules import fsx_size_ok, fsx_sizes_near
+from gpufleet.preflight import Level, run_checks
+from gpufleet.spec.model import ClusterSpec
+
+BASE: dict[str, Any] = {
+    "name": "pf",
+    "provider": {"kind": "aws", "region": "us-east-1", "zone": "us-east-1a"},
+    "node_groups": [
+        {"name": "head", "roles": ["controller", "login"], "instance_type": "m7i.xlarge"},
+        {"name": "gpu", "roles": ["compute"], "instance_type": "p5.48xlarge", "count": 2},
+    ],
+    "fabric": "efa",
+}
+
+
+def spec_with(change: dict[str, Any]) -> ClusterSpec:
+    data = copy.deepcopy(BASE)
+    for key, value in change.items():
+        if key == "gpu":
+            data["node_groups"][1].update(value)
+        elif key == "head":
+            data["node_groups"][0].update(value)
+        elif key == "provider":
+            data["provider"].update(value)
+        else:
+            data[key] = value
+    return ClusterSpec.model_validate(data)
+
+
+def aws_findings(spec: ClusterSpec, level: Level = Level.INFO):
+    return [f for f in run_checks(spec, min_level=level) if f.check.startswith("aws_")]
+
+
+CR = "cr-0123456789abcdef0"
+TABLE = [
+    ({}, None),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 1200}}, None),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 9600}}, None),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 3600}},
+     ("error", "filesystem.size_gib", "Use 2400 or 4800")),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 1800}},
+     ("error", "filesystem.size_gib", "Use 1200 or 2400")),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 2400, "throughput_per_tib": 200}},
+     ("error", "filesystem.throughput_per_tib", "125, 250, 500, 1000")),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 2400, "deployment_type": "SCRATCH_2",
+                     "throughput_per_tib": None}}, None),
+    ({"gpu": {"instance_type": "g5.xlarge"}}, ("error", "node_groups[1].instance_type", "knows no EFA")),
+    ({"fabric": {"kind": "efa", "interfaces": 16}},
+     ("warning", "fabric.interfaces", "about 1600 of 3200 Gbps")),
+    ({"fabric": {"kind": "efa", "interfaces": 0}}, ("error", "fabric.interfaces", "no EFA interface")),
+    ({"gpu": {"capacity": {"mode": "capacity_block", "reservation": CR}}},
+     ("info", "node_groups[1].capacity", "no placement group is created")),
+    ({"gpu": {"capacity": {"mode": "reservation", "reservation": CR}}},
+     ("warning", "node_groups[1].capacity", "made inside a cluster placement group")),
+    ({"gpu": {"capacity": {"mode": "reservation", "reservation": "cr-12"}}},
+     ("error", "node_groups[1].capacity.reservation", "not an EC2 capacity reservation id")),
+    ({"gpu": {"capacity": {"mode": "reservation", "reservation_group_arn":
+                           "arn:aws:resource-groups:eu-west-1:123456789012:group/x"}}},
+     ("error", "node_groups[1].capacity.reservation_group_arn", "not in the cluster's region us-east-1")),
+    ({"gpu": {"capacity": {"mode": "spot"}}}, ("warning", "node_groups[1].capacity", "one interruption")),
+    ({"head": {"capacity": {"mode": "spot"}}}, ("error", "node_groups[0].capacity.mode", "slurmctld")),
+    ({"provider": {"vpc_id": "vpc-0abc1234", "subnet_id": "subnet-0abc1234"}},
+     ("info", "provider.subnet_id", "must be in us-east-1a")),
+    ({"gpu": {"count": 4096}, "fabric": "ethernet"}, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "expected"), TABLE, ids=[str(i) for i in range(len(TABLE))])
+def test_aws_checks(change, expected):
+    spec = spec_with(change)
+    findings = aws_findings(spec, Level.WARNING if expected is None else Level.INFO)
+    if expected is None:
+        assert findings == [], [f.as_json() for f in findings]
+        return
+    level, path, fragment = expected
+    matching = [f for f in findings if f.level.value == level and f.path == path and fragment in f.message]
+    assert matching, f"wanted {level} at {path} with {fragment!r}; got {[f.as_json() for f in findings]}"
+
+
+def test_type_not_offered_in_the_region_or_zone():
+    """The catalog lists no regions yet; a catalog that does is made here from the real one."""
+    from gpufleet.preflight.aws import zone_region
+
+    real = load_catalog()
+    p5 = real.get("p5.48xlarge").model_copy(update={"regions": ["us-east-2"]})
+    catalog = real.model_copy(update={"instance_types": {**real.instance_types, "p5.48xlarge": p5}})
+    (finding,) = list(zone_region(spec_with({}), catalog))
+    assert (finding.level, finding.check, finding.path) == (
+        Level.ERROR,
+        "aws_type_region",
+        "node_groups[1].instance_type",
+    )
+    assert "not offered in us-east-1" in finding.message and "us-east-2" in finding.message, finding
+    p5 = real.get("p5.48xlarge").model_copy(update={"zones": ["us-east-1b", "us-east-1c"]})
+    catalog = real.model_copy(update={"instance_types": {**real.instance_types, "p5.48xlarge": p5}})
+    (finding,) = list(zone_region(spec_with({}), catalog))
+    assert (finding.check, finding.path) == ("aws_type_zone", "provider.zone"), finding
+    assert "us-east-1b, us-east-1c" in finding.message, finding
+
+
+def test_address_space_of_a_huge_ena_fleet():
+    data = copy.deepcopy(BASE)
+    data["fabric"] = "ethernet"
+    data["node_groups"] += [
+        {"name": f"cpu{i}", "roles": ["compute"], "instance_type": "m7i.xlarge", "count": 4096}
+        for i in range(8)
+    ]
+    findings = aws_findings(ClusterSpec.model_validate(data), Level.ERROR)
+    assert [f.check for f in findings] == ["aws_address_space"], [f.as_json() for f in findings]
+
+
+@pytest.mark.parametrize(
+    ("size", "ok"), [(1200, True), (2400, True), (4800, True), (3600, False), (1199, False), (0, False)]
+)
+def test_fsx_steps(size, ok):
+    assert fsx_size_ok(size) is ok
+    if not ok and size > 1200:
+        below, above = fsx_sizes_near(size)
+        assert fsx_size_ok(below) and fsx_size_ok(above) and below < size < above
