@@ -1,0 +1,303 @@
+"""The validation suite: is this cluster fit for a training run?
+
+``run_suite(spec, inventory, executor, out_dir)``:
+
+1. node health (when ``validation.health_checks``): Slurm's state of every compute node, then the health
+   script on each (``node_health.py``), judged against the inventory (``health.py``);
+2. each collective of ``validation.collectives`` across all usable compute nodes, parsed and gated
+   (``gate.py``) against the spec's floor or the catalog's baseline for the instance type and node count;
+3. the report (JSON, Markdown, plot; ``report.py``) and every raw log, in ``out_dir``;
+4. when a collective failed and ``validation.find_bad_nodes``: the bisection (``bisect.py``) on that
+   collective, then, with ``validation.drain_bad_nodes``, ``scontrol update ... state=drain`` for the
+   nodes it names and for nodes that failed their health check.
+
+``SuiteResult.passed`` is what ``gpufleet validate`` turns into its exit code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.catalog import Catalog, load_catalog
+from gpufleet.errors import LogParseError, ValidationRunError
+from gpufleet.inventory.model import Host, Inventory
+from gpufleet.spec.model import ClusterSpec, FabricKind
+from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
+from gpufleet.validate.gate import FAIL, GateConfig, Verdict, judge
+from gpufleet.validate.health import HealthReport, evaluate_health
+from gpufleet.validate.models import TestResult
+from gpufleet.validate.nccl_log import parse_text
+from gpufleet.validate.report import ReportFiles, Section, write_report
+from gpufleet.validate.slurm import (
+    DEFAULT_NCCL_TESTS_DIR,
+    CollectiveRun,
+    Executor,
+    SlurmRunner,
+    Sweep,
+    fabric_environment,
+)
+
+
+@dataclass
+class SuiteResult:
+    passed: bool
+    tests: list[TestResult]
+    verdicts: list[Verdict]
+    runs: list[CollectiveRun]
+    health: HealthReport | None
+    bisection: BisectResult | None
+    drained: list[str]
+    report: ReportFiles
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        word = "PASS" if self.passed else "FAIL"
+        parts = [verdict.summary for verdict in self.verdicts]
+        if self.health is not None and not self.health.passed:
+            parts.append(f"unhealthy nodes: {', '.join(self.health.failed_nodes)}")
+        if self.bisection is not None and self.bisection.bad_nodes:
+            parts.append(f"bad nodes: {', '.join(self.bisection.bad_nodes)}")
+        return f"{word}: " + " | ".join(parts)
+
+
+def _gpus_per_node(hosts: list[Host]) -> int:
+    counts = {host.gpus for host in hosts}
+    if len(counts) > 1:
+        raise ValidationRunError(
+            f"compute nodes differ in GPU count ({', '.join(str(c) for c in sorted(counts))}): one "
+            "nccl-tests run needs the same number of ranks on every node",
+            hint="validate each node group on its own, or fix gpufleet_gpus in the inventory",
+        )
+    return counts.pop()
+
+
+def _instance_type(hosts: list[Host]) -> str:
+    types = {host.instance_type for host in hosts}
+    if len(types) > 1:
+        raise ValidationRunError(
+            f"compute nodes are of several instance types ({', '.join(sorted(types))}); the gate needs one "
+            "baseline",
+            hint="validate each node group on its own",
+        )
+    return types.pop()
+
+
+def _failed_run_test(run: CollectiveRun, why: str) -> TestResult:
+    """A stand-in result for a run whose output holds no table, so the report and the gate show it."""
+    test = TestResult(file=f"{run.collective}.log", collective=run.collective, collective_source="test name")
+    stderr = run.stderr.strip().splitlines()
+    detail = f"; stderr: {stderr[-1][:300]}" if stderr else ""
+    test.failures.append(f"srun exit code {run.rc}, no nccl-tests table in the output ({why}){detail}")
+    return test
+
+
+def _parse_run(run: CollectiveRun, name: str) -> list[TestResult]:
+    try:
+        tests = parse_text(run.log, name=name)
+    except LogParseError as exc:
+        return [_failed_run_test(run, exc.message)]
+    if run.rc != 0:
+        stderr = (run.stderr.strip().splitlines() or [""])[-1][:300]
+        for test in tests:
+            if test.failures or test.out_of_bounds or test.wrong_total:
+                # nccl-tests exits non-zero when it counted errors: the gate already says why
+                test.notes.append(f"srun exit code {run.rc}: {stderr}")
+            else:
+                test.failures.append(f"srun exit code {run.rc}: {stderr}")
+    return tests
+
+
+def _probe_sizes(verdict: Verdict, test: TestResult, sweep: Sweep, gate_min: int) -> tuple[int, int]:
+    """Sizes for bisection runs: where the cluster-wide run went wrong, and the size the gate reads."""
+    judged = verdict.measured_bytes or min(max(gate_min, sweep.min_bytes), sweep.max_bytes)
+    wrong = [row.size for row in test.rows if any(h is not None and h.wrong for h in (row.oop, row.ip))]
+    low = min([*wrong, judged]) if wrong else judged
+    high = max([*wrong, judged])
+    return low, high
+
+
+class SlurmProber:
+    """Runs one bisection round through the runner and judges each group's result with the gate."""
+
+    def __init__(
+        self,
+        runner: SlurmRunner,
+        collective: str,
+        config: GateConfig,
+        catalog: Catalog,
+        sizes: tuple[int, int],
+        out_dir: Path,
+    ) -> None:
+        self.runner, self.collective, self.config, self.catalog = runner, collective, config, catalog
+        self.sizes = sizes
+        self.log_dir = out_dir / "logs" / "bisect"
+        self.round = 0
+
+    def __call__(self, groups: list[list[str]]) -> list[ProbeResult]:
+        self.round += 1
+        runs = self.runner.run_many(
+            [(group, self.collective) for group in groups], min_bytes=self.sizes[0], max_bytes=self.sizes[1]
+        )
+        results = []
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for index, (group, run) in enumerate(zip(groups, runs, strict=True)):
+            name = f"round{self.round:02d}-{index:03d}-{self.collective}.log"
+            (self.log_dir / name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
+            config = GateConfig(**{**self.config.__dict__, "nodes": len(group)})
+            verdicts = [judge(test, config, self.catalog) for test in _parse_run(run, name)]
+            failures = [check for verdict in verdicts for check in verdict.failures]
+            busbw = next((v.measured_busbw for v in verdicts if v.measured_busbw is not None), None)
+            reason = "; ".join(check.message for check in failures)[:400] if failures else "passed"
+            results.append(ProbeResult(not failures, reason, busbw))
+        return results
+
+
+def run_suite(
+    spec: ClusterSpec,
+    inventory: Inventory,
+    executor: Executor,
+    out_dir: Path,
+    *,
+    catalog: Catalog | None = None,
+) -> SuiteResult:
+    """Validate the cluster ``inventory`` describes, as ``spec.validation`` asks; see the module doc."""
+    validation = spec.validation
+    catalog = catalog or load_catalog()
+    hosts = inventory.compute
+    if not hosts:
+        raise ValidationRunError(
+            "the inventory has no compute nodes", hint="check the inventory's compute group"
+        )
+    gpus = _gpus_per_node(hosts)
+    instance_type = _instance_type(hosts)
+    fabric = inventory.fabric
+    extra = inventory.extra_vars
+    environment = fabric_environment(fabric, instance_type, extra.get("gpufleet_validation_env") or {})
+    sweep = Sweep.from_spec(validation)
+    runner = SlurmRunner(
+        executor,
+        fabric=fabric,
+        gpus_per_node=gpus,
+        bindir=str(extra.get("gpufleet_nccl_tests_dir") or DEFAULT_NCCL_TESTS_DIR),
+        environment=environment,
+        sweep=sweep,
+        timeout=validation.timeout.total_seconds(),
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "logs").mkdir(exist_ok=True)
+
+    nodes = [host.name for host in hosts]
+    health: HealthReport | None = None
+    if validation.health_checks:
+        health_run = runner.run_health(nodes)
+        health = evaluate_health(hosts, health_run)
+        unusable = {
+            node.node
+            for node in health.nodes
+            if any(check.name in ("slurm", "answer") and check.status == FAIL for check in node.checks)
+        }
+        nodes = [node for node in nodes if node not in unusable]
+
+    base_config = GateConfig.from_spec(
+        validation,
+        instance_type=instance_type,
+        fabric=fabric,
+        require_transport=fabric is not FabricKind.ETHERNET,
+        require_complete=True,
+    )
+    tests: list[TestResult] = []
+    verdicts: list[Verdict] = []
+    runs: list[CollectiveRun] = []
+    first_failure: tuple[str, Verdict, TestResult] | None = None
+    for collective in validation.collectives:
+        name = collective.value
+        if not nodes:
+            run = CollectiveRun(
+                name, (), "", 1, "", "no usable compute node left after the health checks", 0.0
+            )
+        else:
+            run = runner.run_collective(nodes, name)
+        runs.append(run)
+        log_name = f"{name}.log"
+        (out_dir / "logs" / log_name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
+        config = GateConfig(**{**base_config.__dict__, "nodes": len(nodes)})
+        for test in _parse_run(run, f"logs/{log_name}"):
+            if test.collective != name and test.collective_source == "row shape":
+                test.collective_note = f"{test.collective_note}; set to {name}, the binary gpufleet ran"
+                test.collective, test.collective_source = name, "command line"
+            verdict = judge(test, config, catalog)
+            tests.append(test)
+            verdicts.append(verdict)
+            if not verdict.passed and first_failure is None:
+                first_failure = (name, verdict, test)
+
+    context: dict[str, Any] = {
+        "cluster": inventory.cluster,
+        "instance type": instance_type,
+        "compute nodes": len(hosts),
+        "nodes in the collective runs": len(nodes),
+        "GPUs per node": gpus,
+        "fabric": fabric.value,
+        "commands": "; ".join(run.command for run in runs if run.command),
+    }
+    sections: dict[str, Section] = {}
+    if health is not None:
+        sections["health"] = health
+    report = write_report(
+        out_dir, tests, verdicts, sections=sections, context=context, gate_min_bytes=validation.gate_min_bytes
+    )
+
+    bisection: BisectResult | None = None
+    if first_failure is not None and validation.find_bad_nodes and len(nodes) >= 2:
+        name, verdict, test = first_failure
+        prober = SlurmProber(
+            runner,
+            name,
+            base_config,
+            catalog,
+            _probe_sizes(verdict, test, sweep, validation.gate_min_bytes),
+            out_dir,
+        )
+        bisection = find_bad_nodes(nodes, prober)
+        bisection.collective = name
+
+    drained: list[str] = []
+    if validation.drain_bad_nodes:
+        to_drain: dict[str, str] = {}
+        if health is not None:
+            for node in health.nodes:
+                if not node.passed:
+                    to_drain[node.node] = f"gpufleet health: {node.problems[0]}"
+        if bisection is not None:
+            for node, why in bisection.bad_nodes.items():
+                to_drain.setdefault(node, f"gpufleet {bisection.collective}: {why}")
+        errors = []
+        for node, reason in to_drain.items():
+            rc, stderr = runner.drain([node], reason[:200])
+            if rc == 0:
+                drained.append(node)
+            else:
+                errors.append(f"{node}: {stderr.strip()[:200] or f'exit {rc}'}")
+        if bisection is not None:
+            bisection.drained = [node for node in drained if node in bisection.bad_nodes]
+            bisection.drain_error = "; ".join(errors) or None
+        context["drained"] = ", ".join(drained) or "none"
+        if errors:
+            context["drain errors"] = "; ".join(errors)
+
+    if bisection is not None:
+        sections["bisection"] = bisection
+    if bisection is not None or drained:
+        report = write_report(
+            out_dir,
+            tests,
+            verdicts,
+            sections=sections,
+            context=context,
+            gate_min_bytes=validation.gate_min_bytes,
+        )
+    passed = bool(verdicts) and all(v.passed for v in verdicts) and (health is None or health.passed)
+    return SuiteResult(passed, tests, verdicts, runs, health, bisection, drained, report, nodes)

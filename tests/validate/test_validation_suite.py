@@ -1,0 +1,202 @@
+"""The whole suite against a fake Slurm login node: health, collectives, gate, report, bisection, drain."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from validate_fakes import FakeSlurm
+
+from gpufleet.errors import ValidationRunError
+from gpufleet.inventory.model import Host, Inventory
+from gpufleet.spec import parse_spec
+from gpufleet.spec.model import FabricKind, Role
+from gpufleet.validate.report import JSON_NAME, MARKDOWN_NAME, PLOT_NAME
+from gpufleet.validate.suite import run_suite
+
+LOCAL_SPEC = """
+name: demo
+provider: local
+node_groups:
+  - {name: controller, roles: [controller, login], instance_type: local}
+  - {name: compute, roles: [compute], instance_type: local, count: 3}
+validation:
+  collectives: [all_reduce, all_gather]
+  min_bytes: 8
+  max_bytes: 16M
+  gate_min_bytes: 4M
+  iterations: 10
+  warmup_iterations: 2
+  min_busbw: {all_reduce: 0.05, all_gather: 0.05}
+"""
+
+GPU_SPEC = """
+name: ib
+provider: {kind: baremetal, inventory: inventories/ib.yml}
+node_groups:
+  - {name: head, roles: [controller, login], instance_type: head}
+  - {name: gpu, roles: [compute], instance_type: hgx-h100, count: %(count)d}
+fabric: infiniband
+validation:
+  collectives: [all_reduce]
+  min_bytes: 1M
+  max_bytes: 8G
+  min_busbw: {all_reduce: 20}
+  find_bad_nodes: true
+  drain_bad_nodes: %(drain)s
+"""
+
+
+def _inventory(count: int, *, gpus: int, fabric: FabricKind, extra: dict | None = None, kind: str = "local"):
+    hosts = [
+        Host(
+            name="head",
+            roles=[Role.CONTROLLER, Role.LOGIN],
+            address="10.0.0.1",
+            private_ip="10.0.0.1",
+            instance_type="head",
+            cpus=4,
+            memory_mb=4096,
+        )
+    ]
+    hosts += [
+        Host(
+            name=f"gpu-{index:03d}",
+            roles=[Role.COMPUTE],
+            address=f"10.0.1.{index}",
+            private_ip=f"10.0.1.{index}",
+            instance_type=kind,
+            gpus=gpus,
+            fabric_interfaces=0,
+            cpus=96,
+            memory_mb=1_000_000,
+        )
+        for index in range(count)
+    ]
+    return Inventory(cluster="t", provider="baremetal", fabric=fabric, hosts=hosts, extra_vars=extra or {})
+
+
+def test_local_cluster_passes_and_writes_the_report(tmp_path):
+    spec = parse_spec(LOCAL_SPEC)
+    extra = {
+        "gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin",
+        "gpufleet_validation_env": {"OMPI_MCA_btl": "vader,tcp,self"},
+    }
+    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, extra=extra)
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=0, fabric="ethernet", busbw_scale=0.01)
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert result.passed, result.summary
+    assert [v.collective for v in result.verdicts] == ["all_reduce", "all_gather"]
+    assert all(v.mode == "floor" and v.measured_bytes == 16 << 20 for v in result.verdicts)
+    assert result.health is not None and result.health.passed
+    assert result.bisection is None and result.drained == []
+    kinds = [shlex.split(c)[0] for c in slurm.commands]
+    assert kinds == ["sinfo", "srun", "env", "env"]  # node states, health, then the two collectives
+    collective, nodes, env = slurm.collective_runs[0]
+    assert (collective, nodes) == ("all_reduce", ["gpu-000", "gpu-001", "gpu-002"])
+    assert env["OMPI_MCA_btl"] == "vader,tcp,self" and env["NCCL_DEBUG"] == "INFO"
+    assert (
+        "/opt/gpufleet/mpi-perf/bin/all_reduce_perf -b 8 -e 16777216 -f 2 -g 1 -n 10 -w 2 -c 1"
+        in (slurm.commands[2])
+    )
+    for name in (JSON_NAME, MARKDOWN_NAME, PLOT_NAME, "logs/all_reduce.log", "logs/all_gather.log"):
+        assert (tmp_path / name).exists(), name
+    document = json.loads((tmp_path / JSON_NAME).read_text())
+    assert document["passed"] is True and document["health"]["passed"] is True
+    assert document["context"]["nodes in the collective runs"] == 3
+    assert "## Node health" in (tmp_path / MARKDOWN_NAME).read_text()
+
+
+def test_slow_node_is_found_and_drained(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 16, "drain": "true"})
+    inventory = _inventory(16, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8, bad={"gpu-011": "slow"})
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert not result.passed
+    (verdict,) = result.verdicts
+    assert "below the floor 20" in verdict.summary
+    assert result.bisection is not None and list(result.bisection.bad_nodes) == ["gpu-011"]
+    assert result.bisection.round_count <= 5  # ceil(log2 16) + 1
+    assert slurm.drained == {"gpu-011": slurm.drained["gpu-011"]}
+    assert slurm.drained["gpu-011"].startswith("gpufleet all_reduce: failed together with proven-good")
+    assert result.drained == ["gpu-011"]
+    # the cluster-wide run used one task per GPU, GPUs requested, the IB environment
+    command = next(c for c in slurm.commands if "all_reduce_perf" in c and "-N 16" in c)
+    assert "--ntasks-per-node=8 --gpus-per-node=8" in command and "NCCL_DEBUG_SUBSYS=INIT,NET" in command
+    markdown = (tmp_path / MARKDOWN_NAME).read_text()
+    assert "## Bad nodes (bisection)" in markdown and "- **gpu-011**:" in markdown
+    assert "drained in Slurm: gpu-011" in markdown
+    assert json.loads((tmp_path / JSON_NAME).read_text())["bisection"]["bad_nodes"].keys() == {"gpu-011"}
+    assert "bad nodes: gpu-011" in result.summary
+
+
+def test_bad_nodes_are_named_but_not_drained_unless_asked(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 9, "drain": "false"})
+    inventory = _inventory(9, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm(
+        [h.name for h in inventory.compute], gpus=8, bad={"gpu-004": "wrong", "gpu-008": "crash"}
+    )
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert not result.passed
+    assert set(result.bisection.bad_nodes) == {"gpu-004", "gpu-008"}
+    assert slurm.drained == {} and result.drained == []
+
+
+def test_socket_fallback_on_an_infiniband_cluster_fails_loudly(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 4, "drain": "false"})
+    inventory = _inventory(4, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8, bad={"gpu-002": "socket"})
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    (verdict,) = result.verdicts
+    assert not verdict.passed
+    assert verdict.summary.startswith("FAIL all_reduce: WRONG TRANSPORT: NCCL used Socket, but the fabric is")
+    assert list(result.bisection.bad_nodes) == ["gpu-002"]
+
+
+def test_unhealthy_and_down_nodes(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 4, "drain": "true"})
+    inventory = _inventory(4, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    health = {
+        "gpu-001": {"gpus": {"present": True, "count": 7}},
+        "gpu-002": {"ecc": {"present": True, "uncorrected": 3, "per_gpu": [{"gpu": "5", "uncorrected": 3}]}},
+    }
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8, health=health, down={"gpu-003"})
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert not result.passed
+    assert result.health.failed_nodes == ["gpu-001", "gpu-002", "gpu-003"]
+    problems = {node.node: node.problems for node in result.health.nodes}
+    assert problems["gpu-001"] == ["7 GPUs visible, the inventory expects 8"]
+    assert problems["gpu-002"] == ["3 uncorrected ECC errors (GPU 5)"]
+    assert problems["gpu-003"] == ["Slurm state down* (Not responding): the node cannot run jobs"]
+    # the down node is left out of the collective runs; the others still run (and pass)
+    assert result.nodes == ["gpu-000", "gpu-001", "gpu-002"]
+    assert result.verdicts[0].passed
+    assert set(slurm.drained) == {"gpu-001", "gpu-002", "gpu-003"}
+    assert slurm.drained["gpu-002"] == "gpufleet health: 3 uncorrected ECC errors (GPU 5)"
+
+
+def test_a_run_without_output_is_a_failed_verdict_not_a_crash(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 2, "drain": "false"})
+    inventory = _inventory(2, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+
+    class Broken(FakeSlurm):
+        def _collective(self, nodes, tasks_per_node, task, env):
+            return 2, "", "slurmstepd: error: execve(): /opt/nccl-tests/build/all_reduce_perf: No such file\n"
+
+    result = run_suite(spec, inventory, Broken(["gpu-000", "gpu-001"], gpus=8), tmp_path)
+    (verdict,) = result.verdicts
+    assert not verdict.passed
+    assert "srun exit code 2, no nccl-tests table in the output" in verdict.summary
+    assert "No such file" in verdict.summary
+    # every run failed, single-node ones too: a software fault, and no node is blamed for it
+    assert result.bisection is not None and result.bisection.bad_nodes == {}
+    assert result.bisection.widespread and result.bisection.unresolved == [["gpu-000", "gpu-001"]]
+
+
+def test_heterogeneous_gpu_counts_are_refused(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 2, "drain": "false"})
+    inventory = _inventory(2, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    inventory.hosts[-1].gpus = 4
+    with pytest.raises(ValidationRunError, match=r"compute nodes differ in GPU count \(4, 8\)"):
+        run_suite(spec, inventory, FakeSlurm(["gpu-000", "gpu-001"]), tmp_path)
