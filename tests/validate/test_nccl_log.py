@@ -391,6 +391,13 @@ def test_mixed_transports_are_all_reported():
     assert test.transport == "IB+Socket"
 
 
+def test_nccl_warnings_are_kept_as_notes():
+    warn = "[1,3]<stdout>:n3:9:9 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.4 with error 12\n"
+    test = parse_text(warn * 7 + _table())[0]
+    notes = [note for note in test.notes if "NCCL WARN" in note]
+    assert len(notes) == 5 and notes[0].startswith("line 1: n3:9:9 [3] NCCL WARN NET/IB : Got completion")
+
+
 def test_per_iteration_header_columns_are_skipped():
     header = (
         "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min"
@@ -428,6 +435,7 @@ def test_missing_file():
         ("[1,12]<stderr>: x", "x"),
         (" 0: #  size", "#  size"),
         ("12: 1024 256", "1024 256"),
+        ("3: [1,3]<stdout>:# Avg", "# Avg"),
         ("     1024           256     float", "     1024           256     float"),
         ("pod-vf07:15718:15718 [0] NCCL INFO", "pod-vf07:15718:15718 [0] NCCL INFO"),
     ],

@@ -61,11 +61,14 @@ _SLURM_LABEL = re.compile(r"^\s*\d+: ")
 
 
 def strip_prefix(line: str) -> str:
-    """Remove an Open MPI ``--tag-output`` tag and/or a Slurm ``--label`` prefix."""
+    """Remove an Open MPI ``--tag-output`` tag and/or a Slurm ``--label`` prefix (in either order)."""
     if line.startswith("["):
         line = _MPI_TAG.sub("", line, count=1)
     if ": " in line[:12]:
-        line = _SLURM_LABEL.sub("", line, count=1)
+        labelled = _SLURM_LABEL.sub("", line, count=1)
+        if labelled is not line and labelled.startswith("["):
+            labelled = _MPI_TAG.sub("", labelled, count=1)
+        line = labelled
     return line
 
 
@@ -339,6 +342,7 @@ class _Parser:
         self.file_transport = _TransportSeen()
         self.file_versions: dict[str, str] = {}
         self.lineno = 0
+        self.warnings = 0  # NCCL WARN lines kept as notes (the first few only)
         self.pending_hint: str | None = None
         self._new_test()
 
@@ -412,6 +416,9 @@ class _Parser:
 
     def _nccl_line(self, raw: str) -> None:
         seen = self.cur_transport
+        if "NCCL WARN" in raw and self.warnings < 5:
+            self.warnings += 1
+            self.cur.notes.append(f"line {self.lineno}: {strip_prefix(raw.strip())[:200]}")
         if "Using network" in raw:
             match = _USING_NETWORK.search(raw)
             if match:

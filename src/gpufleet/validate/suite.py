@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +85,9 @@ def _instance_type(hosts: list[Host]) -> str:
     return types.pop()
 
 
-def _failed_run_test(run: CollectiveRun, why: str) -> TestResult:
+def _failed_run_test(run: CollectiveRun, name: str, why: str) -> TestResult:
     """A stand-in result for a run whose output holds no table, so the report and the gate show it."""
-    test = TestResult(file=f"{run.collective}.log", collective=run.collective, collective_source="test name")
+    test = TestResult(file=name, collective=run.collective, collective_source="test name")
     stderr = run.stderr.strip().splitlines()
     detail = f"; stderr: {stderr[-1][:300]}" if stderr else ""
     test.failures.append(f"srun exit code {run.rc}, no nccl-tests table in the output ({why}){detail}")
@@ -98,7 +98,7 @@ def _parse_run(run: CollectiveRun, name: str) -> list[TestResult]:
     try:
         tests = parse_text(run.log, name=name)
     except LogParseError as exc:
-        return [_failed_run_test(run, exc.message)]
+        return [_failed_run_test(run, name, exc.message)]
     if run.rc != 0:
         stderr = (run.stderr.strip().splitlines() or [""])[-1][:300]
         for test in tests:
@@ -146,7 +146,7 @@ class SlurmProber:
         for index, (group, run) in enumerate(zip(groups, runs, strict=True)):
             name = f"round{self.round:02d}-{index:03d}-{self.collective}.log"
             (self.log_dir / name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
-            config = GateConfig(**{**self.config.__dict__, "nodes": len(group)})
+            config = replace(self.config, nodes=len(group))
             verdicts = [judge(test, config, self.catalog) for test in _parse_run(run, name)]
             failures = [check for verdict in verdicts for check in verdict.failures]
             busbw = next((v.measured_busbw for v in verdicts if v.measured_busbw is not None), None)
@@ -223,7 +223,7 @@ def run_suite(
         runs.append(run)
         log_name = f"{name}.log"
         (out_dir / "logs" / log_name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
-        config = GateConfig(**{**base_config.__dict__, "nodes": len(nodes)})
+        config = replace(base_config, nodes=len(nodes))
         for test in _parse_run(run, f"logs/{log_name}"):
             if test.collective != name and test.collective_source == "row shape":
                 test.collective_note = f"{test.collective_note}; set to {name}, the binary gpufleet ran"
