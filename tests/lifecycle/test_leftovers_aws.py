@@ -154,7 +154,14 @@ def make_cluster(session, cluster: str, expires: datetime) -> dict[str, str]:
         AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
         Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
     )
+    bucket = f"{cluster}-scratch-bucket"
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_tagging(
+        Bucket=bucket, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]}
+    )
     return {
+        "bucket": f"arn:aws:s3:::{bucket}",
         "vpc": vpc, "subnet": subnet, "public": public, "sg": sg, "eip": eip, "nat": nat,
         "instance": instance, "volume": volume, "eni": eni, "fs": fs, "role": role,
         "placement": f"{cluster}-placement",
@@ -175,6 +182,7 @@ def destroy(session, made: dict[str, str]) -> None:
     ec2.delete_subnet(SubnetId=made["subnet"])
     ec2.delete_subnet(SubnetId=made["public"])
     ec2.delete_vpc(VpcId=made["vpc"])
+    session.client("s3").delete_bucket(Bucket=made["bucket"].rsplit(":", 1)[1])
 
 
 def test_finds_every_tagged_resource_of_the_cluster(aws):
@@ -186,6 +194,9 @@ def test_finds_every_tagged_resource_of_the_cluster(aws):
         made[k] for k in ("vpc", "subnet", "sg", "eip", "nat", "instance", "volume", "eni", "fs", "role")
     }
     wanted.add(made["placement"])
+    wanted.add(made["bucket"])  # a type no describe call covers: found through the tagging API
+    tagged = [f.id for f in found if f.kind == "tagged resource"]
+    assert tagged == [made["bucket"]], f"the tagging API repeats what describe calls cover: {tagged}"
     assert wanted <= ids, f"missing: {sorted(wanted - ids)}; found: {[str(f) for f in found]}"
     assert not ids & {other["instance"], other["vpc"], other["fs"]}, [str(f) for f in found]
     assert made["public"] not in ids, "an untagged subnet was reported"

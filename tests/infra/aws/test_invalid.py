@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from aws_specs import aws_spec
+from aws_specs import CREATED_AT, aws_spec
 
 from gpufleet.errors import SpecError
 from gpufleet.infra import program
@@ -39,7 +39,7 @@ def test_invalid_spec_registers_nothing(recorded, case):
     changes, message = INVALID[case]
     spec = aws_spec(**changes)
     with pytest.raises(SpecError) as failure:
-        program.plan_spec(spec, __import__("aws_specs").CREATED_AT)
+        program.plan_spec(spec, CREATED_AT)
     assert message in str(failure.value), str(failure.value)
     assert "nothing was created" in str(failure.value)
     assert recorded() == [], f"registered before failing: {[r.urn for r in recorded()]}"
@@ -51,7 +51,7 @@ def test_every_error_is_listed_at_once(recorded):
         fabric={"kind": "efa", "interfaces": 40},
     )
     with pytest.raises(SpecError) as failure:
-        program.plan_spec(spec, __import__("aws_specs").CREATED_AT)
+        program.plan_spec(spec, CREATED_AT)
     text = str(failure.value)
     assert "fails 3 preflight check(s)" in text, text
     for fragment in ("filesystem.size_gib", "filesystem.throughput_per_tib", "fabric.interfaces"):

@@ -73,7 +73,9 @@ IMDS_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-dat
 IMDS_HOP_LIMIT = 2
 
 AMI_DOC = "https://documentation.ubuntu.com/aws/aws-how-to/instances/find-ubuntu-images/"
-DLAMI_DOC = "https://docs.aws.amazon.com/dlami/latest/devguide/aws-deep-learning-x86-base-oss-nvidia-driver-ami-ubuntu-22-04.html"
+# Release notes name each image "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) YYYYMMDD"
+# (the arm64 ones say "ARM64 Base", which the name pattern and the x86_64 filter leave out).
+DLAMI_DOC = "https://docs.aws.amazon.com/dlami/latest/devguide/"
 CANONICAL_OWNER = "099720109477"
 AMAZON_OWNER = "amazon"
 
