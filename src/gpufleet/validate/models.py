@@ -9,21 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Collective names as the spec spells them (gpufleet.spec.model.Collective) and the nccl-tests binaries
-# that run them (``<name>_perf``). nccl-tests has a few more (hypercube, alltoallv, ...): those keep
-# their own name.
-KNOWN_COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "alltoall",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-    "gather",
-    "scatter",
-)
-
 # Canonical network transports, as gpufleet names them in reports and gates.
 TRANSPORT_OFI = "OFI"  # aws-ofi-nccl over libfabric (EFA); NCCL says "AWS Libfabric" / "Libfabric"
 TRANSPORT_IB = "IB"  # NCCL's built-in InfiniBand verbs transport (IB or RoCE ports)
@@ -126,7 +111,6 @@ class TestResult:
     tests_version: str | None = None  # "nccl-tests 2.17.8" or "rccl-tests develop:448c4c7"
     net_plugin: str | None = None  # e.g. "aws-ofi-nccl 1.5.0aws"
     config: dict[str, Any] = field(default_factory=dict)  # the "# nThread ..." line, parsed
-    columns: tuple[str, ...] = ()  # the table's header columns (one half), e.g. time algbw busbw #wrong
     legacy_error_column: bool = False
     rows: list[Row] = field(default_factory=list)
     out_of_bounds: int | None = None

@@ -196,18 +196,14 @@ def collective_of(test_name: str) -> str:
 class _Layout:
     """Which columns a row has, read from the table header (or guessed from a row when there is none)."""
 
-    __slots__ = ("half_len", "half_names", "has_redop", "has_root", "legacy", "prefix_len", "source")
+    __slots__ = ("half_len", "has_redop", "has_root", "legacy", "prefix_len")
 
-    def __init__(
-        self, prefix: list[str], half: list[str], *, source: str = "header", legacy: bool | None = None
-    ) -> None:
+    def __init__(self, prefix: list[str], half: list[str], *, legacy: bool | None = None) -> None:
         self.has_redop = "redop" in prefix
         self.has_root = "root" in prefix
         self.prefix_len = len(prefix)
-        self.half_names = tuple(half)
         self.half_len = len(half)
         self.legacy = ("error" in half) if legacy is None else legacy
-        self.source = source
 
     @classmethod
     def from_header(cls, tokens: list[str]) -> _Layout | None:
@@ -241,7 +237,7 @@ class _Layout:
         last = tokens[len(prefix) + 3]
         legacy = ("e" in last.lower() or "." in last) and last != "N/A"
         half = ["time", "algbw", "busbw", "error" if legacy else "#wrong"]
-        return cls(prefix, half, source="guessed", legacy=legacy)
+        return cls(prefix, half, legacy=legacy)
 
 
 def _is_int(token: str) -> bool:
@@ -566,28 +562,27 @@ class _Parser:
             self._finish()
         self._touch()
         self.in_devices = False
+        self._use_layout(layout)
+
+    def _use_layout(self, layout: _Layout) -> None:
         self.layout = layout
         self.in_table = True
-        self.cur.columns = layout.half_names
         self.cur.legacy_error_column = layout.legacy
 
     def _close_table(self) -> None:
         if self.pending_problem:
             line, reason = self.pending_problem
-            raise LogParseError(f"{self.name}: line {line}: {reason}", hint=HINT)
+            self._problem(reason, line)
         self.in_table = False
 
-    def _problem(self, reason: str) -> None:
-        raise LogParseError(f"{self.name}: line {self.lineno}: {reason}", hint=HINT)
+    def _problem(self, reason: str, line: int | None = None) -> None:
+        raise LogParseError(f"{self.name}: line {line or self.lineno}: {reason}", hint=HINT)
 
     def _row(self, text: str) -> None:
         if self.cur.has_footer and self.layout is not None:
             layout = self.layout  # rows after a summary, with no new header: a new run, same columns
             self._finish()
-            self.layout = layout
-            self.in_table = True
-            self.cur.columns = layout.half_names
-            self.cur.legacy_error_column = layout.legacy
+            self._use_layout(layout)
         if not self._looks_like_row(text):
             self._other(text)  # e.g. an IP address or a date on a line of its own
             return
@@ -598,16 +593,13 @@ class _Parser:
                 self._problem(
                     f"a table row with no table header above it, and {len(tokens)} columns: '{text[:120]}'"
                 )
-            self.layout = guessed
-            self.in_table = True
-            self.cur.columns = guessed.half_names
-            self.cur.legacy_error_column = guessed.legacy
+            self._use_layout(guessed)
             self.cur.notes.append(
                 f"line {self.lineno}: rows with no table header; columns guessed from the row"
             )
         if self.pending_problem:
             line, reason = self.pending_problem
-            raise LogParseError(f"{self.name}: line {line}: {reason}", hint=HINT)
+            self._problem(reason, line)
         assert self.layout is not None
         try:
             row = parse_row(text, self.layout, self.lineno)
@@ -851,7 +843,6 @@ def parse_json_report(text: str, name: str) -> list[TestResult]:
                 str(device.get("device_info", "")),
             )
         )
-    test.columns = ("time", "algbw", "busbw", "#wrong")
     for index, item in enumerate(data["results"]):
         try:
             test.rows.append(_json_row(item, index))
