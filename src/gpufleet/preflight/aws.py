@@ -14,6 +14,7 @@ from gpufleet.catalog import Catalog
 from gpufleet.infra.aws import rules
 from gpufleet.infra.aws.interfaces import EFA_LAYOUT_DOC, efa_count, group_layout
 from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.common import _group_path as _path
 from gpufleet.spec.model import (
     AwsProvider,
     CapacityMode,
@@ -23,11 +24,6 @@ from gpufleet.spec.model import (
 )
 
 AWS = ("aws",)
-
-
-def _path(spec: ClusterSpec, group_name: str) -> str:
-    index = next(i for i, g in enumerate(spec.node_groups) if g.name == group_name)
-    return f"node_groups[{index}]"
 
 
 def _provider(spec: ClusterSpec) -> AwsProvider:

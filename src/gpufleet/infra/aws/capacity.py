@@ -21,13 +21,18 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.infra.aws import rules
-from gpufleet.spec.model import Capacity, CapacityMode, ClusterSpec
+from gpufleet.spec.model import Capacity, CapacityMode, ClusterSpec, NodeGroup, Role
 
 SPOT_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-instances.html"
 
 
+def in_placement_group(group: NodeGroup) -> bool:
+    """Compute groups bought on demand or on spot go into the cluster placement group; no other does."""
+    return Role.COMPUTE in group.roles and rules.wants_cluster_placement_group(group.capacity.mode)
+
+
 def needs_placement_group(spec: ClusterSpec) -> bool:
-    return any(rules.wants_cluster_placement_group(g.capacity.mode) for g in spec.compute_groups)
+    return any(in_placement_group(group) for group in spec.node_groups)
 
 
 def build_placement_group(name: str, opts: pulumi.ResourceOptions) -> aws.ec2.PlacementGroup:

@@ -26,11 +26,11 @@ import pulumi_aws as aws
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
-from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, rules, security
+from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, security
 from gpufleet.infra.aws.ami import Images
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.aws.userdata import authorized_keys, render_user_data
-from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, NodeGroup, Role
+from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, NodeGroup
 
 TYPE_TOKEN = "gpufleet:aws:GpuCluster"
 
@@ -94,11 +94,6 @@ class GpuClusterAws(pulumi.ComponentResource):
         for group in spec.node_groups:
             item = catalog.get(group.instance_type)
             slots = interfaces.group_layout(spec, group, item)
-            in_placement = (
-                placement is not None
-                and Role.COMPUTE in group.roles
-                and rules.wants_cluster_placement_group(group.capacity.mode)
-            )
             template = build_launch_template(
                 name,
                 group,
@@ -107,7 +102,9 @@ class GpuClusterAws(pulumi.ComponentResource):
                 subnet_id=net.subnet_id,
                 security_group_id=groups.nodes.id,
                 instance_profile_arn=profile.arn if profile is not None else None,
-                placement_group=placement.name if placement is not None and in_placement else None,
+                placement_group=(
+                    placement.name if placement is not None and capacity.in_placement_group(group) else None
+                ),
                 tags=cluster_tags,
                 opts=child,
             )
