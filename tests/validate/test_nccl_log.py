@@ -489,3 +489,21 @@ def test_unfinished_json_report_is_an_error():
 def test_json_without_results_is_an_error():
     with pytest.raises(LogParseError, match="not an nccl-tests -J report"):
         parse_text('{"hello": 1}', name="x.json")
+
+
+# ---- gpufleet's CPU benchmark for the local cluster (same format, real output) -----------------------
+
+
+def test_local_cluster_benchmark_output():
+    gather = parse_log(DATA / "mpi-perf-all_gather-4rank-tagged.log")[0]
+    assert (gather.collective, gather.collective_source, gather.ranks, gather.hosts) == (
+        "all_gather",
+        "test name",
+        4,
+        ["vm"],
+    )
+    assert len(gather.rows) == 22 and gather.rows[-1].size == 16 << 20
+    assert (gather.out_of_bounds, gather.wrong_total, gather.avg_busbw) == (0, 0, 0.534902)
+    scatter = parse_log(DATA / "mpi-perf-reduce_scatter-3rank.log")[0]
+    assert (scatter.collective, scatter.ranks, len(scatter.rows)) == ("reduce_scatter", 3, 20)
+    assert {row.redop for row in scatter.rows} == {"sum"}
