@@ -16,9 +16,9 @@ from rich.markup import escape
 
 from gpufleet.cli import check as check_cmd
 from gpufleet.cli import cluster as cluster_cmd
-from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
+from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli.common import err_console
 from gpufleet.errors import GpufleetError
 

@@ -1,0 +1,149 @@
+"""End to end on a real local cluster: 1 controller + 2 compute podman nodes, taken from spec to validated
+to gone, through the ``gpufleet`` command exactly as a user runs it.
+
+Needs root, podman, runc and debootstrap (``scripts/bootstrap.sh`` installs them). The first run on a
+machine builds the node image (about a minute); later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
+NAME = "e2e"
+LABEL = f"gpufleet.cluster={NAME}"
+
+
+def podman(*args: str) -> list[str]:
+    done = subprocess.run(["podman", *args], capture_output=True, text=True, check=True)
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def leftovers() -> dict[str, list[str]]:
+    return {
+        "containers": podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}"),
+        "networks": podman("network", "ls", "--filter", f"label={LABEL}", "--format", "{{.Name}}"),
+        "volumes": podman("volume", "ls", "--filter", f"label={LABEL}", "--format", "{{.Name}}"),
+    }
+
+
+class Cli:
+    def __init__(self, workdir: Path, state: Path) -> None:
+        self.workdir = workdir
+        self.env = {**os.environ, "GPUFLEET_STATE_DIR": str(state), "COLUMNS": "200"}
+
+    def __call__(
+        self, *args: str, expect: int = 0, timeout: float = 1800
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [GPUFLEET, *args],
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == expect, (
+            f"gpufleet {' '.join(args)} exited {done.returncode}, expected {expect}\n"
+            f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
+        )
+        return done
+
+    def json(self, *args: str, expect: int = 0) -> dict:
+        return json.loads(self(*args, "--json", expect=expect).stdout)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, Path, Path]]:
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("podman", "runc", "debootstrap")):
+        pytest.fail(
+            "the local cluster test needs root, podman, runc and debootstrap: run scripts/bootstrap.sh test"
+        )
+    workdir = tmp_path_factory.mktemp("e2e")
+    state = workdir / "state"
+    spec = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+    spec["name"] = NAME
+    spec_path = workdir / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    cli = Cli(workdir, state)
+    assert not any(leftovers().values()), f"a previous run left {leftovers()}"
+    try:
+        yield cli, spec_path, state
+    finally:
+        if any(leftovers().values()):  # the test failed half-way: leave nothing behind
+            subprocess.run(
+                [GPUFLEET, "down", str(spec_path)], cwd=workdir, env=cli.env, capture_output=True, check=False
+            )
+
+
+def test_up_configure_validate_reconfigure_down(cluster) -> None:
+    cli, spec, state = cluster
+
+    up = cli.json("up", str(spec))
+    assert [h["name"] for h in up["hosts"]] == ["e2e-controller", "e2e-compute-0", "e2e-compute-1"]
+    assert sorted(leftovers()["containers"]) == ["e2e-compute-0", "e2e-compute-1", "e2e-controller"]
+    assert (state / NAME / "inventory.yml").exists()
+    assert oct((state / NAME / "munge.key").stat().st_mode & 0o777) == "0o400"
+
+    # A stopped node comes back on a re-run of up (a failed or interrupted run can be re-run).
+    podman("stop", "-t", "1", "e2e-compute-1")
+    cli("up", str(spec))
+    status = cli.json("status", str(spec))
+    assert {n["name"]: n["running"] for n in status["nodes"]} == {
+        "e2e-controller": True,
+        "e2e-compute-0": True,
+        "e2e-compute-1": True,
+    }
+
+    first = cli.json("configure", str(spec))
+    assert first["ok"] is True and first["changed"] > 0
+
+    report = cli.json("validate", str(spec), "--out", str(state.parent / "report"))
+    assert report["passed"] is True, json.dumps(report, indent=1)[:4000]
+    tests = {t["collective"]: t for t in report["tests"]}
+    assert set(tests) == {"all_reduce", "all_gather"}
+    for collective, test in tests.items():
+        assert test["ranks"] == 2 and len(test["hosts"]) == 2, collective
+        assert test["verdict"]["passed"] is True, test["verdict"]
+        assert test["wrong_total"] == 0 and test["out_of_bounds"] == 0
+        big = [row for row in test["rows"] if row["size"] >= 4 << 20]
+        assert big and all(row["oop"]["busbw"] > 0 for row in big), collective
+    assert (state.parent / "report" / "validation-report.md").exists()
+    assert (state.parent / "report" / "busbw.png").stat().st_size > 10_000
+
+    # The same roles a second time change nothing.
+    second = cli.json("configure", str(spec))
+    assert second["changed"] == 0, second["changed_tasks"]
+
+    # A floor the cluster cannot reach fails the gate: exit 1, and the report says why.
+    impossible = yaml.safe_load(spec.read_text())
+    impossible["validation"]["min_busbw"] = {"all_reduce": 10_000.0, "all_gather": 10_000.0}
+    impossible["validation"]["find_bad_nodes"] = False
+    strict = spec.with_name("strict.yaml")
+    strict.write_text(yaml.safe_dump(impossible))
+    failed = cli.json("validate", str(strict), "--out", str(state.parent / "strict"), expect=1)
+    assert failed["passed"] is False
+    assert all(not t["verdict"]["passed"] for t in failed["tests"])
+    assert "floor" in json.dumps(failed["tests"][0]["verdict"])
+
+    down = cli.json("down", str(spec))
+    assert down["leftovers"] == []
+    assert any(item.startswith("network gpufleet-e2e") for item in down["removed"])
+    assert leftovers() == {"containers": [], "networks": [], "volumes": []}
+    assert not (state / NAME).exists()
+
+    # down on a cluster that is already gone is harmless.
+    assert cli.json("down", str(spec))["removed"] == []
