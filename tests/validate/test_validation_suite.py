@@ -194,6 +194,25 @@ def test_a_run_without_output_is_a_failed_verdict_not_a_crash(tmp_path):
     assert result.bisection.widespread and result.bisection.unresolved == [["gpu-000", "gpu-001"]]
 
 
+def test_a_hung_run_fails_its_verdict_and_the_suite_goes_on(tmp_path):
+    spec = parse_spec(LOCAL_SPEC)
+    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET)
+
+    class Hangs(FakeSlurm):
+        def _collective(self, nodes, tasks_per_node, task, env):
+            if task[0].endswith("all_reduce_perf"):
+                raise ValidationRunError("'srun ...' on head did not finish within 1800 s")
+            return super()._collective(nodes, tasks_per_node, task, env)
+
+    slurm = Hangs([h.name for h in inventory.compute], gpus=0, fabric="ethernet", busbw_scale=0.01)
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert [v.passed for v in result.verdicts] == [False, True]
+    assert (
+        "srun exit code 124" in result.verdicts[0].summary and "did not finish" in result.verdicts[0].summary
+    )
+    assert (tmp_path / JSON_NAME).exists()
+
+
 def test_heterogeneous_gpu_counts_are_refused(tmp_path):
     spec = parse_spec(GPU_SPEC % {"count": 2, "drain": "false"})
     inventory = _inventory(2, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")

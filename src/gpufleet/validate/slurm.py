@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpufleet.errors import ValidationRunError
 from gpufleet.spec.model import FabricKind, ValidationSpec
 
 DEFAULT_NCCL_TESTS_DIR = "/opt/nccl-tests/build"
@@ -279,6 +280,14 @@ class SlurmRunner:
         self.timeout = timeout
         self.max_parallel = max_parallel
 
+    def _run(self, command: str, timeout: float) -> tuple[int, str, str]:
+        """The executor's answer; a run it gave up on (timeout, SSH) becomes exit code 124 and its reason,
+        so one hung job fails its own verdict instead of ending the whole suite without a report."""
+        try:
+            return self.executor.run(command, timeout)
+        except ValidationRunError as exc:
+            return 124, "", str(exc) + "\n"
+
     def command(self, nodes: Sequence[str], collective: str, sweep: Sweep | None = None) -> str:
         return collective_command(
             collective,
@@ -307,7 +316,7 @@ class SlurmRunner:
             )
         command = self.command(nodes, collective, sweep)
         started = time.monotonic()
-        rc, stdout, stderr = self.executor.run(command, self.timeout)
+        rc, stdout, stderr = self._run(command, self.timeout)
         return CollectiveRun(
             collective, tuple(nodes), command, rc, stdout, stderr, time.monotonic() - started
         )
@@ -349,7 +358,7 @@ class SlurmRunner:
         rc, stdout, stderr = 0, "", ""
         if usable:
             command = health_command(usable, self.fabric, script=node_health_script())
-            rc, stdout, stderr = self.executor.run(command, self.timeout)
+            rc, stdout, stderr = self._run(command, self.timeout)
             answers = parse_health_output(stdout)
         return HealthRun(states=states, answers=answers, rc=rc, stderr=stderr)
 
