@@ -136,7 +136,9 @@ class AwsAmi(SpecModel):
 
 class AwsProvider(SpecModel):
     kind: Literal["aws"] = "aws"
-    region: Annotated[str, _pattern(_AWS_REGION, "expected an AWS region such as us-east-1")]
+    region: Annotated[str, _pattern(_AWS_REGION, "expected an AWS region such as us-east-1")] = Field(
+        description="the AWS region"
+    )
     zone: Annotated[
         str,
         _pattern(
@@ -260,12 +262,14 @@ class Capacity(SpecModel):
 
 
 class NodeGroup(SpecModel):
-    name: DnsLabel
-    roles: list[Role] = Field(min_length=1)
-    instance_type: Annotated[str, StringConstraints(min_length=1, max_length=64)]
-    count: int = Field(default=1, ge=1, le=4096)
-    capacity: Capacity = Capacity()
-    root_volume_gib: int = Field(default=200, ge=8, le=16384)
+    name: DnsLabel = Field(description="the group's name; host names are <cluster>-<group>[-<i>]")
+    roles: list[Role] = Field(min_length=1, description="controller, login and/or compute")
+    instance_type: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
+        description="a catalog type (docs/catalog.md); 'local' for the local backend"
+    )
+    count: int = Field(default=1, ge=1, le=4096, description="nodes in the group (1 for the controller)")
+    capacity: Capacity = Field(default=Capacity(), description="how the machines are bought (clouds)")
+    root_volume_gib: int = Field(default=200, ge=8, le=16384, description="encrypted root volume size")
 
     @field_validator("roles", mode="before")
     @classmethod
@@ -306,7 +310,7 @@ class FabricKind(StrEnum):
 class Fabric(SpecModel):
     """The GPU-to-GPU network between nodes."""
 
-    kind: FabricKind = FabricKind.ETHERNET
+    kind: FabricKind = Field(default=FabricKind.ETHERNET, description="the inter-node network for collectives")
     interfaces: int | None = Field(
         default=None, ge=0, le=64, description="fabric interfaces per node; default: the catalog's count"
     )
@@ -577,16 +581,20 @@ _TAG_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 class ClusterSpec(SpecModel):
     """A whole cluster: where, what, how it is wired, what it runs, who reaches it, how long it lives."""
 
-    name: ClusterName
-    provider: Annotated[Provider, Field(description="local, aws, gcp or baremetal")]
-    node_groups: list[NodeGroup] = Field(min_length=2)
-    fabric: Fabric = Fabric()
-    filesystem: Filesystem = NoFilesystem()
-    software: Software = Software()
-    access: Access = Access()
-    lifetime: Lifetime = Lifetime()
-    tags: dict[str, str] = Field(default_factory=dict)
-    validation: ValidationSpec = ValidationSpec()
+    name: ClusterName = Field(description="the cluster's name, part of every host and resource name")
+    provider: Annotated[Provider, Field(description="where: local, aws, gcp or baremetal (by 'kind')")]
+    node_groups: list[NodeGroup] = Field(
+        min_length=2, description="one controller group (count 1) and at least one compute group"
+    )
+    fabric: Fabric = Field(default=Fabric(), description="'efa' is short for {kind: efa}")
+    filesystem: Filesystem = Field(default=NoFilesystem(), description="a shared filesystem, by 'kind'")
+    software: Software = Field(default=Software(), description="versions the roles install")
+    access: Access = Field(default=Access(), description="who may reach the cluster")
+    lifetime: Lifetime = Field(default=Lifetime(), description="when the cluster expires")
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="extra tags (AWS) / labels (GCP) on every resource"
+    )
+    validation: ValidationSpec = Field(default=ValidationSpec(), description="what 'gpufleet validate' runs")
 
     _shorthand_provider = field_validator("provider", mode="before")(_kind_shorthand)
     _shorthand_fabric = field_validator("fabric", mode="before")(_kind_shorthand)
