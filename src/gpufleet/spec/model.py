@@ -310,7 +310,9 @@ class FabricKind(StrEnum):
 class Fabric(SpecModel):
     """The GPU-to-GPU network between nodes."""
 
-    kind: FabricKind = Field(default=FabricKind.ETHERNET, description="the inter-node network for collectives")
+    kind: FabricKind = Field(
+        default=FabricKind.ETHERNET, description="the inter-node network for collectives"
+    )
     interfaces: int | None = Field(
         default=None, ge=0, le=64, description="fabric interfaces per node; default: the catalog's count"
     )
