@@ -114,12 +114,21 @@ def test_backend_is_the_env_url_or_a_file_backend_in_the_state_folder(monkeypatc
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
-def test_nodes_get_the_cluster_key_unless_the_spec_names_one(spec, state):
-    with_key = automation.with_cluster_key(spec, state)
-    assert with_key.access.ssh_public_key == state.public_key.read_text(encoding="utf-8").strip()
-    assert with_key.access.ssh_public_key.startswith("ssh-ed25519 ")
-    assert spec.access.ssh_public_key is None, "the user's spec object is not changed"
-    assert automation.with_cluster_key(with_key, state) is with_key
+def test_nodes_authorize_the_cluster_key_and_the_users_key(spec, state):
+    from gpufleet.infra.plan import run_offline
+    from gpufleet.infra.program import cluster_program, mock_cloud
+
+    cluster = automation.cluster_key(state)
+    assert cluster.startswith("ssh-ed25519 ") and cluster == automation.cluster_key(state)
+    user = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVzZXJzLW93bi1rZXktZm9yLXRlc3RzLW9ubHktMDAwMDA user@laptop"
+    with_user = spec.model_copy(update={"access": spec.access.model_copy(update={"ssh_public_key": user})})
+    plan = run_offline(
+        lambda: cluster_program(with_user, CREATED, ssh_keys=(cluster,)), mock_cloud(with_user)
+    )
+    user_data = [
+        str(r.inputs.get("userData", "")) for r in plan.resources if r.type == "aws:ec2/instance:Instance"
+    ]
+    assert user_data and all(cluster in text and user in text for text in user_data), user_data[:1]
 
 
 def test_outputs_to_inventory_through_ssm(spec, state):
@@ -136,3 +145,19 @@ def test_outputs_to_inventory_through_ssm(spec, state):
     assert "aws ssm start-session --region us-east-1" in text
     assert "Name=tag:gpufleet:cluster,Values=llm-p5" in text
     assert script.stat().st_mode & 0o777 == 0o700
+
+
+def test_gcp_nodes_are_reached_through_an_iap_tunnel_by_instance_name(tmp_path, monkeypatch):
+    from gpufleet.spec import load_spec
+
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "gcp-a3-mega.yaml")
+    gcp_state = ClusterState.for_name(spec.name)
+    outputs = plan_spec(spec, CREATED).outputs
+    inventory = automation.inventory_from_outputs(spec, gcp_state, outputs)
+    for host in inventory.hosts:
+        assert host.address == host.name, "IAP tunnels name the instance"
+        assert host.private_ip != host.name
+    args = inventory.connection.ssh_common_args or ""
+    assert "gcloud compute start-iap-tunnel %h %p --listen-on-stdin" in args
+    assert f"--project={spec.provider.project}" in args and f"--zone={spec.provider.zone}" in args

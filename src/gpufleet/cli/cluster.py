@@ -11,11 +11,11 @@ from rich.table import Table
 
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.cli.progress import RichReporter
-from gpufleet.errors import ExitCode, SpecError, StateError
+from gpufleet.errors import ExitCode, StateError
 from gpufleet.infra import backend
 from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle.state import ClusterState
-from gpufleet.preflight import errors, run_checks
+from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="print every step's detail")]
@@ -24,13 +24,6 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="print every s
 def reporter_for(json_out: bool, verbose: bool) -> RichReporter:
     # With --json, progress goes to stderr so that stdout holds only the JSON document.
     return RichReporter(err_console if json_out else console, verbose=verbose)
-
-
-def preflight_or_fail(spec: ClusterSpec) -> None:
-    found = errors(run_checks(spec))
-    if found:
-        lines = "\n".join(f"  - {f.path}: {f.message}" for f in found)
-        raise SpecError(f"preflight found {len(found)} error(s):\n{lines}", hint="see 'gpufleet check SPEC'")
 
 
 def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
@@ -47,7 +40,7 @@ def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
 def up(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
     spec = read_spec(spec_path)
-    preflight_or_fail(spec)
+    require_no_errors(spec)
     state = ClusterState.for_name(spec.name)
     reporter = reporter_for(json_out, verbose)
     inventory = backend.up(spec, state, reporter, spec_path)

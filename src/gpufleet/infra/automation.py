@@ -124,16 +124,13 @@ def stack_config(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
     return config
 
 
-def with_cluster_key(spec: ClusterSpec, state: ClusterState) -> ClusterSpec:
-    """The spec whose nodes authorize the cluster's own SSH key (made once in the state folder).
+def cluster_key(state: ClusterState) -> str:
+    """The cluster's own SSH public key (made once in the state folder): gpufleet configures with it.
 
-    A key given in ``access.ssh_public_key`` is kept as it is; the user then reaches the nodes with it.
+    It is authorized on every node besides ``access.ssh_public_key``, which stays the user's own way in.
     """
-    if spec.access.ssh_public_key is not None:
-        return spec
     state.ensure_ssh_key()
-    key = state.public_key.read_text(encoding="utf-8").strip()
-    return spec.model_copy(update={"access": spec.access.model_copy(update={"ssh_public_key": key})})
+    return state.public_key.read_text(encoding="utf-8").strip()
 
 
 def _created_at(state: ClusterState) -> datetime:
@@ -153,10 +150,10 @@ def select_stack(spec: ClusterSpec, state: ClusterState) -> auto.Stack:
     if url.startswith("file:") and not os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
         # The stack holds no secret; the file backend still wants a passphrase for its secrets manager.
         env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
-    program_spec = with_cluster_key(spec, state)
+    keys = (cluster_key(state),)
 
     def run() -> None:
-        stack_outputs.export_outputs(program.cluster_program(program_spec, created_at))
+        stack_outputs.export_outputs(program.cluster_program(spec, created_at, ssh_keys=keys))
 
     try:
         stack = auto.create_or_select_stack(
@@ -317,8 +314,21 @@ def connection_for(spec: ClusterSpec, state: ClusterState) -> Connection:
             private_key_file=key,
             ssh_common_args=f'{known_hosts} -o ProxyCommand="{script} %h %p"',
         )
+    if isinstance(provider, GcpProvider):
+        # Nodes have no external IP: SSH goes through an IAP TCP tunnel to the instance, which
+        # 'gcloud compute start-iap-tunnel' names by instance name (= the inventory host name, the
+        # address Ansible connects to on GCP; see inventory_from_outputs).
+        tunnel = (
+            f"gcloud compute start-iap-tunnel %h %p --listen-on-stdin --project={provider.project} "
+            f"--zone={provider.zone} --verbosity=warning"
+        )
+        return Connection(
+            user="root", private_key_file=key, ssh_common_args=f'{known_hosts} -o ProxyCommand="{tunnel}"'
+        )
     return Connection(user="root", private_key_file=key, ssh_common_args=known_hosts)
 
 
 def inventory_from_outputs(spec: ClusterSpec, state: ClusterState, outputs: dict[str, Any]) -> Inventory:
+    if isinstance(spec.provider, GcpProvider):
+        outputs = {**outputs, "hosts": [{**host, "address": host["name"]} for host in outputs["hosts"]]}
     return Inventory.from_stack_outputs(outputs, connection=connection_for(spec, state))

@@ -7,6 +7,7 @@ Cloud SDKs are imported here lazily, so ``gpufleet check`` and ``--help`` stay f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,17 +19,24 @@ from gpufleet.spec.model import ClusterSpec
 CLOUDS = ("aws", "gcp")
 
 
-def cluster_program(spec: ClusterSpec, created_at: datetime) -> dict[str, Any]:
-    """Register the cluster's resources in the current Pulumi stack; return its outputs (common shape)."""
+def cluster_program(spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str] = ()) -> dict[str, Any]:
+    """Register the cluster's resources in the current Pulumi stack; return its outputs (common shape).
+
+    ``ssh_keys`` are public keys authorized on every node besides the spec's own.
+    """
     kind = spec.provider.kind
     if kind == "aws":
         from gpufleet.infra.aws import GpuClusterAws, GpuClusterAwsArgs
 
-        return GpuClusterAws(spec.name, GpuClusterAwsArgs(spec=spec, created_at=created_at)).stack_outputs
+        return GpuClusterAws(
+            spec.name, GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
+        ).stack_outputs
     if kind == "gcp":
         from gpufleet.infra.gcp import GpuClusterGcp, GpuClusterGcpArgs
 
-        return GpuClusterGcp(spec.name, GpuClusterGcpArgs(spec=spec, created_at=created_at)).stack_outputs
+        return GpuClusterGcp(
+            spec.name, GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
+        ).stack_outputs
     raise SpecError(
         f"provider '{kind}' has no Pulumi program; only {', '.join(CLOUDS)} do",
         hint="the local backend needs no plan: run 'gpufleet up' directly",

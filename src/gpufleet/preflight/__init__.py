@@ -1,5 +1,13 @@
 """Offline preflight checks from the spec and the catalog (``gpufleet check``)."""
 
-from gpufleet.preflight.base import Finding, Level, check, errors, registered_checks, run_checks
+from gpufleet.preflight.base import (
+    Finding,
+    Level,
+    check,
+    errors,
+    registered_checks,
+    require_no_errors,
+    run_checks,
+)
 
-__all__ = ["Finding", "Level", "check", "errors", "registered_checks", "run_checks"]
+__all__ = ["Finding", "Level", "check", "errors", "registered_checks", "require_no_errors", "run_checks"]

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from gpufleet.catalog import Catalog, load_catalog
+from gpufleet.errors import SpecError
 from gpufleet.spec.model import ClusterSpec
 
 
@@ -81,6 +82,17 @@ def run_checks(
 
 def errors(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.level is Level.ERROR]
+
+
+def require_no_errors(spec: ClusterSpec, catalog: Catalog | None = None) -> None:
+    """Raise ``SpecError`` listing every error-level finding; nothing may be created before this passes."""
+    found = run_checks(spec, catalog, min_level=Level.ERROR)
+    if found:
+        lines = "\n".join(f"  - {f.path}: {f.message} [{f.check}]" for f in found)
+        raise SpecError(
+            f"cluster '{spec.name}' fails {len(found)} preflight check(s); nothing was created:\n{lines}",
+            hint="fix the spec, then run 'gpufleet check SPEC' to see every finding",
+        )
 
 
 def _load_check_modules() -> None:

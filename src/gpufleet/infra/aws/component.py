@@ -29,7 +29,8 @@ from gpufleet.infra import outputs, tags
 from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, security
 from gpufleet.infra.aws.ami import Images
 from gpufleet.infra.aws.launch_template import build_launch_template
-from gpufleet.infra.aws.userdata import authorized_keys, render_user_data
+from gpufleet.infra.userdata import authorized_keys, render_user_data
+from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, NodeGroup
 
 TYPE_TOKEN = "gpufleet:aws:GpuCluster"
@@ -39,19 +40,8 @@ TYPE_TOKEN = "gpufleet:aws:GpuCluster"
 class GpuClusterAwsArgs:
     spec: ClusterSpec
     created_at: datetime
-
-
-def preflight(spec: ClusterSpec) -> None:
-    """Raise ``SpecError`` with every error-level preflight finding; return quietly otherwise."""
-    from gpufleet.preflight import Level, run_checks
-
-    found = run_checks(spec, min_level=Level.ERROR)
-    if found:
-        lines = "\n".join(f"  - {f.path}: {f.message} [{f.check}]" for f in found)
-        raise SpecError(
-            f"cluster '{spec.name}' fails {len(found)} preflight check(s); nothing was created:\n{lines}",
-            hint="fix the spec, then run 'gpufleet check SPEC' to see every finding",
-        )
+    # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key).
+    ssh_keys: tuple[str, ...] = ()
 
 
 class GpuClusterAws(pulumi.ComponentResource):
@@ -65,7 +55,7 @@ class GpuClusterAws(pulumi.ComponentResource):
         spec = args.spec
         if spec.provider.kind != "aws":
             raise SpecError(f"GpuClusterAws needs provider 'aws', not '{spec.provider.kind}'")
-        preflight(spec)
+        require_no_errors(spec)
         super().__init__(TYPE_TOKEN, name, None, opts)
 
         provider_spec = spec.provider
@@ -87,7 +77,7 @@ class GpuClusterAws(pulumi.ComponentResource):
         if capacity.needs_placement_group(spec):
             placement = capacity.build_placement_group(name, child)
         images = Images(provider_spec.ami, pulumi.InvokeOptions(parent=self, provider=self.provider))
-        keys = authorized_keys(spec)
+        keys = authorized_keys(spec, args.ssh_keys)
 
         hosts: list[dict[str, Any]] = []
         self.instances: dict[str, aws.ec2.Instance] = {}

@@ -18,13 +18,13 @@ import pulumi
 
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
-from gpufleet.infra.aws.userdata import authorized_keys, render_user_data
 from gpufleet.infra.gcp.compute import Images, instance, placement_policy
 from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.outputs import host_record
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at, gcp_labels
-from gpufleet.preflight import Level, run_checks
+from gpufleet.infra.userdata import authorized_keys, render_user_data
+from gpufleet.preflight import require_no_errors
 from gpufleet.preflight.gcp import nic_layout
 from gpufleet.spec.model import ClusterSpec
 
@@ -35,19 +35,8 @@ TYPE_TOKEN = "gpufleet:gcp:GpuCluster"
 class GpuClusterGcpArgs:
     spec: ClusterSpec
     created_at: datetime
-
-
-def preflight(spec: ClusterSpec) -> None:
-    """Raise ``SpecError`` with every error-level preflight finding (GCP's and the common ones)."""
-    if spec.provider.kind != "gcp":
-        raise SpecError(f"GpuClusterGcp needs provider 'gcp', not '{spec.provider.kind}'")
-    found = run_checks(spec, min_level=Level.ERROR)
-    if found:
-        lines = "\n".join(f"  - {f.path}: {f.message} [{f.check}]" for f in found)
-        raise SpecError(
-            f"cluster '{spec.name}' fails {len(found)} preflight check(s); nothing was created:\n{lines}",
-            hint="fix the spec, then run 'gpufleet check SPEC' to see every finding",
-        )
+    # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key).
+    ssh_keys: tuple[str, ...] = ()
 
 
 class GpuClusterGcp(pulumi.ComponentResource):
@@ -57,7 +46,9 @@ class GpuClusterGcp(pulumi.ComponentResource):
         self, name: str, args: GpuClusterGcpArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         spec = args.spec
-        preflight(spec)
+        if spec.provider.kind != "gcp":
+            raise SpecError(f"GpuClusterGcp needs provider 'gcp', not '{spec.provider.kind}'")
+        require_no_errors(spec)
         super().__init__(TYPE_TOKEN, name, None, opts)
         catalog = load_catalog()
         provider = spec.provider
@@ -69,7 +60,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
         network = build_network(self, name, spec, list(layouts.values()), marker)
         filesystem = build_filesystem(self, name, spec, network, labels, marker)
         images = Images(self, spec)
-        keys = authorized_keys(spec)
+        keys = authorized_keys(spec, args.ssh_keys)
 
         hosts: list[dict[str, Any]] = []
         self.instances: dict[str, pulumi.Resource] = {}
