@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG, parse_expiry
+from gpufleet.lifecycle.leftovers import Leftover
 
 IAM_PATH = "/gpufleet/"  # the path gpufleet.infra.aws.iam gives its roles and instance profiles
 
@@ -39,16 +40,6 @@ _DESCRIBED = {
     "fsx:file-system",
     "fsx:association",
 }
-
-
-@dataclass(frozen=True)
-class Leftover:
-    kind: str
-    id: str
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.id}" + (f" ({self.detail})" if self.detail else "")
 
 
 @dataclass(frozen=True)

@@ -20,32 +20,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL
+from gpufleet.lifecycle.leftovers import Leftover
 
 SEARCH_URL = "https://cloudasset.googleapis.com/v1/projects/{project}/resources:searchAll"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 PAGE_SIZE = 500
 _MARKER = re.compile(re.escape(GCP_CLUSTER_LABEL) + r"=([a-z0-9-]+)")
-
-
-@dataclass(frozen=True)
-class Leftover:
-    """One resource that still exists for the cluster (the same shape as the AWS check's)."""
-
-    kind: str  # the Cloud Asset type, e.g. compute.googleapis.com/Instance
-    id: str  # the full resource name, e.g. //compute.googleapis.com/projects/p/zones/z/instances/i
-    detail: str = ""  # location and state
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.id}" + (f" ({self.detail})" if self.detail else "")
-
-    @property
-    def short_name(self) -> str:
-        return self.id.rsplit("/", 1)[-1]
 
 
 # Fetch(url) -> the decoded JSON body. Tests pass canned pages; the default speaks HTTPS.
