@@ -1,0 +1,80 @@
+"""Expired clusters are torn down, live ones are kept, and nothing is touched on a dry run."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpufleet.cli.app import app
+from gpufleet.lifecycle.reap import expired_states, reap
+from gpufleet.lifecycle.state import ClusterState
+from gpufleet.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def made(tmp_path, monkeypatch):
+    """Two bare-metal clusters 'made' on this machine: 'old' (expired) and 'new' (still alive)."""
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    paths = {}
+    for name, on_expiry in (("old", "destroy"), ("new", "destroy"), ("kept", "warn")):
+        data = yaml.safe_load((ROOT / "examples" / "baremetal.yaml").read_text())
+        data["name"] = name
+        data["provider"]["inventory"] = str(ROOT / "inventories" / "examples" / "baremetal.yml")
+        data["lifetime"] = {"ttl": "1h", "on_expiry": on_expiry}
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        state = ClusterState.for_name(name)
+        state.begin(load_spec(path), path)
+        paths[name] = path
+    for name in ("old", "kept"):  # made two hours ago
+        state = ClusterState.for_name(name)
+        two_hours_ago = datetime.now(UTC) - timedelta(hours=2)
+        state.update(
+            created_at=two_hours_ago.isoformat(), expires_at=(two_hours_ago + timedelta(hours=1)).isoformat()
+        )
+    return paths
+
+
+def test_only_expired_clusters_are_found(made) -> None:
+    assert sorted(state.name for state, _ in expired_states()) == ["kept", "old"]
+
+
+def test_dry_run_touches_nothing(made) -> None:
+    calls = []
+    items = reap(lambda spec, state: calls.append(spec.name) or [], dry_run=True)
+    assert {i.cluster: i.action for i in items} == {
+        "old": "would destroy",
+        "kept": "kept (lifetime.on_expiry: warn)",
+    }
+    assert calls == []
+    assert ClusterState.for_name("old").exists()
+
+
+def test_reap_tears_down_the_expired_one_only(made) -> None:
+    result = CliRunner().invoke(app, ["reap", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    actions = {item["cluster"]: item["action"] for item in document["local"]}
+    assert actions == {"old": "destroyed", "kept": "kept (lifetime.on_expiry: warn)"}
+    assert not ClusterState.for_name("old").exists()
+    assert ClusterState.for_name("new").exists() and ClusterState.for_name("kept").exists()
+
+
+def test_a_failed_teardown_exits_1(made, monkeypatch) -> None:
+    from gpufleet.errors import ProvisionError
+    from gpufleet.infra import backend
+
+    def broken(spec, state, reporter):
+        raise ProvisionError("the cloud said no")
+
+    monkeypatch.setattr(backend, "down", broken)
+    result = CliRunner().invoke(app, ["reap", "--json"])
+    assert result.exit_code == 1, result.output
+    assert "failed: the cloud said no" in result.stdout
