@@ -15,6 +15,7 @@ from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.errors import ExitCode, GpufleetError
 from gpufleet.spec.model import ClusterSpec
+from gpufleet.spec.units import format_bytes
 
 OutOpt = Annotated[
     Path | None,
@@ -47,16 +48,18 @@ def run_validation(spec: ClusterSpec, out: Path, json_out: bool, verbose: bool) 
         table_lines = [line for line in run.log.splitlines() if not line.startswith("#  Rank")]
         console.print(escape("\n".join(table_lines)), soft_wrap=True, highlight=False)
     verdicts = Table(title=f"validation of {spec.name}")
-    for column in ("collective", "verdict", "judged on", "why"):
+    for column in ("collective", "verdict", "busbw judged", "needs", "why"):
         verdicts.add_column(column, overflow="fold")
     for verdict in result.verdicts:
         word = "[green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
-        judged = verdict.mode
+        judged = "-"
         if verdict.measured_busbw is not None and verdict.measured_bytes is not None:
-            judged = f"{verdict.mode}: {verdict.measured_busbw:g} GB/s at {verdict.measured_bytes} B"
-            if verdict.threshold is not None:
-                judged += f" (needs {verdict.threshold:g})"
-        verdicts.add_row(verdict.collective or "?", word, judged, escape(verdict.summary))
+            judged = f"{verdict.measured_busbw:g} GB/s at {format_bytes(verdict.measured_bytes)}"
+        needs = verdict.mode
+        if verdict.threshold is not None:
+            needs = f"{verdict.threshold:g} GB/s ({verdict.mode})"
+        why = "; ".join(check.message for check in verdict.failures) or "-"
+        verdicts.add_row(verdict.collective or "?", word, judged, needs, escape(why))
     console.print(verdicts)
     if result.health is not None and not result.health.passed:
         console.print(f"[red]unhealthy nodes:[/] {', '.join(result.health.failed_nodes)}")
