@@ -10,7 +10,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Documented exit codes of the ``gpufleet`` command (see docs/cli.md)."""
+    """Documented exit codes of the ``gpufleet`` command (see README.md, "Using it")."""
 
     OK = 0
     FAILED = 1  # the command ran and its verdict is negative (check found errors, validation failed)
@@ -22,7 +22,6 @@ class ExitCode(IntEnum):
     STATE = 7  # no such cluster, or its state folder is inconsistent
     ENVIRONMENT = 8  # a host prerequisite is missing (podman, debootstrap, root, ...)
     LEFTOVERS = 9  # teardown finished but something tagged for the cluster is still there
-    INTERRUPTED = 130
 
 
 class GpufleetError(Exception):

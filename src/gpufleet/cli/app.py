@@ -1,9 +1,10 @@
 """The ``gpufleet`` application: one command per verb, errors mapped to exit codes in one place.
 
-Exit codes (docs/cli.md): 0 ok; 1 the verdict is negative (check found errors, validation gate failed);
+Exit codes (README.md, "Using it"): 0 ok; 1 the verdict is negative (check found errors, the
+validation gate failed);
 2 bad command line; 3 spec invalid; 4 provisioning failed; 5 configuration failed; 6 validation could
 not run; 7 cluster state missing or inconsistent; 8 host prerequisite missing; 9 leftovers after
-teardown; 130 interrupted. Set GPUFLEET_DEBUG=1 for a traceback.
+teardown. Set GPUFLEET_DEBUG=1 for a traceback.
 """
 
 from __future__ import annotations

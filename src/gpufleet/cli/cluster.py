@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -143,7 +142,3 @@ def down(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = Fa
     console.print("nothing left" if not teardown.leftovers else f"[red]left: {teardown.leftovers}[/]")
     if teardown.leftovers:
         raise typer.Exit(ExitCode.LEFTOVERS)
-
-
-def spec_path_default() -> Path:
-    return Path("examples/local.yaml")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from gpufleet.infra import program
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.lifecycle.state import ClusterState
+from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import AwsProvider, ClusterSpec, GcpProvider
 
@@ -38,12 +38,6 @@ PULUMI_INSTALL = (
     "install the Pulumi CLI: 'curl -fsSL https://get.pulumi.com | sh' and add ~/.pulumi/bin to PATH "
     "(see https://www.pulumi.com/docs/install/)"
 )
-
-
-@dataclass
-class DestroyReport:
-    removed: list[str] = field(default_factory=list)
-    leftovers: list[str] = field(default_factory=list)
 
 
 # ---- prerequisites --------------------------------------------------------------------------------
@@ -239,14 +233,14 @@ def status(spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
     }
 
 
-def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> DestroyReport:
+def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> Teardown:
     """Destroy the stack, then look for anything tagged for the cluster that is still there."""
     from pulumi import automation as auto
 
     pulumi_cli()
     check_credentials(spec)
     stack = select_stack(spec, state)
-    report = DestroyReport()
+    report = Teardown()
     with reporter.step(f"pulumi destroy: stack {spec.name}"):
         try:
             result = stack.destroy(color="never", on_output=lambda line: reporter.info(line.rstrip()))

@@ -7,24 +7,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import LeftoversError
 from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle.state import ClusterState
+from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import BaremetalProvider, ClusterSpec
-
-
-@dataclass
-class Teardown:
-    removed: list[str] = field(default_factory=list)
-    leftovers: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"removed": self.removed, "leftovers": self.leftovers}
 
 
 def up(spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None) -> Inventory:
@@ -79,8 +70,7 @@ def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> Teardown
     if kind == "local":
         from gpufleet.infra.local.cluster import LocalCluster
 
-        report = LocalCluster(spec, state, reporter).down()
-        return Teardown(removed=report.removed, leftovers=report.leftovers)
+        return LocalCluster(spec, state, reporter).down()
     if kind == "baremetal":
         removed = state.remove()
         return Teardown(removed=removed)

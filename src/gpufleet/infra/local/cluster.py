@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
 from gpufleet.inventory.model import Connection, Host, Inventory
 from gpufleet.lifecycle.state import ClusterState
+from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, LocalProvider, Role
 
@@ -45,15 +46,6 @@ def cache_dir() -> Path:
 class NodePlan:
     name: str
     roles: tuple[Role, ...]
-
-
-@dataclass
-class TeardownReport:
-    removed: list[str] = field(default_factory=list)
-    leftovers: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"removed": self.removed, "leftovers": self.leftovers}
 
 
 def plan_nodes(spec: ClusterSpec) -> list[NodePlan]:
@@ -279,8 +271,8 @@ class LocalCluster:
             "volume": self.volume if self.podman.exists("volume", self.volume) else None,
         }
 
-    def down(self) -> TeardownReport:
-        report = TeardownReport()
+    def down(self) -> Teardown:
+        report = Teardown()
         with self.reporter.step("remove nodes, network and volume"):
             # One podman call per node ('podman rm -f a b c' with one name missing has left the others
             # running), the calls side by side: each waits up to 2 s for systemd in the node to stop.
