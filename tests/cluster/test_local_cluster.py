@@ -22,7 +22,8 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
-NAME = "e2e"
+# GPUFLEET_E2E_NAME lets two checkouts on one machine run this test side by side.
+NAME = os.environ.get("GPUFLEET_E2E_NAME", "e2e")
 LABEL = f"gpufleet.cluster={NAME}"
 
 
@@ -93,19 +94,19 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     cli, spec, state = cluster
 
     up = cli.json("up", str(spec))
-    assert [h["name"] for h in up["hosts"]] == ["e2e-controller", "e2e-compute-0", "e2e-compute-1"]
-    assert sorted(leftovers()["containers"]) == ["e2e-compute-0", "e2e-compute-1", "e2e-controller"]
+    assert [h["name"] for h in up["hosts"]] == [f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"]
+    assert sorted(leftovers()["containers"]) == [f"{NAME}-compute-0", f"{NAME}-compute-1", f"{NAME}-controller"]
     assert (state / NAME / "inventory.yml").exists()
     assert oct((state / NAME / "munge.key").stat().st_mode & 0o777) == "0o400"
 
     # A stopped node comes back on a re-run of up (a failed or interrupted run can be re-run).
-    podman("stop", "-t", "1", "e2e-compute-1")
+    podman("stop", "-t", "1", f"{NAME}-compute-1")
     cli("up", str(spec))
     status = cli.json("status", str(spec))
     assert {n["name"]: n["running"] for n in status["nodes"]} == {
-        "e2e-controller": True,
-        "e2e-compute-0": True,
-        "e2e-compute-1": True,
+        f"{NAME}-controller": True,
+        f"{NAME}-compute-0": True,
+        f"{NAME}-compute-1": True,
     }
 
     first = cli.json("configure", str(spec))
@@ -141,7 +142,7 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
 
     down = cli.json("down", str(spec))
     assert down["leftovers"] == []
-    assert any(item.startswith("network gpufleet-e2e") for item in down["removed"])
+    assert any(item.startswith(f"network gpufleet-{NAME}") for item in down["removed"])
     assert leftovers() == {"containers": [], "networks": [], "volumes": []}
     assert not (state / NAME).exists()
 
