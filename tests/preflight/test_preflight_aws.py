@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpufleet.catalog import load_catalog
-from gpufleet.infra.aws.rules import fsx_size_ok, fsx_sizes_near
+from gpufleet.catalog.aws import fsx_size_ok, fsx_sizes_near
 from gpufleet.preflight import Level, run_checks
 from gpufleet.spec.model import ClusterSpec
 

@@ -11,10 +11,10 @@ from rich.table import Table
 from gpufleet.cli.common import JsonOpt, console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
-from gpufleet.infra import backend
+from gpufleet.lifecycle import teardown
 from gpufleet.lifecycle.reap import reap as reap_expired
-from gpufleet.lifecycle.state import ClusterState
 from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState
 
 
 def reap(
@@ -34,13 +34,15 @@ def reap(
     """
     reporter = RichReporter(console)
 
-    def teardown(spec: ClusterSpec, state: ClusterState) -> list[str]:
-        return backend.down(spec, state, reporter).removed
+    def tear_down(spec: ClusterSpec, state: ClusterState) -> list[str]:
+        report = teardown.down(spec, state, reporter)
+        report.raise_for_leftovers()
+        return report.removed
 
-    items = reap_expired(teardown, dry_run=dry_run)
+    items = reap_expired(tear_down, dry_run=dry_run)
     cloud = []
     for region in aws_region or []:
-        from gpufleet.lifecycle.leftovers_aws import find_expired
+        from gpufleet.infra.aws.leftovers import find_expired
 
         cloud.extend(
             {

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import GpufleetError
-from gpufleet.lifecycle.state import ClusterState, state_root
 from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState, state_root
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """AWS preflight checks: EFA layout, placement vs reserved capacity, FSx sizes, zones and regions.
 
-Offline, from the spec and the catalog; the AWS rules come from ``gpufleet.infra.aws.rules`` and
-``gpufleet.infra.aws.interfaces`` (pure modules, no cloud SDK), the same code the Pulumi program uses.
+Offline, from the spec and the catalog; the AWS rules come from ``gpufleet.catalog.aws`` and
+``gpufleet.catalog.aws_interfaces`` (pure modules, no cloud SDK), the same code the Pulumi program uses.
 ``GpuClusterAws`` runs these (with the common checks) before it registers anything.
 """
 
@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
-from gpufleet.infra.aws import rules
-from gpufleet.infra.aws.interfaces import EFA_LAYOUT_DOC, efa_count, group_layout
+from gpufleet.catalog import aws as rules
+from gpufleet.catalog.aws_interfaces import EFA_LAYOUT_DOC, efa_count, group_layout
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.preflight.common import _group_path as _path
 from gpufleet.spec.model import (

@@ -15,13 +15,13 @@ import pytest
 from gcp_testlib import CREATED_AT, Recording, gcp_gpu_types, gcp_spec
 
 from gpufleet.catalog import InstanceType
+from gpufleet.catalog.gcp import HOST_MTU, series_of
 from gpufleet.errors import SpecError
 from gpufleet.infra.gcp import TYPE_TOKEN
 from gpufleet.infra.gcp.network import IAP_RANGE
 from gpufleet.infra.outputs import OUTPUT_KEYS
 from gpufleet.infra.tags import gcp_labels
 from gpufleet.inventory.model import Inventory
-from gpufleet.preflight.gcp import HOST_MTU, series_of
 
 INSTANCE = "gcp:compute/instance:Instance"
 NETWORK = "gcp:compute/network:Network"

@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.catalog import InstanceType
-from gpufleet.infra.aws import rules
+from gpufleet.catalog import aws as rules
 from gpufleet.spec.model import AwsAmi
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.infra.aws import rules
+from gpufleet.catalog import aws as rules
 from gpufleet.spec.model import Capacity, CapacityMode, ClusterSpec, NodeGroup, Role
 
 SPOT_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-instances.html"

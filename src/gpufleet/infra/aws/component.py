@@ -23,10 +23,11 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.catalog import aws_interfaces as interfaces
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
-from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, security
+from gpufleet.infra.aws import capacity, fsx, iam, network, security
 from gpufleet.infra.aws.ami import Images
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.userdata import authorized_keys, render_user_data

@@ -18,9 +18,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.infra.aws import capacity, rules
+from gpufleet.catalog import aws as rules
+from gpufleet.catalog.aws_interfaces import InterfaceSlot
+from gpufleet.infra.aws import capacity
 from gpufleet.infra.aws.ami import Image
-from gpufleet.infra.aws.interfaces import InterfaceSlot
 from gpufleet.spec.model import NodeGroup
 
 LAUNCH_TAGGED = ("volume", "network-interface")

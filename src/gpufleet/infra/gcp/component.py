@@ -17,6 +17,7 @@ from typing import Any
 import pulumi
 
 from gpufleet.catalog import load_catalog
+from gpufleet.catalog.gcp import nic_layout
 from gpufleet.errors import SpecError
 from gpufleet.infra.gcp.compute import Images, instance, placement_policy
 from gpufleet.infra.gcp.filesystem import build_filesystem
@@ -25,7 +26,6 @@ from gpufleet.infra.outputs import host_record
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at, gcp_labels
 from gpufleet.infra.userdata import authorized_keys, render_user_data
 from gpufleet.preflight import require_no_errors
-from gpufleet.preflight.gcp import nic_layout
 from gpufleet.spec.model import ClusterSpec
 
 TYPE_TOKEN = "gpufleet:gcp:GpuCluster"

@@ -21,8 +21,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
+from gpufleet.catalog.gcp import NicLayout, series_of
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
-from gpufleet.preflight.gcp import NicLayout, series_of
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from gpufleet.infra.leftovers import Leftover
 from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG, parse_expiry
-from gpufleet.lifecycle.leftovers import Leftover
 
 IAM_PATH = "/gpufleet/"  # the path gpufleet.infra.aws.iam gives its roles and instance profiles
 
