@@ -11,6 +11,13 @@ Creates ``<name>-<group>-lt`` for each node group, with:
   group where ``rules.wants_cluster_placement_group`` allows one;
 - tag specifications for the volumes and interfaces EC2 creates at launch (and spot requests), which
   the provider's default tags do not reach.
+
+Instances follow the template's latest version, and a new version replaces them. So nothing that changes
+on its own may reach the template after the first ``pulumi up`` (``KEPT``): an image found by family is
+resolved once and kept in the stack's state (a newer DLAMI release does not roll a live cluster; pin
+``ami.id`` to move to another image), and the launch tag specifications keep the tags of the first up (an
+edited ``lifetime.ttl`` or ``tags`` reaches the instances in place through the provider's default tags,
+not the template).
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ from gpufleet.infra.aws.ami import Image
 from gpufleet.spec.model import NodeGroup
 
 LAUNCH_TAGGED = ("volume", "network-interface")
+# Template inputs kept from the first 'pulumi up' (see the module doc); "imageId" only for a family lookup.
+KEPT = ("tagSpecifications",)
+KEPT_FAMILY_IMAGE = ("imageId",)
 
 
 def network_interface_args(
@@ -56,6 +66,7 @@ def build_launch_template(
     opts: pulumi.ResourceOptions,
 ) -> aws.ec2.LaunchTemplate:
     tagged = LAUNCH_TAGGED + capacity.spot_tag_resource_types(group.capacity)
+    kept = KEPT + (() if image.pinned else KEPT_FAMILY_IMAGE)
     return aws.ec2.LaunchTemplate(
         f"{name}-{group.name}-lt",
         description=f"gpufleet {name}: node group {group.name} ({group.instance_type})",
@@ -94,5 +105,5 @@ def build_launch_template(
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags) for kind in tagged
         ],
         **capacity.market_args(group.capacity),
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=list(kept))),
     )
