@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 from gpufleet.catalog.model import Catalog, InstanceType
 from gpufleet.spec.model import ClusterSpec, FabricKind, NodeGroup, Role
@@ -38,6 +39,8 @@ class GcpSeries:
     compact_max_vms: int | None = None
     max_distance: tuple[int, ...] = ()  # values a compact policy accepts; () = not supported
     spot: bool = True
+    on_demand: bool = True  # False: capacity only through a reservation, Spot or DWS flex-start
+    flex_start: bool = False  # DWS flex-start VMs offered
 
 
 _UBUNTU = ("ubuntu-os-cloud", "ubuntu-2204-lts")
@@ -46,15 +49,41 @@ _UBUNTU_ACCEL = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-
 
 SERIES: tuple[GcpSeries, ...] = (
     # A3 Ultra and A4 boot only from Hyperdisk.
-    GcpSeries("a4-highgpu", "A4", "hyperdisk-balanced", *_UBUNTU_ACCEL, True, 1500, (2, 3)),
-    GcpSeries("a3-ultragpu", "A3 Ultra", "hyperdisk-balanced", *_UBUNTU_ACCEL, True, 1500, (2, 3)),
-    GcpSeries("a3-megagpu", "A3 Mega", "pd-balanced", *_UBUNTU, True, 1500, (2, 3)),
-    GcpSeries("a3-highgpu", "A3 High", "pd-balanced", *_UBUNTU, True, 1500, (2, 3)),
-    GcpSeries("a2-", "A2", "pd-balanced", *_UBUNTU, True, 1500, ()),
+    # A3 Ultra and A4 have no on-demand capacity (ON_DEMAND_DOC): reservation, Spot or flex-start.
+    GcpSeries(
+        "a4-highgpu",
+        "A4",
+        "hyperdisk-balanced",
+        *_UBUNTU_ACCEL,
+        True,
+        1500,
+        (2, 3),
+        on_demand=False,
+        flex_start=True,
+    ),
+    GcpSeries(
+        "a3-ultragpu",
+        "A3 Ultra",
+        "hyperdisk-balanced",
+        *_UBUNTU_ACCEL,
+        True,
+        1500,
+        (2, 3),
+        on_demand=False,
+        flex_start=True,
+    ),
+    GcpSeries("a3-megagpu", "A3 Mega", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True),
+    GcpSeries("a3-highgpu", "A3 High", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True),
+    GcpSeries("a2-", "A2", "pd-balanced", *_UBUNTU, True, 1500, (), flex_start=True),
     GcpSeries("c3-", "C3", "pd-balanced", *_UBUNTU, True, 1500, ()),
     GcpSeries("n2-", "N2", "pd-balanced", *_UBUNTU, True, 1500, ()),
 )
 _DEFAULT_SERIES = GcpSeries("", "other", "pd-balanced", *_UBUNTU)
+# Consumption options per GPU machine type: A3 Ultra and A4 list reservations, Spot and flex-start only.
+ON_DEMAND_DOC = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#consumption-options"
+# DWS flex-start VMs: provisioning model FLEX_START, a max run duration of at most 7 days, deleted at its end.
+FLEX_START_DOC = "https://cloud.google.com/compute/docs/instances/flex-start-vms"
+FLEX_START_MAX_RUN = timedelta(days=7)
 
 
 def series_of(instance_type: str) -> GcpSeries:

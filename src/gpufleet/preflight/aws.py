@@ -91,6 +91,15 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 @check("aws_placement", providers=AWS)
 def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """Which compute groups go into the cluster placement group, and what reserved capacity implies."""
+    for group in spec.node_groups:
+        if group.capacity.mode is CapacityMode.FLEX_START:
+            yield Finding(
+                Level.ERROR,
+                "aws_placement",
+                f"{_path(spec, group.name)}.capacity.mode",
+                "flex_start is GCP's Dynamic Workload Scheduler; on AWS, time-bound GPU capacity is a "
+                "Capacity Block: use mode: capacity_block with its reservation id",
+            )
     for group in spec.compute_groups:
         mode = group.capacity.mode
         path = f"{_path(spec, group.name)}.capacity"

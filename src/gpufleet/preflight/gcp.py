@@ -14,13 +14,18 @@ Checks (all offline, from the spec and the catalog):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 from gpufleet.catalog import Catalog
 from gpufleet.catalog.gcp import (
+    FLEX_START_DOC,
+    FLEX_START_MAX_RUN,
     MAX_NICS_PER_VM,
+    ON_DEMAND_DOC,
     RESERVATION_NAME,
     ROCE_MTU,
     VPC_MTU_RANGE,
+    GcpSeries,
     filestore_size_problem,
     lustre_size_problem,
     nic_layout,
@@ -192,6 +197,17 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                     "reservation's own compact placement policy, if it has one); create the reservation "
                     "with a compact placement policy for dense placement",
                 )
+        if capacity.mode is CapacityMode.ON_DEMAND and not series.on_demand:
+            yield Finding(
+                Level.ERROR,
+                "gcp_capacity",
+                f"{path}.mode",
+                f"{series.label} ({group.instance_type}) has no on-demand capacity: use mode: reservation "
+                "with a reservation's name, mode: spot, or mode: flex_start with max_run_duration (Dynamic "
+                f"Workload Scheduler) ({ON_DEMAND_DOC})",
+            )
+        if capacity.mode is CapacityMode.FLEX_START:
+            yield from _flex_start(spec, group, series)
         if capacity.mode is CapacityMode.SPOT:
             if not series.spot:
                 yield Finding(
@@ -208,6 +224,33 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                     "the controller runs on a Spot VM: a preemption stops slurmctld for the whole "
                     "cluster; use on_demand for the controller group",
                 )
+
+
+def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Iterator[Finding]:
+    path = _path(spec, group, "capacity")
+    if not series.flex_start:
+        yield Finding(
+            Level.ERROR,
+            "gcp_capacity",
+            f"{path}.mode",
+            f"{series.label} machine types are not offered as flex-start VMs ({FLEX_START_DOC})",
+        )
+    duration = group.capacity.max_run_duration
+    if duration is not None and not timedelta(seconds=1) <= duration <= FLEX_START_MAX_RUN:
+        yield Finding(
+            Level.ERROR,
+            "gcp_capacity",
+            f"{path}.max_run_duration",
+            f"a flex-start VM runs for at most {FLEX_START_MAX_RUN.days} days; got {duration}",
+        )
+    if Role.CONTROLLER in group.roles:
+        yield Finding(
+            Level.ERROR,
+            "gcp_capacity",
+            f"{path}.mode",
+            "the controller would be a flex-start VM, deleted at the end of its max_run_duration with "
+            "slurmctld's state; use on_demand for the controller group",
+        )
 
 
 @check("gcp_placement", providers=("gcp",))

@@ -222,6 +222,7 @@ class CapacityMode(StrEnum):
     SPOT = "spot"
     RESERVATION = "reservation"
     CAPACITY_BLOCK = "capacity_block"
+    FLEX_START = "flex_start"  # GCP: Dynamic Workload Scheduler flex-start VMs, bounded by max_run_duration
 
 
 class Capacity(SpecModel):
@@ -236,9 +237,22 @@ class Capacity(SpecModel):
     reservation_group_arn: str | None = Field(
         default=None, description="AWS only: a capacity reservation resource group instead of one id"
     )
+    max_run_duration: Duration | None = Field(
+        default=None,
+        description="GCP flex_start only: how long the VMs run before Compute Engine deletes them "
+        "(e.g. 3d; at most 7 days)",
+    )
 
     @model_validator(mode="after")
     def _reservation_given(self) -> Capacity:
+        flex = self.mode is CapacityMode.FLEX_START
+        if flex != (self.max_run_duration is not None):
+            raise PydanticCustomError(
+                "max_run_duration",
+                "capacity mode 'flex_start' needs 'max_run_duration' (how long the VMs may run), and only "
+                "it takes one; got mode '{mode}'",
+                {"mode": self.mode.value},
+            )
         needs = self.mode in (CapacityMode.RESERVATION, CapacityMode.CAPACITY_BLOCK)
         given = self.reservation is not None or self.reservation_group_arn is not None
         if needs and not given:

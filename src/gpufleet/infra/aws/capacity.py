@@ -64,6 +64,8 @@ def market_args(capacity: Capacity) -> dict[str, Any]:
         }
     if mode is CapacityMode.RESERVATION:
         return {"capacity_reservation_specification": _target(capacity)}
+    if mode is not CapacityMode.CAPACITY_BLOCK:
+        raise ValueError(f"capacity mode {mode.value} has no AWS launch arguments (preflight refuses it)")
     return {
         "instance_market_options": aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
             market_type="capacity-block"

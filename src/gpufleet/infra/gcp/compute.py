@@ -35,7 +35,7 @@ def placement_policy(
     series = series_of(group.instance_type)
     if (
         Role.COMPUTE not in group.roles
-        or group.capacity.mode is CapacityMode.RESERVATION
+        or group.capacity.mode in (CapacityMode.RESERVATION, CapacityMode.FLEX_START)
         or not series.compact_placement
     ):
         return None
@@ -78,13 +78,35 @@ class Images:
 
 
 def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingArgs | None:
-    if group.capacity.mode is CapacityMode.SPOT:
+    """How the VM is bought. A reservation's VMs are RESERVATION_BOUND (they only ever run on it, as
+    Cluster Toolkit's A3 Ultra and A4 blueprints set); flex-start VMs (DWS) run for ``max_run_duration``
+    and are deleted then, without automatic restart (pulumi-gcp's InstanceSchedulingArgs)."""
+    mode = group.capacity.mode
+    if mode is CapacityMode.SPOT:
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="SPOT",
             preemptible=True,
             automatic_restart=False,
             instance_termination_action="STOP",
             on_host_maintenance="TERMINATE",
+        )
+    if mode is CapacityMode.FLEX_START:
+        duration = group.capacity.max_run_duration
+        assert duration is not None  # the spec requires it with flex_start
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="FLEX_START",
+            automatic_restart=False,
+            instance_termination_action="DELETE",
+            on_host_maintenance="TERMINATE",
+            max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(
+                seconds=int(duration.total_seconds())
+            ),
+        )
+    if mode is CapacityMode.RESERVATION:
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="RESERVATION_BOUND",
+            on_host_maintenance="TERMINATE" if gpu else None,
+            automatic_restart=True,
         )
     if gpu:
         return gcp.compute.InstanceSchedulingArgs(
@@ -95,6 +117,9 @@ def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingAr
 
 def _reservation(group: NodeGroup) -> gcp.compute.InstanceReservationAffinityArgs | None:
     capacity = group.capacity
+    if capacity.mode is CapacityMode.FLEX_START:
+        # Flex-start capacity comes from DWS, never from a reservation (FLEX_START_DOC's gcloud example).
+        return gcp.compute.InstanceReservationAffinityArgs(type="NO_RESERVATION")
     if capacity.mode is not CapacityMode.RESERVATION or capacity.reservation is None:
         return None
     return gcp.compute.InstanceReservationAffinityArgs(
