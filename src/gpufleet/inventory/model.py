@@ -53,6 +53,7 @@ class Connection(BaseModel):
     user: str = "root"
     private_key_file: str | None = None
     ssh_common_args: str | None = None
+    become: bool = False  # connect as ``user`` and become root (ansible_become) for every task
 
 
 class Inventory(BaseModel):
@@ -97,6 +98,8 @@ class Inventory(BaseModel):
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
             all_vars["ansible_ssh_common_args"] = self.connection.ssh_common_args
+        if self.connection.become:
+            all_vars["ansible_become"] = True
         all_vars.update(self.extra_vars)
         children: dict[str, Any] = {}
         for role, group in GROUP_OF_ROLE.items():
@@ -159,6 +162,7 @@ class Inventory(BaseModel):
             user=all_vars.pop("ansible_user", "root"),
             private_key_file=all_vars.pop("ansible_ssh_private_key_file", None),
             ssh_common_args=all_vars.pop("ansible_ssh_common_args", None),
+            become=bool(all_vars.pop("ansible_become", False)),
         )
         return cls(
             cluster=all_vars.pop("gpufleet_cluster"),

@@ -58,7 +58,7 @@ def test_user_data_only_prepares_for_ansible(plan_aws):
             "preserve_hostname": False,
             "manage_etc_hosts": True,
             "packages": ["python3"],
-            "disable_root": False,
+            "disable_root": True,  # no root SSH login (issue 10, AWS 4)
             "ssh_authorized_keys": [KEY],
         }, f"{instance.urn}: {config}"
 

@@ -16,6 +16,7 @@ from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.leftovers import Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
+from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
 from gpufleet.spec.model import AwsProvider, ClusterSpec
 from gpufleet.state import ClusterState
@@ -71,7 +72,7 @@ class AwsBackend(PulumiBackend):
         key = str(state.private_key) if state.private_key.exists() else None
         known_hosts = known_hosts_args(state)
         if not provider.ssm:
-            return Connection(user="root", private_key_file=key, ssh_common_args=known_hosts)
+            return Connection(user=IMAGE_USER, become=True, private_key_file=key, ssh_common_args=known_hosts)
         script = state.ssh_dir / "ssm-proxy.sh"
         state.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         script.write_text(
@@ -80,7 +81,8 @@ class AwsBackend(PulumiBackend):
         )
         script.chmod(0o700)
         return Connection(
-            user="root",
+            user=IMAGE_USER,
+            become=True,
             private_key_file=key,
             ssh_common_args=f'{known_hosts} -o ProxyCommand="{script} %h %p"',
         )

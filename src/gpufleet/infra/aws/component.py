@@ -91,7 +91,8 @@ class GpuClusterAws(pulumi.ComponentResource):
                 image=images.for_type(item),
                 slots=slots,
                 subnet_id=net.subnet_id,
-                security_group_id=groups.nodes.id,
+                security_group_ids=[groups.nodes.id]
+                + ([groups.login.id] if groups.login is not None and group in spec.login_groups else []),
                 instance_profile_arn=profile.arn if profile is not None else None,
                 placement_group=(
                     placement.name if placement is not None and capacity.in_placement_group(group) else None

@@ -38,7 +38,7 @@ KEPT_FAMILY_IMAGE = ("imageId",)
 
 
 def network_interface_args(
-    slot: InterfaceSlot, subnet_id: pulumi.Input[str], security_group_id: pulumi.Input[str]
+    slot: InterfaceSlot, subnet_id: pulumi.Input[str], security_group_ids: list[pulumi.Input[str]]
 ) -> aws.ec2.LaunchTemplateNetworkInterfaceArgs:
     primary = slot.network_card_index == 0 and slot.device_index == 0
     return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
@@ -46,7 +46,7 @@ def network_interface_args(
         device_index=slot.device_index,
         interface_type=slot.interface_type,
         subnet_id=subnet_id,
-        security_groups=[security_group_id],
+        security_groups=security_group_ids,
         delete_on_termination="true",
         associate_public_ip_address="false" if primary else None,
     )
@@ -59,7 +59,7 @@ def build_launch_template(
     image: Image,
     slots: list[InterfaceSlot],
     subnet_id: pulumi.Input[str],
-    security_group_id: pulumi.Input[str],
+    security_group_ids: list[pulumi.Input[str]],
     instance_profile_arn: pulumi.Input[str] | None,
     placement_group: pulumi.Input[str] | None,
     tags: dict[str, str],
@@ -90,7 +90,7 @@ def build_launch_template(
                 ),
             )
         ],
-        network_interfaces=[network_interface_args(s, subnet_id, security_group_id) for s in slots],
+        network_interfaces=[network_interface_args(s, subnet_id, security_group_ids) for s in slots],
         iam_instance_profile=(
             aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=instance_profile_arn)
             if instance_profile_arn is not None

@@ -18,6 +18,7 @@ from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.leftovers import Leftover
 from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
 from gpufleet.spec.model import ClusterSpec, GcpProvider
 from gpufleet.state import ClusterState
@@ -79,7 +80,8 @@ class GcpBackend(PulumiBackend):
             f"--zone={provider.zone} --verbosity=warning"
         )
         return Connection(
-            user="root",
+            user=IMAGE_USER,
+            become=True,
             private_key_file=key,
             ssh_common_args=f'{known_hosts_args(state)} -o ProxyCommand="{tunnel}"',
         )

@@ -6,7 +6,7 @@ Creates:
   group carries it, except in a group that consumes a specific reservation (the reservation decides);
 - ``<name>-<group>[-<i>]``: one VM per host, named as ``ClusterSpec.host_names`` says, with no external IP,
   the NICs of its layout, labels on the VM and its boot disk, and the cloud-config of
-  ``gpufleet.infra.userdata`` (python3, the cluster's SSH key for root) as ``user-data`` metadata.
+  ``gpufleet.infra.userdata`` (python3, the cluster's SSH key for the image's user) as ``user-data`` metadata.
   GPU VMs stop on host maintenance (``on_host_maintenance: TERMINATE``); Spot VMs are stopped when
   preempted. A2/A3/A4 machine types carry
   their GPUs, so no ``guest_accelerators`` block is set.
