@@ -111,6 +111,15 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "a Capacity Block is already co-located by AWS: no placement group is created for "
                 f"group '{group.name}' ({rules.CAPACITY_BLOCK_DOC})",
             )
+        elif mode is CapacityMode.RESERVATION and group.capacity.placement_group is not None:
+            yield Finding(
+                Level.INFO,
+                "aws_placement",
+                path,
+                f"group '{group.name}' launches into the existing placement group "
+                f"'{group.capacity.placement_group}', where its capacity reservation was made "
+                f"({rules.ODCR_PLACEMENT_DOC})",
+            )
         elif mode is CapacityMode.RESERVATION:
             yield Finding(
                 Level.WARNING,
@@ -118,9 +127,8 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 path,
                 f"group '{group.name}' targets a capacity reservation, so gpufleet creates no placement "
                 "group for it: nodes are as close as the reservation's capacity is. A reservation made "
-                "inside a cluster placement group only matches instances launched into that group, which "
-                f"gpufleet does not do ({rules.ODCR_PLACEMENT_DOC}); use a reservation made without one, "
-                "or a Capacity Block",
+                "inside a cluster placement group only matches instances launched into that group "
+                f"({rules.ODCR_PLACEMENT_DOC}): name it in capacity.placement_group",
             )
         if mode is CapacityMode.SPOT and group.count > 1:
             yield Finding(

@@ -171,6 +171,13 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "capacity_block is AWS's; on GCP a calendar-mode future reservation delivers a reservation: "
                 "use mode: reservation with its name",
             )
+        if capacity.placement_group is not None:
+            yield Finding(
+                Level.ERROR,
+                "gcp_capacity",
+                f"{path}.placement_group",
+                "placement_group is AWS only; on GCP a reservation brings its own compact placement policy",
+            )
         if capacity.reservation_group_arn is not None:
             yield Finding(
                 Level.ERROR,

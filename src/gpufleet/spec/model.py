@@ -237,6 +237,13 @@ class Capacity(SpecModel):
     reservation_group_arn: str | None = Field(
         default=None, description="AWS only: a capacity reservation resource group instead of one id"
     )
+    placement_group: (
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")] | None
+    ) = Field(
+        default=None,
+        description="AWS only, mode reservation: the existing cluster placement group the capacity "
+        "reservation was created in (its instances must launch into that group)",
+    )
     max_run_duration: Duration | None = Field(
         default=None,
         description="GCP flex_start only: how long the VMs run before Compute Engine deletes them "
@@ -245,6 +252,13 @@ class Capacity(SpecModel):
 
     @model_validator(mode="after")
     def _reservation_given(self) -> Capacity:
+        if self.placement_group is not None and self.mode is not CapacityMode.RESERVATION:
+            raise PydanticCustomError(
+                "placement_group_unused",
+                "'placement_group' names the placement group a capacity reservation was made in; it is "
+                "only read with mode 'reservation', not '{mode}'",
+                {"mode": self.mode.value},
+            )
         flex = self.mode is CapacityMode.FLEX_START
         if flex != (self.max_run_duration is not None):
             raise PydanticCustomError(

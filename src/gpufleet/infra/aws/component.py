@@ -94,9 +94,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                 security_group_ids=[groups.nodes.id]
                 + ([groups.login.id] if groups.login is not None and group in spec.login_groups else []),
                 instance_profile_arn=profile.arn if profile is not None else None,
-                placement_group=(
-                    placement.name if placement is not None and capacity.in_placement_group(group) else None
-                ),
+                placement_group=capacity.placement_group_of(group, placement),
                 tags=cluster_tags,
                 opts=child,
             )
