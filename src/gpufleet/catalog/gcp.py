@@ -86,6 +86,32 @@ FLEX_START_DOC = "https://cloud.google.com/compute/docs/instances/flex-start-vms
 FLEX_START_MAX_RUN = timedelta(days=7)
 
 
+# VMs one compact placement policy holds at each max distance, as slurm-gcp sizes its placement groups
+# (resume.py, calculate_chunk_size: 22 at 1; 256 for A3 machine types and 150 for others at 2; 1500 at 3).
+SLURM_GCP_RESUME = (
+    "https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/main/community/modules/scheduler/"
+    "schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/resume.py"
+)
+
+
+def vms_within(max_distance: int, instance_type: str) -> int:
+    """How many VMs slurm-gcp puts under one compact policy of this max distance."""
+    if max_distance == 1:
+        return 22
+    if max_distance == 2:
+        return 256 if instance_type.startswith("a3") else 150
+    return 1500
+
+
+def compact_max_distance(instance_type: str, count: int) -> int | None:
+    """The tightest max distance the series accepts that still holds ``count`` VMs (None: the series
+    takes no max distance). Not always 3: a small group gets the closer placement it fits in."""
+    accepted = sorted(series_of(instance_type).max_distance)
+    if not accepted:
+        return None
+    return next((d for d in accepted if count <= vms_within(d, instance_type)), accepted[-1])
+
+
 def series_of(instance_type: str) -> GcpSeries:
     """The rules for a machine type (the first prefix that matches; a conservative default otherwise)."""
     return next((s for s in SERIES if instance_type.startswith(s.prefix)), _DEFAULT_SERIES)

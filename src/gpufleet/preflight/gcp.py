@@ -26,6 +26,7 @@ from gpufleet.catalog.gcp import (
     ROCE_MTU,
     VPC_MTU_RANGE,
     GcpSeries,
+    compact_max_distance,
     filestore_size_problem,
     lustre_size_problem,
     nic_layout,
@@ -291,7 +292,9 @@ def gcp_placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "gcp_placement",
                 _path(spec, group, "instance_type"),
                 f"the compact placement policy of group '{group.name}' sets max distance "
-                f"{max(series.max_distance)} (a Preview field; some projects need access granted for "
+                f"{compact_max_distance(group.instance_type, group.count)}, the closest that holds "
+                f"{group.count} VM(s) as slurm-gcp sizes placement groups (a Preview field; some projects "
+                "need access granted for "
                 f"{series.label}); VMs that cannot be placed that close fail to create rather than spread",
             )
 

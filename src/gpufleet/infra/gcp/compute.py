@@ -21,7 +21,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
-from gpufleet.catalog.gcp import NicLayout, series_of
+from gpufleet.catalog.gcp import NicLayout, compact_max_distance, series_of
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
@@ -47,7 +47,7 @@ def placement_policy(
         region=provider.region,  # type: ignore[union-attr]
         group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
             collocation="COLLOCATED",
-            max_distance=max(series.max_distance) if series.max_distance else None,
+            max_distance=compact_max_distance(group.instance_type, group.count),
         ),
         description=f"{marker}: compact placement of group {group.name}",
         opts=pulumi.ResourceOptions(parent=parent),
@@ -77,10 +77,12 @@ class Images:
         return self._found[key]
 
 
-def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingArgs | None:
+def _scheduling(group: NodeGroup, gpu: bool, compact: bool) -> gcp.compute.InstanceSchedulingArgs | None:
     """How the VM is bought. A reservation's VMs are RESERVATION_BOUND (they only ever run on it, as
     Cluster Toolkit's A3 Ultra and A4 blueprints set); flex-start VMs (DWS) run for ``max_run_duration``
-    and are deleted then, without automatic restart (pulumi-gcp's InstanceSchedulingArgs)."""
+    and are deleted then, without automatic restart (pulumi-gcp's InstanceSchedulingArgs). A VM under a
+    compact placement policy cannot live-migrate: it terminates on host maintenance, GPUs or not (as
+    slurm-gcp's resume.py sets whenever a VM carries resource policies)."""
     mode = group.capacity.mode
     if mode is CapacityMode.SPOT:
         return gcp.compute.InstanceSchedulingArgs(
@@ -105,10 +107,10 @@ def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingAr
     if mode is CapacityMode.RESERVATION:
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="RESERVATION_BOUND",
-            on_host_maintenance="TERMINATE" if gpu else None,
+            on_host_maintenance="TERMINATE" if gpu or compact else None,
             automatic_restart=True,
         )
-    if gpu:
+    if gpu or compact:
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="STANDARD", on_host_maintenance="TERMINATE", automatic_restart=True
         )
@@ -167,7 +169,7 @@ def instance(
             ),
         ),
         network_interfaces=network.interfaces(layout),
-        scheduling=_scheduling(group, gpu),
+        scheduling=_scheduling(group, gpu, compact=policy is not None),
         reservation_affinity=_reservation(group),
         resource_policies=policy.self_link if policy is not None else None,
         labels=dict(labels),
