@@ -127,3 +127,33 @@ def test_fsx_steps(size, ok):
     if not ok and size > 1200:
         below, above = fsx_sizes_near(size)
         assert fsx_size_ok(below) and fsx_size_ok(above) and below < size < above
+
+
+@pytest.mark.parametrize(
+    ("head_type", "message"),
+    [
+        ("m7i.xlargee", "'m7i.xlargee' is not an EC2 instance type"),  # a typo: did-you-mean names the type
+        ("m9z.mega", "'m9z.mega' is not an EC2 instance type"),
+        ("c7i.2xlarge", None),  # real, though not in gpufleet's catalog
+    ],
+)
+def test_instance_types_are_checked_against_botocores_ec2_model(head_type, message):
+    findings = [
+        f
+        for f in run_checks(spec_with({"head": {"instance_type": head_type}}), load_catalog())
+        if f.check == "aws_instance_type_exists"
+    ]
+    if message is None:
+        assert findings == []
+        return
+    assert [f.level for f in findings] == [Level.ERROR], findings
+    assert message in findings[0].message and findings[0].path == "node_groups[0].instance_type"
+    if head_type == "m7i.xlargee":
+        assert "did you mean m7i.xlarge" in findings[0].message, findings[0].message
+
+
+def test_the_ec2_model_knows_the_newest_gpu_types():
+    from gpufleet.preflight.aws import ec2_instance_types
+
+    known = ec2_instance_types()
+    assert {"p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge"} <= known

@@ -1,4 +1,5 @@
-"""AWS preflight checks: EFA layout, placement vs reserved capacity, FSx sizes, zones and regions.
+"""AWS preflight checks: instance types that exist, EFA layout, placement vs reserved capacity, FSx sizes,
+zones and regions.
 
 Offline, from the spec and the catalog; the AWS rules come from ``gpufleet.catalog.aws`` and
 ``gpufleet.catalog.aws_interfaces`` (pure modules, no cloud SDK), the same code the Pulumi program uses.
@@ -7,8 +8,10 @@ Offline, from the spec and the catalog; the AWS rules come from ``gpufleet.catal
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
+from functools import cache
 
 from gpufleet.catalog import Catalog
 from gpufleet.catalog import aws as rules
@@ -29,6 +32,35 @@ AWS = ("aws",)
 def _provider(spec: ClusterSpec) -> AwsProvider:
     assert isinstance(spec.provider, AwsProvider)
     return spec.provider
+
+
+@cache
+def ec2_instance_types() -> frozenset[str]:
+    """Every EC2 instance type, from botocore's offline EC2 service model (the ``InstanceType`` enum that
+    ships with the installed botocore; no call is made). Newer types than the installed botocore are
+    unknown here: upgrading boto3/botocore teaches them."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("ec2")
+    return frozenset(model.shape_for("InstanceType").enum)
+
+
+@check("aws_instance_type_exists", providers=AWS)
+def instance_type_exists(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """A type EC2 does not have is an error here, not at ``pulumi up``."""
+    known = ec2_instance_types()
+    for group in spec.node_groups:
+        if group.instance_type in known:
+            continue
+        close = difflib.get_close_matches(group.instance_type, sorted(known), n=3, cutoff=0.75)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        yield Finding(
+            Level.ERROR,
+            "aws_instance_type_exists",
+            f"{_path(spec, group.name)}.instance_type",
+            f"'{group.instance_type}' is not an EC2 instance type (botocore's EC2 model lists "
+            f"{len(known)}){hint}",
+        )
 
 
 @check("aws_efa_layout", providers=AWS)
