@@ -78,3 +78,16 @@ def test_a_failed_teardown_exits_1(made, monkeypatch) -> None:
     result = CliRunner().invoke(app, ["reap", "--json"])
     assert result.exit_code == 1, result.output
     assert "failed: the cloud said no" in result.stdout
+
+
+def test_reap_lists_expired_gcp_clusters_by_their_labels(made, monkeypatch) -> None:
+    from gpufleet.infra.gcp import leftovers
+    from gpufleet.infra.leftovers import ExpiredCluster
+
+    when = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+    monkeypatch.setattr(leftovers, "find_expired", lambda project: [ExpiredCluster("ci-run", when, 3)])
+    result = CliRunner().invoke(app, ["reap", "--dry-run", "--json", "--gcp-project", "my-proj-1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["gcp"] == [
+        {"project": "my-proj-1", "cluster": "ci-run", "expires_at": when.isoformat(), "resources": 3}
+    ]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra import outputs as stack_outputs
-from gpufleet.infra.leftovers import Leftover
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
@@ -122,6 +122,12 @@ class PulumiBackend:
 
     def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
         """What the cloud still holds tagged (labelled) for the cluster."""
+        raise NotImplementedError
+
+    expiry_scope = ""  # what find_expired searches one of: "region" (AWS), "project" (GCP)
+
+    def find_expired(self, scope: str) -> list[ExpiredCluster]:
+        """Clusters past their expiry by the cloud's tags or labels, in one region or project."""
         raise NotImplementedError
 
     def host_address(self, host: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ import importlib
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from gpufleet.infra.automation import PulumiBackend
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
@@ -66,4 +67,16 @@ PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 
 def backend_for(spec: ClusterSpec) -> Backend:
     """The backend of the spec's provider."""
-    return importlib.import_module(BACKENDS[spec.provider.kind].module).backend
+    return backend_of(spec.provider.kind)
+
+
+def backend_of(kind: str) -> Backend:
+    """The backend of a provider kind."""
+    return importlib.import_module(BACKENDS[kind].module).backend
+
+
+def pulumi_backend_of(kind: str) -> PulumiBackend:
+    """The backend of a cloud with a Pulumi program (``PULUMI_KINDS``)."""
+    found = backend_of(kind)
+    assert isinstance(found, PulumiBackend), kind
+    return found

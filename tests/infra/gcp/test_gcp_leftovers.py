@@ -101,3 +101,43 @@ def test_the_client_library_is_a_declared_dependency():
 
     declared = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     assert any(item.startswith("google-cloud-asset") for item in declared), declared
+
+
+def test_the_reaper_finds_expired_clusters_by_their_labels(client):
+    """``gpufleet reap --gcp-project`` lists clusters whose gpufleet-expires-at label has passed."""
+    from datetime import UTC, datetime
+
+    from gpufleet.infra.gcp.leftovers import find_expired
+
+    def result(name: str, cluster: str, expires: str) -> dict:
+        return {
+            "name": f"//compute.googleapis.com/projects/p1/zones/us-central1-a/instances/{name}",
+            "assetType": "compute.googleapis.com/Instance",
+            "labels": {"gpufleet-cluster": cluster, "gpufleet-expires-at": expires},
+        }
+
+    pages = {
+        "labels.gpufleet-expires-at:*": [
+            {
+                "results": [
+                    result("old-gpu-0", "old", "20261122t0900z"),
+                    result("new-gpu-0", "new", "20261124t0900z"),
+                ],
+                "nextPageToken": "1",
+            },
+            {"results": [result("old-gpu-1", "old", "20261122t0800z"), result("odd-0", "odd", "tomorrow")]},
+        ]
+    }
+    queries: list[str] = []
+
+    def answer(request, **_kwargs):
+        queries.append(request.query)
+        return response(pages[request.query][int(request.page_token or "0")])
+
+    now = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    with mock.patch.object(type(client.transport.search_all_resources), "__call__", side_effect=answer):
+        expired = find_expired("p1", now=now, search=client_search(client))
+    assert queries == ["labels.gpufleet-expires-at:*"] * 2
+    assert [(e.cluster, e.expires_at, e.resources) for e in expired] == [
+        ("old", datetime(2026, 11, 22, 8, 0, tzinfo=UTC), 2)
+    ]

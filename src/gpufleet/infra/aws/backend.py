@@ -13,7 +13,7 @@ from typing import Any
 
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
-from gpufleet.infra.leftovers import Leftover
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
 from gpufleet.infra.userdata import IMAGE_USER
@@ -86,6 +86,13 @@ class AwsBackend(PulumiBackend):
             private_key_file=key,
             ssh_common_args=f'{known_hosts} -o ProxyCommand="{script} %h %p"',
         )
+
+    expiry_scope = "region"
+
+    def find_expired(self, scope: str) -> list[ExpiredCluster]:
+        from gpufleet.infra.aws import leftovers
+
+        return leftovers.find_expired(scope)
 
     def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
         from gpufleet.infra.aws import leftovers

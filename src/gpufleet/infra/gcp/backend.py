@@ -16,7 +16,7 @@ from typing import Any
 
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
-from gpufleet.infra.leftovers import Leftover
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
@@ -88,6 +88,13 @@ class GcpBackend(PulumiBackend):
 
     def host_address(self, host: dict[str, Any]) -> str:
         return str(host["name"])
+
+    expiry_scope = "project"
+
+    def find_expired(self, scope: str) -> list[ExpiredCluster]:
+        from gpufleet.infra.gcp import leftovers
+
+        return leftovers.find_expired(scope)
 
     def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
         from gpufleet.infra.gcp import leftovers

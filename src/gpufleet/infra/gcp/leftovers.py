@@ -9,17 +9,21 @@ labels:
 Search matches words, so every result is checked again here for the exact label or marker: cluster
 ``demo`` never reports resources of ``demo-2``. Credentials are Application Default Credentials; without
 them, or without the API, the failure says how to fix it. Everything here only reads.
+
+``find_expired(project)`` is the reaper's eye, as on AWS: clusters whose ``gpufleet-expires-at`` label
+(on VMs, disks, filesystems) has passed, from one search for the label's presence.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
-from gpufleet.infra.leftovers import Leftover
-from gpufleet.infra.tags import GCP_CLUSTER_LABEL
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover, expired_clusters
+from gpufleet.infra.tags import GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL
 
 if TYPE_CHECKING:
     from google.cloud.asset_v1 import AssetServiceClient
@@ -60,6 +64,18 @@ def find_leftovers(cluster: str, project: str, *, search: Search | None = None) 
         for leftover in parse_results(search(f"projects/{project}", query), cluster):
             found.setdefault(leftover.id, leftover)
     return sorted(found.values(), key=lambda item: (item.kind, item.id))
+
+
+def find_expired(
+    project: str, *, now: datetime | None = None, search: Search | None = None
+) -> list[ExpiredCluster]:
+    """Clusters in ``project`` with at least one labelled resource whose expiry has passed."""
+    search = search or client_search(asset_client())
+    pairs = []
+    for result in search(f"projects/{project}", f"labels.{GCP_EXPIRES_LABEL}:*"):
+        labels = dict(result.labels or {})
+        pairs.append((labels.get(GCP_CLUSTER_LABEL), labels.get(GCP_EXPIRES_LABEL)))
+    return expired_clusters(pairs, now or datetime.now(UTC))
 
 
 def asset_client() -> AssetServiceClient:
