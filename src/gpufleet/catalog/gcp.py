@@ -112,6 +112,17 @@ def compact_max_distance(instance_type: str, count: int) -> int | None:
     return next((d for d in accepted if count <= vms_within(d, instance_type)), accepted[-1])
 
 
+# OAuth scopes every VM's service account (the project's default compute service account) gets: what the
+# Ops Agent needs to send logs and metrics, and read-write Cloud Storage for data and checkpoints
+# (https://cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/authorization,
+# https://cloud.google.com/compute/docs/access/service-accounts#scopes_best_practice).
+VM_SCOPES = (
+    "https://www.googleapis.com/auth/logging.write",
+    "https://www.googleapis.com/auth/monitoring.write",
+    "https://www.googleapis.com/auth/devstorage.read_write",
+)
+
+
 def series_of(instance_type: str) -> GcpSeries:
     """The rules for a machine type (the first prefix that matches; a conservative default otherwise)."""
     return next((s for s in SERIES if instance_type.startswith(s.prefix)), _DEFAULT_SERIES)

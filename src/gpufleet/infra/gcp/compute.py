@@ -21,7 +21,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
-from gpufleet.catalog.gcp import NicLayout, compact_max_distance, series_of
+from gpufleet.catalog.gcp import VM_SCOPES, NicLayout, compact_max_distance, series_of
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
@@ -172,6 +172,7 @@ def instance(
         scheduling=_scheduling(group, gpu, compact=policy is not None),
         reservation_affinity=_reservation(group),
         resource_policies=policy.self_link if policy is not None else None,
+        service_account=gcp.compute.InstanceServiceAccountArgs(scopes=list(VM_SCOPES)),
         labels=dict(labels),
         metadata=dict(metadata),
         tags=tags,
