@@ -10,13 +10,16 @@ users who write an inventory by hand.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import FabricKind, Role
+
+if TYPE_CHECKING:
+    from gpufleet.inventory.stack import StackOutputs
 
 GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
 ROLE_OF_GROUP = {group: role for role, group in GROUP_OF_ROLE.items()}
@@ -186,29 +189,21 @@ class Inventory(BaseModel):
 
     @classmethod
     def from_stack_outputs(
-        cls, outputs: dict[str, Any], *, connection: Connection | None = None
+        cls, outputs: dict[str, Any] | StackOutputs, *, connection: Connection | None = None
     ) -> Inventory:
-        """Build the inventory from a cloud stack's outputs (the shape ``gpufleet.infra.outputs`` defines)."""
+        """Build the inventory from a cloud stack's outputs (``gpufleet.inventory.stack.StackOutputs``)."""
+        from gpufleet.inventory.stack import StackOutputs
+
+        stack = outputs if isinstance(outputs, StackOutputs) else StackOutputs.model_validate(outputs)
         hosts = [
-            Host(
-                name=h["name"],
-                roles=[Role(r) for r in h["roles"]],
-                address=h.get("address") or h["private_ip"],
-                private_ip=h["private_ip"],
-                instance_type=h["instance_type"],
-                gpus=h.get("gpus", 0),
-                gpu_model=h.get("gpu_model"),
-                fabric_interfaces=h.get("fabric_interfaces", 0),
-                cpus=h["cpus"],
-                memory_mb=h["memory_mb"],
-            )
-            for h in outputs["hosts"]
+            Host(**host.model_dump(exclude={"address"}), address=host.address or host.private_ip)
+            for host in stack.hosts
         ]
         return cls(
-            cluster=outputs["cluster"],
-            provider=outputs["provider"],
-            fabric=FabricKind(outputs["fabric"]),
+            cluster=stack.cluster,
+            provider=stack.provider,
+            fabric=stack.fabric,
             hosts=hosts,
-            filesystem=outputs.get("filesystem") or {"kind": "none"},
+            filesystem=stack.filesystem or {"kind": "none"},
             connection=connection or Connection(),
         )

@@ -133,7 +133,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             "region": provider_spec.region,
             "zone": provider_spec.zone,
             "fabric": spec.fabric.kind.value,
-            "expires_at": cluster_tags[tags.AWS_EXPIRES_TAG],
+            "expires_at": tags.expires_at_text(spec, args.created_at),
             "head_node": spec.host_names(spec.controller_group)[0],
             "hosts": hosts,
             "filesystem": filesystem,
