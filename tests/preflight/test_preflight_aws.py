@@ -80,11 +80,11 @@ def test_aws_checks(change, expected):
     spec = spec_with(change)
     findings = aws_findings(spec, Level.WARNING if expected is None else Level.INFO)
     if expected is None:
-        assert findings == [], [f.as_json() for f in findings]
+        assert findings == [], [f.to_json() for f in findings]
         return
     level, path, fragment = expected
     matching = [f for f in findings if f.level.value == level and f.path == path and fragment in f.message]
-    assert matching, f"wanted {level} at {path} with {fragment!r}; got {[f.as_json() for f in findings]}"
+    assert matching, f"wanted {level} at {path} with {fragment!r}; got {[f.to_json() for f in findings]}"
 
 
 def test_type_not_offered_in_the_region_or_zone():
@@ -116,7 +116,7 @@ def test_address_space_of_a_huge_ena_fleet():
         for i in range(8)
     ]
     findings = aws_findings(ClusterSpec.model_validate(data), Level.ERROR)
-    assert [f.check for f in findings] == ["aws_address_space"], [f.as_json() for f in findings]
+    assert [f.check for f in findings] == ["aws_address_space"], [f.to_json() for f in findings]
 
 
 @pytest.mark.parametrize(

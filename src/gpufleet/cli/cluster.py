@@ -122,7 +122,7 @@ def down(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = Fa
 def render_down(spec: ClusterSpec, teardown: Teardown, json_out: bool) -> None:
     """Print what teardown removed; exit 9 when something is still there."""
     if json_out:
-        print_json({"cluster": spec.name, **teardown.as_json()})
+        print_json({"cluster": spec.name, **teardown.to_json()})
     else:
         _print_teardown(spec, teardown)
     if teardown.leftovers:

@@ -49,7 +49,7 @@ def reap(
     cloud = {"aws": _cloud_expired("aws", aws_region or []), "gcp": _cloud_expired("gcp", gcp_project or [])}
     failed = [item for item in items if item.action.startswith("failed")]
     if json_out:
-        print_json({"local": [item.as_json() for item in items], **cloud})
+        print_json({"local": [item.to_json() for item in items], **cloud})
     else:
         table = Table(title="expired clusters")
         for column in ("cluster", "provider", "expired at", "action"):

@@ -28,7 +28,7 @@ class ReapItem:
     action: str  # "destroyed", "would destroy", "kept (on_expiry: warn)", "failed: ...", "skipped: ..."
     removed: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
             "provider": self.provider,

@@ -24,7 +24,7 @@ class Teardown:
     removed: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"removed": self.removed, "leftovers": self.leftovers}
 
     def raise_for_leftovers(self) -> None:
