@@ -390,9 +390,22 @@ class FsxLustreFilesystem(SpecModel):
     )
     data_repository: S3DataRepository | None = None
     mount_point: AbsolutePath = "/fsx"
+    compression: Literal["LZ4", "NONE"] = Field(
+        default="LZ4", description="data compression (LZ4 saves space and throughput for most data)"
+    )
+    efa: bool = Field(
+        default=False,
+        description="PERSISTENT_2 only: EFA and GPUDirect Storage to the file system (with automatic "
+        "metadata configuration)",
+    )
 
     @model_validator(mode="after")
     def _throughput_for_type(self) -> FsxLustreFilesystem:
+        if self.efa and self.deployment_type != "PERSISTENT_2":
+            raise PydanticCustomError(
+                "fsx_efa",
+                "an EFA-enabled FSx for Lustre is PERSISTENT_2 only: set deployment_type or drop efa",
+            )
         if self.deployment_type == "SCRATCH_2" and self.throughput_per_tib not in (None, 200):
             raise PydanticCustomError(
                 "scratch_throughput",

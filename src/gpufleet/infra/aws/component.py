@@ -72,7 +72,9 @@ class GpuClusterAws(pulumi.ComponentResource):
 
         net = network.build_network(name, provider_spec, child)
         fs_spec = spec.filesystem if isinstance(spec.filesystem, FsxLustreFilesystem) else None
-        groups = security.build_security_groups(name, spec, net.vpc_id, fs_spec is not None, child)
+        groups = security.build_security_groups(
+            name, spec, net.vpc_id, fs_spec is not None, child, fsx_efa=fs_spec is not None and fs_spec.efa
+        )
         profile = iam.build_instance_profile(name, provider_spec.region, child) if provider_spec.ssm else None
         placement = None
         if capacity.needs_placement_group(spec):

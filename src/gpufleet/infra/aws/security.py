@@ -9,7 +9,8 @@ Creates:
   Manager); compute nodes and a separate controller never take SSH from outside the cluster
 - with FSx for Lustre, ``<name>-fsx-sg``: the file system's group, with the Lustre ports (TCP 988 and
   1018-1023) allowed in from the nodes' group and from itself, and the nodes' group allowed out to it
-  and in from it on the same ports (FSX_ACCESS_DOC)
+  and in from it on the same ports (FSX_ACCESS_DOC); for an EFA-enabled file system, all traffic within
+  the file system's group and between it and the nodes' group (``<name>-*-efa-in``/``-out``)
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ class SecurityGroups:
 
 
 def build_security_groups(
-    name: str, spec: ClusterSpec, vpc_id: pulumi.Input[str], with_fsx: bool, opts: pulumi.ResourceOptions
+    name: str,
+    spec: ClusterSpec,
+    vpc_id: pulumi.Input[str],
+    with_fsx: bool,
+    opts: pulumi.ResourceOptions,
+    *,
+    fsx_efa: bool = False,
 ) -> SecurityGroups:
     nodes = aws.ec2.SecurityGroup(
         f"{name}-sg",
@@ -126,7 +133,34 @@ def build_security_groups(
             description=f"Lustre {ports} from the file system",
             **common,
         )
+    if fsx_efa:
+        _fsx_efa_rules(name, nodes, fsx, opts)
     return SecurityGroups(nodes=nodes, fsx=fsx, login=login)
+
+
+def _fsx_efa_rules(
+    name: str, nodes: aws.ec2.SecurityGroup, fsx: aws.ec2.SecurityGroup, opts: pulumi.ResourceOptions
+) -> None:
+    """An EFA-enabled file system needs all traffic within its group and to and from its clients
+    (fsx.FSX_EFA_DOC), as EFA between nodes does."""
+    pairs = (("fsx-sg-self", fsx, fsx), ("fsx-sg-nodes", fsx, nodes), ("sg-fsx", nodes, fsx))
+    for label, group, peer in pairs:
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-{label}-efa-in",
+            security_group_id=group.id,
+            referenced_security_group_id=peer.id,
+            ip_protocol="-1",
+            description="all traffic for EFA to FSx for Lustre",
+            opts=opts,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-{label}-efa-out",
+            security_group_id=group.id,
+            referenced_security_group_id=peer.id,
+            ip_protocol="-1",
+            description="all traffic for EFA to FSx for Lustre",
+            opts=opts,
+        )
 
 
 def _login_group(
