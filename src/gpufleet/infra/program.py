@@ -14,7 +14,7 @@ from typing import Any
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.infra.automation import PulumiBackend
-from gpufleet.infra.backend import PULUMI_KINDS, backend_for
+from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
 from gpufleet.infra.plan import MockCloud, Plan, run_offline
 from gpufleet.spec.model import ClusterSpec
 
@@ -26,9 +26,7 @@ def pulumi_backend(spec: ClusterSpec) -> PulumiBackend:
             f"provider '{spec.provider.kind}' has no Pulumi program; only {', '.join(PULUMI_KINDS)} do",
             hint="the local and baremetal backends need no plan: run 'gpufleet up' directly",
         )
-    found = backend_for(spec)
-    assert isinstance(found, PulumiBackend)
-    return found
+    return pulumi_backend_of(spec.provider.kind)
 
 
 def cluster_program(spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str] = ()) -> dict[str, Any]:
