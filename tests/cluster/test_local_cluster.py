@@ -40,6 +40,17 @@ def leftovers() -> dict[str, list[str]]:
     }
 
 
+def task_results(artifacts: str, task: str) -> dict[str, str]:
+    """{host: msg} of the successful runs of ``task`` in an ansible-runner artifact folder's events."""
+    found = {}
+    for path in sorted(Path(artifacts, "job_events").glob("*.json")):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task") == task:
+            found[data["host"]] = str(data.get("res", {}).get("msg", ""))
+    return found
+
+
 class Cli:
     def __init__(self, workdir: Path, state: Path) -> None:
         self.workdir = workdir
@@ -94,8 +105,9 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     cli, spec, state = cluster
 
     up = cli.json("up", str(spec))
-    assert [h["name"] for h in up["hosts"]] == [f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"]
-    assert sorted(leftovers()["containers"]) == [f"{NAME}-compute-0", f"{NAME}-compute-1", f"{NAME}-controller"]
+    names = [f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"]
+    assert [h["name"] for h in up["hosts"]] == names
+    assert sorted(leftovers()["containers"]) == sorted(names)
     assert (state / NAME / "inventory.yml").exists()
     assert oct((state / NAME / "munge.key").stat().st_mode & 0o777) == "0o400"
 
@@ -111,6 +123,18 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
 
     first = cli.json("configure", str(spec))
     assert first["ok"] is True and first["changed"] > 0
+    # shared_fs: the volume is mounted at /shared on every node, and each node read what another wrote there.
+    nodes = set(names)
+    mounted = task_results(
+        first["artifacts"],
+        "Assert that the filesystem is mounted where the inventory says",
+    )
+    assert set(mounted) == nodes and all(m.startswith("/shared: ") for m in mounted.values()), mounted
+    shared = task_results(first["artifacts"], "Assert that this node read what the other node wrote")
+    assert set(shared) == nodes, shared
+    peers = {host: message.split("'")[0].removeprefix("read ") for host, message in shared.items()}
+    assert all(peer in nodes and peer != host for host, peer in peers.items()), peers
+    assert podman("exec", f"{NAME}-compute-0", "ls", "-A", "/shared") == [], "probe files were left behind"
 
     report = cli.json("validate", str(spec), "--out", str(state.parent / "report"))
     assert report["passed"] is True, json.dumps(report, indent=1)[:4000]
@@ -123,6 +147,14 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
         big = [row for row in test["rows"] if row["size"] >= 4 << 20]
         assert big and all(row["oop"]["busbw"] > 0 for row in big), collective
     assert (state.parent / "report" / "validation-report.md").exists()
+    # The health check looked at /shared on each compute node: mounted (the volume) and writable.
+    health = report["health"]["nodes"]
+    mounts = {n["node"]: [c for c in n["checks"] if c["name"] == "filesystem"] for n in health}
+    assert set(mounts) == {f"{NAME}-compute-0", f"{NAME}-compute-1"}, mounts
+    assert all(len(c) == 1 and c[0]["status"] == "pass" and c[0]["message"].startswith("/shared ") for c in
+               mounts.values()), mounts  # fmt: skip
+    markdown = (state.parent / "report" / "validation-report.md").read_text()
+    assert "Shared filesystem /shared (volume): mounted and writable on 2 of 2 nodes" in markdown
     assert (state.parent / "report" / "busbw.png").stat().st_size > 10_000
 
     # The same roles a second time change nothing.
