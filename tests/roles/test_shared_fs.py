@@ -186,3 +186,33 @@ def test_preflight_says_what_is_wrong(tmp_path, platform, filesystem, message):
     assert rc != 0 and len(failures) == 1, results["bad"]
     assert message in failures[0], failures[0]
     assert MOUNT not in results["bad"]
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "line"),
+    [
+        (
+            "aws/snapshots/aws-p5.plan.json",
+            "fs-26136afd243f967be.fsx.us-east-1.amazonaws.com@tcp:/89c0dd8a /fsx lustre "
+            "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0",
+        ),
+        (
+            "gcp/snapshots/gcp-a3-mega.plan.json",
+            "10.252.0.2@tcp:/lustre /lustre lustre defaults,noatime,_netdev 0 0",
+        ),
+    ],
+)
+def test_every_node_of_a_cloud_inventory_mounts_its_filesystem(tmp_path, snapshot, line):
+    """The inventory each cloud program's outputs make (its reviewed plan snapshot) mounts on every node."""
+    from gpufleet.inventory.model import Inventory
+
+    outputs = json.loads((ROOT / "tests" / "infra" / snapshot).read_text())["outputs"]
+    inventory = Inventory.from_stack_outputs(outputs)
+    filesystem = inventory.to_ansible()["all"]["vars"]["gpufleet_filesystem"]
+    names = [host.name for host in inventory.hosts]
+    rc, results = converge(tmp_path, {name: ("ubuntu-22.04", filesystem) for name in names})
+    failed = {name: [t for t, r in tasks.items() if r.get("failed")] for name, tasks in results.items()}
+    assert rc == 0, failed
+    assert len(names) >= 3
+    for name in names:
+        assert (tmp_path / f"{name}.fstab").read_text().splitlines() == [line], name
