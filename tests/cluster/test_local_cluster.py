@@ -105,9 +105,9 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     cli, spec, state = cluster
 
     up = cli.json("up", str(spec))
-    names = [f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"]
-    assert [h["name"] for h in up["hosts"]] == names
-    assert sorted(leftovers()["containers"]) == sorted(names)
+    nodes = [f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"]
+    assert [h["name"] for h in up["hosts"]] == nodes
+    assert sorted(leftovers()["containers"]) == sorted(nodes)
     assert (state / NAME / "inventory.yml").exists()
     assert oct((state / NAME / "munge.key").stat().st_mode & 0o777) == "0o400"
 
@@ -124,16 +124,16 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     first = cli.json("configure", str(spec))
     assert first["ok"] is True and first["changed"] > 0
     # shared_fs: the volume is mounted at /shared on every node, and each node read what another wrote there.
-    nodes = set(names)
+    every = set(nodes)
     mounted = task_results(
         first["artifacts"],
         "Assert that the filesystem is mounted where the inventory says",
     )
-    assert set(mounted) == nodes and all(m.startswith("/shared: ") for m in mounted.values()), mounted
+    assert set(mounted) == every and all(m.startswith("/shared: ") for m in mounted.values()), mounted
     shared = task_results(first["artifacts"], "Assert that this node read what the other node wrote")
-    assert set(shared) == nodes, shared
+    assert set(shared) == every, shared
     peers = {host: message.split("'")[0].removeprefix("read ") for host, message in shared.items()}
-    assert all(peer in nodes and peer != host for host, peer in peers.items()), peers
+    assert all(peer in every and peer != host for host, peer in peers.items()), peers
     assert podman("exec", f"{NAME}-compute-0", "ls", "-A", "/shared") == [], "probe files were left behind"
 
     report = cli.json("validate", str(spec), "--out", str(state.parent / "report"))

@@ -10,10 +10,10 @@ users who write an inventory by hand.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import FabricKind, Role
@@ -29,7 +29,12 @@ _HOST_FIELDS = {
     "fabric_interfaces": "gpufleet_fabric_interfaces",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
+    "gpu_arch": "gpufleet_gpu_arch",
+    "nvswitch": "gpufleet_nvswitch",
+    "gpu_stack": "gpufleet_gpu_stack",
 }
+
+GpuStackMode = Literal["install", "verify", "none"]
 
 
 class Host(BaseModel):
@@ -45,6 +50,19 @@ class Host(BaseModel):
     fabric_interfaces: int = Field(default=0, ge=0)
     cpus: int = Field(ge=1, description="CPUs the node declares to Slurm")
     memory_mb: int = Field(ge=1, description="RealMemory the node declares to Slurm")
+    gpu_arch: str | None = Field(default=None, description="CUDA architecture of the GPU, e.g. sm_90")
+    nvswitch: bool = Field(default=False, description="NVSwitch in the node: needs nvidia-fabricmanager")
+    gpu_stack: GpuStackMode | None = Field(
+        default=None,
+        description="how the GPU roles treat the node: install, verify (the image carries the stack) or "
+        "none; default install with GPUs, else none",
+    )
+
+    @model_validator(mode="after")
+    def _default_gpu_stack(self) -> Host:
+        if self.gpu_stack is None:
+            self.gpu_stack = "install" if self.gpus > 0 else "none"
+        return self
 
 
 class Connection(BaseModel):
@@ -64,6 +82,9 @@ class Inventory(BaseModel):
     hosts: list[Host] = Field(min_length=1)
     filesystem: dict[str, Any] = Field(default_factory=lambda: {"kind": "none"})
     connection: Connection = Connection()
+    software: dict[str, Any] = Field(
+        default_factory=dict, description="the spec's software block: versions the roles install or verify"
+    )
     extra_vars: dict[str, Any] = Field(default_factory=dict)
 
     def in_group(self, role: Role) -> list[Host]:
@@ -93,6 +114,8 @@ class Inventory(BaseModel):
             "gpufleet_filesystem": self.filesystem,
             "ansible_user": self.connection.user,
         }
+        if self.software:
+            all_vars["gpufleet_software"] = self.software
         if self.connection.private_key_file:
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
@@ -165,6 +188,7 @@ class Inventory(BaseModel):
             provider=all_vars.pop("gpufleet_provider", "baremetal"),
             fabric=FabricKind(all_vars.pop("gpufleet_fabric", "ethernet")),
             filesystem=all_vars.pop("gpufleet_filesystem", {"kind": "none"}),
+            software=all_vars.pop("gpufleet_software", {}),
             hosts=parsed,
             connection=connection,
             extra_vars=all_vars,
