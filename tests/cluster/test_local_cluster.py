@@ -172,6 +172,18 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     assert all(not t["verdict"]["passed"] for t in failed["tests"])
     assert "floor" in json.dumps(failed["tests"][0]["verdict"])
 
+    # A mount point with nothing mounted fails the health check: point the inventory at another folder.
+    inventory_file = state / NAME / "inventory.yml"
+    original = inventory_file.read_text()
+    assert "mount_point: /shared" in original
+    inventory_file.write_text(original.replace("mount_point: /shared", "mount_point: /srv"))
+    unmounted = cli.json("validate", str(spec), "--out", str(state.parent / "unmounted"), expect=1)
+    inventory_file.write_text(original)
+    failing = {n["node"]: n["checks"] for n in unmounted["health"]["nodes"] if not n["passed"]}
+    assert sorted(failing) == [f"{NAME}-compute-0", f"{NAME}-compute-1"], unmounted["health"]
+    wrong = {"name": "filesystem", "status": "fail", "message": "/srv is not mounted (expected volume)"}
+    assert all(wrong in checks for checks in failing.values()), failing
+
     down = cli.json("down", str(spec))
     assert down["leftovers"] == []
     assert any(item.startswith(f"network gpufleet-{NAME}") for item in down["removed"])
