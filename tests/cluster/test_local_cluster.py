@@ -40,6 +40,17 @@ def leftovers() -> dict[str, list[str]]:
     }
 
 
+def task_results(artifacts: str, task: str) -> dict[str, str]:
+    """{host: msg} of the successful runs of ``task`` in an ansible-runner artifact folder's events."""
+    found = {}
+    for path in sorted(Path(artifacts, "job_events").glob("*.json")):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task") == task:
+            found[data["host"]] = str(data.get("res", {}).get("msg", ""))
+    return found
+
+
 class Cli:
     def __init__(self, workdir: Path, state: Path) -> None:
         self.workdir = workdir
@@ -112,6 +123,18 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
 
     first = cli.json("configure", str(spec))
     assert first["ok"] is True and first["changed"] > 0
+    # shared_fs: the volume is mounted at /shared on every node, and each node read what another wrote there.
+    every = set(nodes)
+    mounted = task_results(
+        first["artifacts"],
+        "Assert that the filesystem is mounted where the inventory says",
+    )
+    assert set(mounted) == every and all(m.startswith("/shared: ") for m in mounted.values()), mounted
+    shared = task_results(first["artifacts"], "Assert that this node read what the other node wrote")
+    assert set(shared) == every, shared
+    peers = {host: message.split("'")[0].removeprefix("read ") for host, message in shared.items()}
+    assert all(peer in every and peer != host for host, peer in peers.items()), peers
+    assert podman("exec", f"{NAME}-compute-0", "ls", "-A", "/shared") == [], "probe files were left behind"
 
     report = cli.json("validate", str(spec), "--out", str(state.parent / "report"))
     assert report["passed"] is True, json.dumps(report, indent=1)[:4000]
@@ -124,6 +147,14 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
         big = [row for row in test["rows"] if row["size"] >= 4 << 20]
         assert big and all(row["oop"]["busbw"] > 0 for row in big), collective
     assert (state.parent / "report" / "validation-report.md").exists()
+    # The health check looked at /shared on each compute node: mounted (the volume) and writable.
+    health = report["health"]["nodes"]
+    mounts = {n["node"]: [c for c in n["checks"] if c["name"] == "filesystem"] for n in health}
+    assert set(mounts) == {f"{NAME}-compute-0", f"{NAME}-compute-1"}, mounts
+    assert all(len(c) == 1 and c[0]["status"] == "pass" and c[0]["message"].startswith("/shared ") for c in
+               mounts.values()), mounts  # fmt: skip
+    markdown = (state.parent / "report" / "validation-report.md").read_text()
+    assert "Shared filesystem /shared (volume): mounted and writable on 2 of 2 nodes" in markdown
     assert (state.parent / "report" / "busbw.png").stat().st_size > 10_000
 
     # The same roles a second time change nothing.
@@ -140,6 +171,18 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     assert failed["passed"] is False
     assert all(not t["verdict"]["passed"] for t in failed["tests"])
     assert "floor" in json.dumps(failed["tests"][0]["verdict"])
+
+    # A mount point with nothing mounted fails the health check: point the inventory at another folder.
+    inventory_file = state / NAME / "inventory.yml"
+    original = inventory_file.read_text()
+    assert "mount_point: /shared" in original
+    inventory_file.write_text(original.replace("mount_point: /shared", "mount_point: /srv"))
+    unmounted = cli.json("validate", str(spec), "--out", str(state.parent / "unmounted"), expect=1)
+    inventory_file.write_text(original)
+    failing = {n["node"]: n["checks"] for n in unmounted["health"]["nodes"] if not n["passed"]}
+    assert sorted(failing) == [f"{NAME}-compute-0", f"{NAME}-compute-1"], unmounted["health"]
+    wrong = {"name": "filesystem", "status": "fail", "message": "/srv is not mounted (expected volume)"}
+    assert all(wrong in checks for checks in failing.values()), failing
 
     down = cli.json("down", str(spec))
     assert down["leftovers"] == []

@@ -216,3 +216,118 @@ def test_report_json_and_markdown():
     assert data["passed"] is False and data["failed_nodes"] == ["n1"]
     assert json.dumps(data)  # serialisable
     assert "| n1 | **FAIL** | 6 | 32 | 6 GPUs visible, the inventory expects 8 |" in report.markdown()
+
+
+# ---- the shared filesystem: what the script sees at the mount point, and how it is judged ------------
+
+
+def test_script_checks_the_mount_point_for_real(tmp_path):
+    def run(path: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", node_health_script(), "--fabric", "ethernet", "--mount", path],
+            capture_output=True,
+            text=True,
+            env={"PATH": str(tmp_path), "SLURMD_NODENAME": "node-7"},
+            timeout=60,
+            check=True,
+        )
+        return parse_health_output(done.stdout)["node-7"]["mount"]
+
+    plain = run(str(tmp_path))  # a directory, no filesystem of its own
+    assert plain == {"path": str(tmp_path), "exists": True, "writable": True, "mounted": False,
+                     "fstype": None, "source": None}  # fmt: skip
+    assert list(tmp_path.iterdir()) == [], "the probe file was left behind"
+    shm = run("/dev/shm/")  # a tmpfs on every Linux host
+    assert (shm["mounted"], shm["fstype"], shm["writable"]) == (True, "tmpfs", True), shm
+    proc = run("/proc")  # mounted, and not writable
+    assert (proc["mounted"], proc["fstype"], proc["writable"]) == (True, "proc", False), proc
+    assert proc["error"].startswith(("PermissionError", "OSError", "FileNotFoundError")), proc
+    missing = run(str(tmp_path / "absent"))
+    assert (missing["exists"], missing["mounted"], missing["writable"]) == (False, False, None), missing
+
+
+def test_mountinfo_paths_are_unescaped(tmp_path, monkeypatch):
+    from gpufleet.validate import node_health
+
+    # /proc/self/mountinfo lines (proc(5)); the second mounts /mnt/my data, escaped as \040.
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        "36 35 98:0 / /mnt/fsx rw,relatime shared:1 - autofs systemd-1 rw,fd=45\n"
+        "37 36 0:50 / /mnt/fsx rw,noatime - lustre 172.31.4.7@tcp:/abcdefgh rw,flock,lazystatfs\n"
+        "38 35 0:51 / /mnt/my\\040data rw - nfs4 10.0.0.2:/vol\\0401 rw,vers=4.1\n"
+    )
+    real_read = node_health.read
+
+    def read(path):
+        return info.read_text() if str(path).endswith("mountinfo") else real_read(path)
+
+    monkeypatch.setattr(node_health, "read", read)
+    assert node_health._mounted_at("/mnt/fsx") == {"fstype": "lustre", "source": "172.31.4.7@tcp:/abcdefgh"}
+    assert node_health._mounted_at("/mnt/my data") == {"fstype": "nfs4", "source": "10.0.0.2:/vol 1"}
+    assert node_health._mounted_at("/mnt") is None
+
+
+def _mount(**overrides) -> dict:
+    mount = {"path": "/fsx", "exists": True, "mounted": True, "fstype": "lustre",
+             "source": "172.31.4.7@tcp:/abcdefgh", "writable": True}  # fmt: skip
+    mount.update(overrides)
+    return mount
+
+
+FSX = {"kind": "fsx_lustre", "mount_point": "/fsx", "dns_name": "fs-1.fsx", "mount_name": "abcdefgh"}
+
+
+@pytest.mark.parametrize(
+    ("filesystem", "mount", "status", "message"),
+    [
+        (FSX, _mount(), PASS, "/fsx lustre from 172.31.4.7@tcp:/abcdefgh, writable"),
+        (FSX, _mount(mounted=False, fstype=None, source=None), FAIL, "/fsx is not mounted (expected lustre)"),
+        (FSX, _mount(mounted=False, fstype="autofs"), FAIL, "/fsx is not mounted (expected lustre)"),
+        (FSX, _mount(exists=False, mounted=False), FAIL, "/fsx does not exist (expected lustre)"),
+        (FSX, _mount(fstype="ext4", source="/dev/nvme0n1p1"), FAIL,
+         "/fsx is ext4 from /dev/nvme0n1p1 (expected lustre)"),
+        (FSX, _mount(writable=False, error="no answer from /fsx within 30 s (a hung mount?)"), FAIL,
+         "/fsx (lustre) is not writable: no answer from /fsx within 30 s (a hung mount?)"),
+        ({"kind": "nfs", "mount_point": "/shared", "server": "nas", "export": "/export"},
+         _mount(path="/shared", fstype="nfs4", source="nas:/export"), PASS,
+         "/shared nfs4 from nas:/export, writable"),
+        ({"kind": "filestore", "mount_point": "/shared", "mount_source": "10.253.0.2:/shared"},
+         _mount(path="/shared", fstype="fuse", source="x"), FAIL,
+         "/shared is fuse from x (expected nfs/nfs4)"),
+        ({"kind": "volume", "mount_point": "/shared"},
+         _mount(path="/shared", fstype="ext4", source="/dev/vda[/vol/_data]"), PASS,
+         "/shared ext4 from /dev/vda[/vol/_data], writable"),
+        (FSX, None, FAIL, "/fsx not checked (expected lustre): the health script did not check it"),
+        ({"kind": "none"}, None, None, None),
+    ],
+)  # fmt: skip
+def test_filesystem_judged_against_the_inventory(filesystem, mount, status, message):
+    raw = _raw(**({"mount": mount} if mount else {}))
+    node = evaluate_node(_host(), HealthRun(states={}, answers={"n1": raw}, rc=0, stderr=""), filesystem)
+    found = [check for check in node.checks if check.name == "filesystem"]
+    if status is None:
+        assert found == []
+    else:
+        assert [(c.status, c.message) for c in found] == [(status, message)]
+        assert node.passed is (status == PASS)
+
+
+def test_report_shows_the_mount_check():
+    volume = {"kind": "volume", "mount_point": "/shared"}
+    good = _raw(mount=_mount(path="/shared", fstype="ext4", source="/dev/vda"))
+    bad = _raw(mount=_mount(path="/shared", mounted=False, fstype=None, source=None))
+    hosts = [_host(), _host().model_copy(update={"name": "n2"})]
+    report = evaluate_health(hosts, HealthRun({}, {"n1": good, "n2": bad}, 0, ""), volume)
+    markdown = report.markdown()
+    assert "Shared filesystem /shared (volume): mounted and writable on 1 of 2 nodes" in markdown
+    assert "| n2 | **FAIL** | 8 | 32 | /shared is not mounted (expected volume) |" in markdown
+    assert report.to_json()["failed_nodes"] == ["n2"]
+
+
+def test_health_command_passes_the_mount_point():
+    from gpufleet.spec.model import FabricKind
+    from gpufleet.validate.slurm import health_command
+
+    with_mount = health_command(["n1"], FabricKind.EFA, script="pass", mount_point="/fsx")
+    assert with_mount.endswith("--fabric efa --mount /fsx"), with_mount
+    assert "--mount" not in health_command(["n1"], FabricKind.EFA, script="pass")

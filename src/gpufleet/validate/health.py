@@ -4,12 +4,14 @@ The script (``node_health.py``) reports what it finds; this module decides. A no
 not answer, Slurm does not consider it usable, its GPU or fabric device count is short of the
 inventory's ``gpufleet_gpus`` / ``gpufleet_fabric_interfaces``, it has uncorrected ECC errors, remapped-
 row failures or a serious XID, DCGM's level-1 diagnostic failed, it has fewer CPUs or less memory than it
-declares to Slurm, or munge/slurmd are not running. Tools that are absent are "not present" (not a
-failure) unless the inventory expects GPUs.
+declares to Slurm, munge/slurmd are not running, or the inventory's shared filesystem is not mounted at
+its mount point with the filesystem type its kind means, or cannot be written. Tools that are absent are
+"not present" (not a failure) unless the inventory expects GPUs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,16 @@ from gpufleet.validate.slurm import HealthRun
 # XIDs that mean the hardware (not the application) is in trouble: double-bit ECC, row remapping,
 # NVLink, fallen off the bus, uncontained errors, GSP failures (NVIDIA's XID catalog).
 SERIOUS_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+
+# The filesystem type each kind of gpufleet_filesystem mounts (None: any; the local volume is a bind mount
+# of whatever the host's disk is).
+FSTYPE_BY_KIND: dict[str, tuple[str, ...] | None] = {
+    "fsx_lustre": ("lustre",),
+    "managed_lustre": ("lustre",),
+    "filestore": ("nfs", "nfs4"),
+    "nfs": ("nfs", "nfs4"),
+    "volume": None,
+}
 
 
 @dataclass
@@ -48,6 +60,7 @@ class NodeHealth:
 @dataclass
 class HealthReport:
     nodes: list[NodeHealth]
+    filesystem: Mapping[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -66,6 +79,14 @@ class HealthReport:
 
     def markdown(self) -> list[str]:
         lines = ["## Node health", ""]
+        mounts = [check for node in self.nodes for check in node.checks if check.name == "filesystem"]
+        if mounts and self.filesystem:
+            good = sum(check.status == PASS for check in mounts)
+            lines += [
+                f"Shared filesystem {self.filesystem.get('mount_point')} ({self.filesystem.get('kind')}): "
+                f"mounted and writable on {good} of {len(mounts)} nodes",
+                "",
+            ]
         lines.append(
             f"{len(self.nodes) - len(self.failed_nodes)} of {len(self.nodes)} nodes healthy"
             + (f"; failing: {', '.join(self.failed_nodes)}" if self.failed_nodes else "")
@@ -87,11 +108,13 @@ def _cell(value: Any) -> str:
     return "not present" if value is None else str(value)
 
 
-def evaluate_health(hosts: list[Host], run: HealthRun) -> HealthReport:
-    return HealthReport([evaluate_node(host, run) for host in hosts])
+def evaluate_health(
+    hosts: list[Host], run: HealthRun, filesystem: Mapping[str, Any] | None = None
+) -> HealthReport:
+    return HealthReport([evaluate_node(host, run, filesystem) for host in hosts], filesystem)
 
 
-def evaluate_node(host: Host, run: HealthRun) -> NodeHealth:
+def evaluate_node(host: Host, run: HealthRun, filesystem: Mapping[str, Any] | None = None) -> NodeHealth:
     result = NodeHealth(host.name)
     checks = result.checks
     state = run.states.get(host.name)
@@ -119,6 +142,7 @@ def evaluate_node(host: Host, run: HealthRun) -> NodeHealth:
     _fabric(host, raw, checks)
     _size(host, raw, checks)
     _services(raw, checks)
+    _filesystem(filesystem or {}, raw, checks)
     return result
 
 
@@ -231,3 +255,34 @@ def _services(raw: dict[str, Any], checks: list[Check]) -> None:
             continue
         status = WARN if state == "not present" else FAIL
         checks.append(Check(name, status, f"{name} is {state}"))
+
+
+def _filesystem(filesystem: Mapping[str, Any], raw: dict[str, Any], checks: list[Check]) -> None:
+    kind = filesystem.get("kind", "none")
+    if kind not in FSTYPE_BY_KIND or not filesystem.get("mount_point"):
+        return
+    expected = FSTYPE_BY_KIND[kind]
+    want = "/".join(expected) if expected else kind
+    mount = raw.get("mount")
+    path = str(filesystem["mount_point"])
+    if not isinstance(mount, dict) or "mounted" not in mount:
+        detail = mount.get("error") if isinstance(mount, dict) else "the health script did not check it"
+        checks.append(Check("filesystem", FAIL, f"{path} not checked (expected {want}): {detail}"))
+    elif not mount["mounted"]:
+        where = "does not exist" if mount.get("exists") is False else "is not mounted"
+        checks.append(Check("filesystem", FAIL, f"{path} {where} (expected {want})"))
+    elif expected and mount.get("fstype") not in expected:
+        checks.append(
+            Check(
+                "filesystem",
+                FAIL,
+                f"{path} is {mount.get('fstype')} from {mount.get('source')} (expected {want})",
+            )
+        )
+    elif not mount.get("writable"):
+        reason = mount.get("error") or "not writable"
+        checks.append(Check("filesystem", FAIL, f"{path} ({mount.get('fstype')}) is not writable: {reason}"))
+    else:
+        checks.append(
+            Check("filesystem", PASS, f"{path} {mount.get('fstype')} from {mount.get('source')}, writable")
+        )

@@ -10,7 +10,9 @@ failures (``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl 
 diagnostic when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa
 driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the
 right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route); CPU count
-and memory; the munge and slurmd services.
+and memory; the munge and slurmd services; with ``--mount PATH``, the shared filesystem there: mounted
+or not, its type and source (``/proc/self/mountinfo``), and whether a file can be written and removed
+(in a thread with a deadline, so a hung network filesystem is reported, not waited on forever).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 MARKER = "GPUFLEET_HEALTH "
@@ -191,6 +194,56 @@ def fabric(kind: str) -> dict[str, object]:
     return {"kind": kind, "devices": len(names), "names": names, "method": "network interfaces"}
 
 
+def _unescape(field: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal (``\\040``)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mounted_at(path: str) -> dict[str, str] | None:
+    """The filesystem mounted last at ``path`` (the one a process sees), from /proc/self/mountinfo."""
+    found = None
+    for line in (read("/proc/self/mountinfo") or "").splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if sep and len(fields) >= 5 and len(rest) >= 2 and _unescape(fields[4]) == path:
+            found = {"fstype": rest[0], "source": _unescape(rest[1])}
+    return found
+
+
+def _probe(path: str, result: dict[str, object]) -> None:
+    """Does ``path`` exist, and can a file be written, flushed and removed there? Fills ``result``."""
+    result["exists"] = Path(path).is_dir()  # a stat of a hung mount blocks: so this runs in the thread too
+    if not result["exists"]:
+        return
+    probe = Path(path) / f".gpufleet-health-{socket.gethostname()}-{os.getpid()}"
+    try:
+        with probe.open("w", encoding="utf-8") as handle:
+            handle.write("gpufleet health probe\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        probe.unlink()
+        result["writable"] = True
+    except OSError as exc:
+        result["writable"] = False
+        result["error"] = f"{type(exc).__name__}: {exc.strerror or exc}"
+
+
+def mount(path: str, timeout: float = 30.0) -> dict[str, object]:
+    path = os.path.normpath(path)
+    result: dict[str, object] = {"path": path, "exists": None, "writable": None}
+    worker = threading.Thread(target=_probe, args=(path, result), daemon=True)
+    worker.start()  # before reading mountinfo: touching the path triggers an automount
+    worker.join(timeout)
+    if worker.is_alive():
+        result["writable"] = False
+        result["error"] = f"no answer from {path} within {timeout:.0f} s (a hung mount?)"
+    seen = _mounted_at(path)
+    result["mounted"] = seen is not None and seen["fstype"] != "autofs"
+    result["fstype"] = seen["fstype"] if seen else None
+    result["source"] = seen["source"] if seen else None
+    return result
+
+
 def memory_mb() -> int | None:
     for line in (read("/proc/meminfo") or "").splitlines():
         if line.startswith("MemTotal:"):
@@ -222,6 +275,7 @@ def service(name: str) -> str:
 
 def main(argv: list[str]) -> int:
     kind = argv[argv.index("--fabric") + 1] if "--fabric" in argv else "ethernet"
+    mount_point = argv[argv.index("--mount") + 1] if "--mount" in argv else None
     report: dict[str, object] = {
         "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
         "fqdn": socket.getfqdn(),
@@ -236,6 +290,8 @@ def main(argv: list[str]) -> int:
         "memory_mb": memory_mb,
         "services": lambda: {"munge": service("munge"), "slurmd": service("slurmd")},
     }
+    if mount_point:
+        checks["mount"] = lambda: mount(mount_point)
     for key, check in checks.items():
         try:
             report[key] = check()

@@ -192,8 +192,10 @@ def run_suite(
     nodes = [host.name for host in hosts]
     health: HealthReport | None = None
     if validation.health_checks:
-        health_run = runner.run_health(nodes)
-        health = evaluate_health(hosts, health_run)
+        filesystem = inventory.filesystem
+        mounted = filesystem.get("kind", "none") != "none" and filesystem.get("mount_point")
+        health_run = runner.run_health(nodes, mount_point=str(filesystem["mount_point"]) if mounted else None)
+        health = evaluate_health(hosts, health_run, filesystem)
         unusable = {
             node.node
             for node in health.nodes

@@ -1,0 +1,218 @@
+"""The shared_fs role, converged in check mode with the facts of each platform it supports: the mount source,
+type, options and fstab line it renders per filesystem kind, and the clear errors of its preflight.
+
+The hosts are this machine (connection local) carrying another platform's facts (``shared_fs/platforms.yml``);
+only the ``configure`` phase runs (the ``install`` phase talks to the vendors' repositories, which a test
+cannot reach). The fstab line is written, into a scratch file, by the module the role calls, with the
+parameters the role's mount task was given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).with_name("shared_fs")
+PLATFORMS = yaml.safe_load((HERE / "platforms.yml").read_text())
+
+FSX = {
+    "kind": "fsx_lustre",
+    "mount_point": "/fsx",
+    "deployment_type": "PERSISTENT_2",
+    "size_gib": 2400,
+    "dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+    "mount_name": "abcdefgh",
+}
+MANAGED_LUSTRE = {
+    "kind": "managed_lustre",
+    "mount_point": "/lustre",
+    "mount_source": "10.252.0.5@tcp:/lustre",
+}
+FILESTORE = {
+    "kind": "filestore",
+    "mount_point": "/shared",
+    "mount_source": "10.253.0.2:/shared",
+    "tier": "ZONAL",
+}
+NFS = {"kind": "nfs", "mount_point": "/shared", "server": "nas.example.internal", "export": "/export/home"}
+
+# What each kind renders: (fstab line, i.e. source, mount point, type, options, dump, pass).
+EXPECTED = {
+    "fsx_lustre": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre "
+    "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0",
+    "managed_lustre": "10.252.0.5@tcp:/lustre /lustre lustre defaults,noatime,_netdev 0 0",
+    "filestore": "10.253.0.2:/shared /shared nfs "
+    "hard,timeo=600,retrans=3,rsize=262144,wsize=1048576,resvport,async,_netdev 0 0",
+    "nfs": "nas.example.internal:/export/home /shared nfs defaults,hard,noatime,_netdev 0 0",
+}
+FILESYSTEMS = {"fsx_lustre": FSX, "managed_lustre": MANAGED_LUSTRE, "filestore": FILESTORE, "nfs": NFS}
+
+
+def converge(
+    tmp_path: Path, hosts: dict[str, tuple[str, dict]], **host_vars: object
+) -> tuple[int, dict[str, dict[str, dict]]]:
+    """Run converge.yml in check mode (configure phase) on ``{host: (platform, filesystem)}``, with
+    ``host_vars`` on every host; returns the exit code and ``{host: {task name: result}}`` from Ansible's
+    json callback (the role's task names without the ``shared_fs : `` prefix)."""
+    inventory = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": sys.executable,
+                "scratch": str(tmp_path),
+            },
+            "hosts": {
+                name: {
+                    "platform": PLATFORMS[platform],
+                    "gpufleet_filesystem": filesystem,
+                    "shared_fs_fstab": str(tmp_path / f"{name}.role-fstab"),
+                    **host_vars,
+                }
+                for name, (platform, filesystem) in hosts.items()
+            },
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+    }
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    done = subprocess.run(
+        [playbook, "-i", str(tmp_path / "inventory.yml"), str(HERE / "converge.yml"), "--check",
+         "--tags", "configure"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
+        pytest.fail(
+            f"ansible-playbook exited {done.returncode} without a JSON report:\n{done.stderr[-3000:]}"
+        )
+    results: dict[str, dict[str, dict]] = {name: {} for name in hosts}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for host, result in task["hosts"].items():
+                results[host][task["task"]["name"].removeprefix("shared_fs : ")] = result
+    return done.returncode, results
+
+
+MOUNT = "Mount the filesystem and persist it in fstab"
+
+
+def test_each_kind_renders_its_mount_on_each_platform(tmp_path):
+    hosts = {
+        f"{platform}-{kind}".replace(".", ""): (platform, FILESYSTEMS[kind])
+        for platform in ("ubuntu-22.04", "ubuntu-24.04", "rocky-9")
+        for kind in EXPECTED
+    }
+    hosts["debian-12-nfs"] = ("debian-12", NFS)
+    hosts["debian-12-volume"] = ("debian-12", {"kind": "volume", "mount_point": "/shared"})
+    hosts["ubuntu-2404-none"] = ("ubuntu-24.04", {"kind": "none"})
+    rc, results = converge(tmp_path, hosts)
+    failed = {h: [t for t, r in tasks.items() if r.get("failed")] for h, tasks in results.items()}
+    assert rc == 0 and not any(failed.values()), failed
+    for host, (_platform, filesystem) in hosts.items():
+        kind = filesystem["kind"]
+        tasks = results[host]
+        if kind in ("volume", "none"):
+            # nothing to mount: up mounted the volume; the checks of the volume run outside check mode
+            assert tasks[MOUNT].get("skipped") is True, (host, tasks[MOUNT])
+            assert not (tmp_path / f"{host}.fstab").exists()
+            continue
+        mount = tasks[MOUNT]
+        source, path, fstype, options, _dump, _pass = EXPECTED[kind].split(" ")
+        rendered = (mount["src"], mount["name"], mount["fstype"], mount["opts"])
+        assert rendered == (source, path, fstype, options), (host, mount)
+        assert mount["changed"] is True and mount["fstab"] == str(tmp_path / f"{host}.role-fstab"), mount
+        assert "_netdev" in mount["opts"].split(","), host
+        written = (tmp_path / f"{host}.fstab").read_text().splitlines()
+        assert written == [EXPECTED[kind]], (host, written)
+        role_fstab = tmp_path / f"{host}.role-fstab"  # the module creates it empty, even in check mode
+        assert not role_fstab.exists() or role_fstab.read_text() == "", "check mode wrote the role's fstab"
+
+
+def test_user_options_replace_the_kinds_defaults(tmp_path):
+    options = ["ro", "hard", "nfsvers=4.2", "_netdev"]
+    rc, results = converge(tmp_path, {"nfs-ro": ("rocky-9", NFS)}, shared_fs_mount_options=options)
+    assert rc == 0, results["nfs-ro"]
+    assert results["nfs-ro"][MOUNT]["opts"] == "ro,hard,nfsvers=4.2,_netdev"
+    written = (tmp_path / "nfs-ro.fstab").read_text()
+    assert written == "nas.example.internal:/export/home /shared nfs ro,hard,nfsvers=4.2,_netdev 0 0\n"
+
+
+@pytest.mark.parametrize(
+    ("platform", "filesystem", "message"),
+    [
+        (
+            "debian-12",
+            FSX,
+            "runs Debian 12.8 (bookworm), kernel 6.1.0-28-cloud-amd64: the fsx_lustre client is built for "
+            "Ubuntu jammy/noble. Use one of those images.",
+        ),
+        (
+            "rocky-9",
+            {key: value for key, value in FSX.items() if key != "mount_name"},
+            "gpufleet_filesystem (fsx_lustre) has mount_point '/fsx' (an absolute path other than / is "
+            "needed) and lacks mount_name",
+        ),
+        (
+            "ubuntu-24.04",
+            {"kind": "lustre", "mount_point": "/x"},
+            "gpufleet_filesystem.kind is 'lustre'; the shared_fs role mounts none, volume, nfs, filestore, "
+            "fsx_lustre, managed_lustre.",
+        ),
+        (
+            "ubuntu-22.04",
+            {**NFS, "mount_point": "/"},
+            "gpufleet_filesystem (nfs) has mount_point '/' (an absolute path other than / is needed) and "
+            "lacks nothing",
+        ),
+    ],
+)
+def test_preflight_says_what_is_wrong(tmp_path, platform, filesystem, message):
+    rc, results = converge(tmp_path, {"bad": (platform, filesystem)})
+    failures = [r["msg"] for r in results["bad"].values() if r.get("failed")]
+    assert rc != 0 and len(failures) == 1, results["bad"]
+    assert message in failures[0], failures[0]
+    assert MOUNT not in results["bad"]
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "line"),
+    [
+        (
+            "aws/snapshots/aws-p5.plan.json",
+            "fs-26136afd243f967be.fsx.us-east-1.amazonaws.com@tcp:/89c0dd8a /fsx lustre "
+            "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0",
+        ),
+        (
+            "gcp/snapshots/gcp-a3-mega.plan.json",
+            "10.252.0.2@tcp:/lustre /lustre lustre defaults,noatime,_netdev 0 0",
+        ),
+    ],
+)
+def test_every_node_of_a_cloud_inventory_mounts_its_filesystem(tmp_path, snapshot, line):
+    """The inventory each cloud program's outputs make (its reviewed plan snapshot) mounts on every node."""
+    from gpufleet.inventory.model import Inventory
+
+    outputs = json.loads((ROOT / "tests" / "infra" / snapshot).read_text())["outputs"]
+    inventory = Inventory.from_stack_outputs(outputs)
+    filesystem = inventory.to_ansible()["all"]["vars"]["gpufleet_filesystem"]
+    names = [host.name for host in inventory.hosts]
+    rc, results = converge(tmp_path, {name: ("ubuntu-22.04", filesystem) for name in names})
+    failed = {name: [t for t, r in tasks.items() if r.get("failed")] for name, tasks in results.items()}
+    assert rc == 0, failed
+    assert len(names) >= 3
+    for name in names:
+        assert (tmp_path / f"{name}.fstab").read_text().splitlines() == [line], name
