@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import base64
 
+import pytest
 import yaml
 from aws_specs import CREATED_AT, aws_spec
 
-from gpufleet.infra.aws.fleet import sorted_instance_ids
+from gpufleet.infra.aws.fleet import _nth, sorted_instance_ids
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.plan import fake_id
 from gpufleet.infra.tags import AWS_EXPIRES_TAG, expires_at_text
@@ -105,3 +106,13 @@ def test_the_aws_inventory_asks_ansible_to_set_host_names(tmp_path):
     state = ClusterState(spec.name, root=tmp_path)
     inventory = backend.inventory_from_outputs(spec, state, outputs)
     assert inventory.to_ansible()["all"]["vars"][HOSTNAME_VAR] is True
+
+
+def test_a_fleet_that_launched_fewer_nodes_than_the_group_is_a_clear_error():
+    assert sorted_instance_ids([{"instance_ids": ["i-b", "i-a"]}, {"instance_ids": ["i-c"]}]) == [
+        "i-a",
+        "i-b",
+        "i-c",
+    ]
+    with pytest.raises(RuntimeError, match="launched 1 of 2 instances"):
+        _nth(["i-a"], 1, 2, "fleet-gpu-fleet")
