@@ -32,7 +32,8 @@ def test_plan_shows_efa_placement_fsx_and_cost():
     assert "networkInterfaces=[1 interface + 32 efa-only]" in out, out
     assert "aws:ec2/placementGroup:PlacementGroup" in out and "strategy=cluster" in out, out
     assert "aws:fsx/lustreFileSystem:LustreFileSystem" in out and "deploymentType=PERSISTENT_2" in out, out
-    assert "llm-p5-gpu-0 ... llm-p5-gpu-1 (2)" in out, out
+    # The two compute nodes are one all-or-nothing launch request (issue 10, AWS 2).
+    assert "llm-p5-gpu-fleet" in out and "onDemandOptions.minTargetCapacity=2" in out, out
     assert "cost: $110.48 per hour" in out, out
     assert "resources per type" in out, out
 
@@ -49,7 +50,8 @@ def test_plan_json_has_resources_as_pulumi_passes_them_and_the_cost():
     assert all(set(r) == {"type", "name", "inputs"} for r in data["resources"])
     keys = [(r["type"], r["name"]) for r in data["resources"]]
     assert keys == sorted(keys), "resources are listed in type and name order"
-    assert data["counts"]["aws:ec2/instance:Instance"] == 3
+    assert data["counts"]["aws:ec2/instance:Instance"] == 1  # the head node
+    assert data["counts"]["aws:ec2/fleet:Fleet"] == 1  # the two compute nodes, one launch request
 
 
 def test_plan_of_an_invalid_spec_fails_with_the_preflight_errors(tmp_path):

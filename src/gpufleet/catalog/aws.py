@@ -44,6 +44,28 @@ def wants_cluster_placement_group(mode: CapacityMode) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
+# EC2 Fleet: one launch request per compute group
+
+# An EC2 Fleet of type 'instant' is one synchronous launch request (INSTANT_FLEET_DOC). MinTargetCapacity:
+# "The minimum target capacity for On-Demand Instances in the fleet. If this minimum capacity isn't
+# reached, no instances are launched. Constraints: Maximum value of 1000. Supported only for fleets of
+# type instant. At least one of the following must be specified: SingleAvailabilityZone |
+# SingleInstanceType" (FLEET_OPTIONS_DOC; the same for Spot). Capacity Blocks take instant fleets with the
+# target capacity type 'capacity-block' and never fall back to On-Demand (FLEET_CAPACITY_BLOCK_DOC).
+INSTANT_FLEET_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instant-fleet.html"
+FLEET_OPTIONS_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_OnDemandOptionsRequest.html"
+FLEET_CAPACITY_BLOCK_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-launch-instances-capacity-blocks-walkthrough.html"
+FLEET_MIN_TARGET_CAPACITY_MAX = 1000
+# Capacity Reservation usage by instant fleets (FLEET_OPTIONS_DOC: CapacityReservationOptions).
+USE_RESERVATIONS_FIRST = "use-capacity-reservations-first"
+
+
+def fleet_target_capacity_type(mode: CapacityMode) -> str:
+    """The fleet's ``DefaultTargetCapacityType`` for a capacity mode (reservations are on-demand)."""
+    return {CapacityMode.SPOT: "spot", CapacityMode.CAPACITY_BLOCK: "capacity-block"}.get(mode, "on-demand")
+
+
+# --------------------------------------------------------------------------------------------------
 # FSx for Lustre
 
 FSX_CREATE_DOC = "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html"

@@ -44,8 +44,16 @@ class GcpSeries:
 
 
 _UBUNTU = ("ubuntu-os-cloud", "ubuntu-2204-lts")
-# Google's accelerator images carry the RDMA (MRDMA) and gVNIC drivers A3 Ultra and A4 need.
-_UBUNTU_ACCEL = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-570")
+# Google's accelerator images carry the NVIDIA driver and the RDMA (MRDMA) and gVNIC drivers A3 Ultra and
+# A4 need. The family is the one Cluster Toolkit's A3 Mega, A3 Ultra and A4 Slurm blueprints build on
+# (ACCELERATOR_IMAGE_SOURCE: base image ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522), the
+# driver branch gpufleet's software.nvidia_driver defaults to. A3 High stays on ubuntu-2204-lts, which
+# the toolkit's A3 High blueprint builds on too (it adds the TCPX kernel, linux-image-gcp-tcpx).
+ACCELERATOR_IMAGE_SOURCE = (
+    "https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/1047080375afbb44da4b596be314634e7486af4a/"
+    "examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml"
+)
+_UBUNTU_ACCEL = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2404-amd64-with-nvidia-580")
 
 SERIES: tuple[GcpSeries, ...] = (
     # A3 Ultra and A4 boot only from Hyperdisk.
@@ -72,7 +80,7 @@ SERIES: tuple[GcpSeries, ...] = (
         on_demand=False,
         flex_start=True,
     ),
-    GcpSeries("a3-megagpu", "A3 Mega", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True),
+    GcpSeries("a3-megagpu", "A3 Mega", "pd-balanced", *_UBUNTU_ACCEL, True, 1500, (2, 3), flex_start=True),
     GcpSeries("a3-highgpu", "A3 High", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True),
     GcpSeries("a2-", "A2", "pd-balanced", *_UBUNTU, True, 1500, (), flex_start=True),
     GcpSeries("c3-", "C3", "pd-balanced", *_UBUNTU, True, 1500, ()),

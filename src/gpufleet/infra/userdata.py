@@ -1,9 +1,10 @@
 """The user data of a cloud node (AWS and GCP alike): only what Ansible needs to take over. Creates nothing.
 
-cloud-config that sets the host name from the spec, installs python3 and authorizes the SSH public keys
-(the spec's ``access.ssh_public_key`` and the keys the caller adds, such as the cluster's own key that
-``gpufleet up`` makes) for the image's default user (``IMAGE_USER``, which has passwordless sudo).
-Root takes no SSH login (``disable_root: true``): Ansible connects as the image's user and becomes root.
+cloud-config that sets the host name from the spec (when one node boots from it), installs python3
+and authorizes the SSH public keys (the spec's ``access.ssh_public_key`` and the keys the caller adds,
+such as the cluster's own key that ``gpufleet up`` makes) for the image's default user (``IMAGE_USER``,
+which has passwordless sudo). Root takes no SSH login (``disable_root: true``): Ansible connects as the
+image's user and becomes root.
 Drivers, EFA, Slurm and everything else are the Ansible roles' work.
 """
 
@@ -25,11 +26,12 @@ def authorized_keys(spec: ClusterSpec, extra: Sequence[str] = ()) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def render_user_data(host: str, keys: list[str]) -> str:
+def render_user_data(host: str | None, keys: list[str]) -> str:
+    """``host`` None: user data shared by a whole launch request (an AWS fleet), which leaves the host
+    name to Ansible (``common_set_hostname``)."""
+    named = {"hostname": host, "preserve_hostname": False, "manage_etc_hosts": True} if host else {}
     config = {
-        "hostname": host,
-        "preserve_hostname": False,
-        "manage_etc_hosts": True,
+        **named,
         "packages": ["python3"],
         "disable_root": True,
         "ssh_authorized_keys": keys,

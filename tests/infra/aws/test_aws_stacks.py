@@ -51,4 +51,8 @@ def test_entry_point_runs_the_program_with_the_pinned_expiry(name):
         provider.urn
     )
     instances = plan.of_type("aws:ec2/instance:Instance")
-    assert len(instances) == sum(g.count for g in spec.node_groups), [r.urn for r in instances]
+    fleets = plan.of_type("aws:ec2/fleet:Fleet")
+    launched = len(instances) + sum(
+        f.inputs["targetCapacitySpecification"]["totalTargetCapacity"] for f in fleets
+    )
+    assert launched == sum(g.count for g in spec.node_groups), [r.urn for r in instances + fleets]

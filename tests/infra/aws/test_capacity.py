@@ -9,13 +9,15 @@ from gpufleet.catalog.aws import wants_cluster_placement_group
 from gpufleet.spec.model import CapacityMode
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
+FLEET = "aws:ec2/fleet:Fleet"
 PG = "aws:ec2/placementGroup:PlacementGroup"
 CR = "cr-0123456789abcdef0"
 GROUP_ARN = "arn:aws:resource-groups:us-east-1:123456789012:group/my-odcrs"
 
 CASES = {
     "on_demand": ({"mode": "on_demand"}, True, None, None),
-    "spot": ({"mode": "spot"}, True, "spot", None),
+    # A compute group's fleet asks for spot itself (its DefaultTargetCapacityType); its template has none.
+    "spot": ({"mode": "spot"}, True, None, None),
     "reservation": ({"mode": "reservation", "reservation": CR}, False, None, {"capacityReservationId": CR}),
     "reservation_group": (
         {"mode": "reservation", "reservation_group_arn": GROUP_ARN},
@@ -45,12 +47,20 @@ def test_capacity_mode(plan_aws, case):
         assert "placement" not in template.inputs, f"{template.urn}: {template.inputs.get('placement')}"
     options = template.inputs.get("instanceMarketOptions")
     assert (options or {}).get("marketType") == market, f"{template.urn}: {options}"
-    if market == "spot":
-        spot = options["spotOptions"]
-        assert spot["instanceInterruptionBehavior"] == "terminate", f"{template.urn}: {spot}"
-        assert spot["spotInstanceType"] == "one-time", f"{template.urn}: {spot}"
-        kinds = [t["resourceType"] for t in template.inputs["tagSpecifications"]]
-        assert "spot-instances-request" in kinds, f"{template.urn}: spot requests untagged {kinds}"
+    fleet = recorded.one(FLEET, "fleet-gpu-fleet")
+    wanted = {"spot": "spot", "capacity_block": "capacity-block"}.get(case, "on-demand")
+    got_type = fleet.inputs["targetCapacitySpecification"]["defaultTargetCapacityType"]
+    assert got_type == wanted, f"{fleet.urn}: {got_type}"
+    if case == "spot":
+        spot = fleet.inputs["spotOptions"]
+        assert spot["instanceInterruptionBehavior"] == "terminate", f"{fleet.urn}: {spot}"
+        assert spot["minTargetCapacity"] == 2 and spot["singleAvailabilityZone"], f"{fleet.urn}: {spot}"
+    else:
+        on_demand = fleet.inputs["onDemandOptions"]
+        assert on_demand["minTargetCapacity"] == 2 and on_demand["singleInstanceType"], f"{fleet.urn}"
+        strategy = (on_demand.get("capacityReservationOptions") or {}).get("usageStrategy")
+        reserved = case.startswith("reservation")
+        assert (strategy == "use-capacity-reservations-first") == reserved, f"{fleet.urn}: {strategy}"
     spec = template.inputs.get("capacityReservationSpecification")
     got = (spec or {}).get("capacityReservationTarget")
     assert got == target, f"{template.urn}: reservation target {got}"

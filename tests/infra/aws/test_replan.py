@@ -22,6 +22,7 @@ from gpufleet.infra.program import cluster_program
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
+FLEET = "aws:ec2/fleet:Fleet"  # an instant fleet is one launch: a changed input would launch it again
 
 
 class Cloud(AwsMockCloud):
@@ -85,7 +86,7 @@ def test_a_newer_image_and_edited_lifetime_or_tags_leave_every_instance_unchange
     second_spec = aws_spec(**{"lifetime": {"ttl": "24h"}, **edit})
     second = plan(second_spec, Cloud(second_spec, "20261215", previous=templates))
 
-    instances = sorted(name for name, (type_, _) in first.items() if type_ == INSTANCE)
+    instances = sorted(name for name, (type_, _) in first.items() if type_ in (INSTANCE, FLEET))
     assert instances, "the program made no instance"
     for name in instances:
         before, after = first[name][1], second[name][1]

@@ -316,3 +316,22 @@ def test_every_vm_gets_the_cluster_key_through_cloud_init(record):
         user_data = vm.inputs["metadata"]["user-data"]
         assert user_data.startswith("#cloud-config\n"), f"{vm.urn}: {user_data[:40]!r}"
         assert key in user_data and f"hostname: {vm.inputs['name']}" in user_data, f"{vm.urn}: {user_data}"
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "family"),
+    [
+        # Cluster Toolkit's a3mega/a3ultra/a4high Slurm blueprints build on this family (issue 10, GCP 5:
+        # was the 570 family of Ubuntu 22.04, and plain Ubuntu for A3 Mega).
+        ("a3-megagpu-8g", "ubuntu-accelerator-2404-amd64-with-nvidia-580"),
+        ("a3-ultragpu-8g", "ubuntu-accelerator-2404-amd64-with-nvidia-580"),
+        ("a4-highgpu-8g", "ubuntu-accelerator-2404-amd64-with-nvidia-580"),
+        # The toolkit's A3 High blueprint builds on plain Ubuntu 22.04 (and adds the TCPX kernel).
+        ("a3-highgpu-8g", "ubuntu-2204-lts"),
+    ],
+)
+def test_gpu_vms_boot_the_image_family_cluster_toolkit_builds_on(record, machine_type, family):
+    rec = record(gcp_spec(machine_type))
+    for vm in compute_vms(rec):
+        image = vm.inputs["bootDisk"]["initializeParams"]["image"]
+        assert f"/images/{family}-v" in image, f"{vm.urn}: boots {image}"

@@ -17,9 +17,12 @@ from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
 from gpufleet.infra.userdata import IMAGE_USER
-from gpufleet.inventory.model import Connection
+from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.spec.model import AwsProvider, ClusterSpec
 from gpufleet.state import ClusterState
+
+# The common role's switch that sets each node's host name to its inventory name.
+HOSTNAME_VAR = "common_set_hostname"
 
 SSM_PROXY = """#!/bin/sh
 # gpufleet: SSH to a node of cluster {cluster} through AWS SSM Session Manager (no public IP, no open port).
@@ -86,6 +89,14 @@ class AwsBackend(PulumiBackend):
             private_key_file=key,
             ssh_common_args=f'{known_hosts} -o ProxyCommand="{script} %h %p"',
         )
+
+    def inventory_from_outputs(
+        self, spec: ClusterSpec, state: ClusterState, outputs: dict[str, Any]
+    ) -> Inventory:
+        """A compute group's nodes boot from one shared user data (``fleet.py``), which cannot name each
+        host: the common role sets every host name to its inventory name."""
+        inventory = super().inventory_from_outputs(spec, state, outputs)
+        return inventory.model_copy(update={"extra_vars": {**inventory.extra_vars, HOSTNAME_VAR: True}})
 
     expiry_scope = "region"
 

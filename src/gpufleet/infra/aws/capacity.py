@@ -8,7 +8,8 @@ Creates:
 
 ``market_args`` gives the launch template arguments of a group's capacity mode:
 - on_demand: none;
-- spot: ``instance_market_options`` with market ``spot``, one-time requests, terminate on interruption;
+- spot: ``instance_market_options`` with market ``spot``, one-time requests, terminate on interruption
+  (for a single instance; a compute group's fleet asks for spot itself, so its template has none);
 - reservation: ``capacity_reservation_specification`` targeting the reservation id (``cr-...``) or the
   capacity reservation resource group ARN, the latter with preference ``capacity-reservations-only`` (no
   silent fall-back to on-demand capacity);
@@ -64,9 +65,10 @@ def _target(capacity: Capacity) -> aws.ec2.LaunchTemplateCapacityReservationSpec
     )
 
 
-def market_args(capacity: Capacity) -> dict[str, Any]:
+def market_args(capacity: Capacity, *, fleet: bool = False) -> dict[str, Any]:
+    """A template's market arguments; a fleet's template leaves spot to the fleet (``fleet.py``)."""
     mode = capacity.mode
-    if mode is CapacityMode.ON_DEMAND:
+    if mode is CapacityMode.ON_DEMAND or (fleet and mode is CapacityMode.SPOT):
         return {}
     if mode is CapacityMode.SPOT:
         return {

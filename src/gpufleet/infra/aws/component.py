@@ -6,9 +6,11 @@ Type token ``gpufleet:aws:GpuCluster``. Before anything is registered it runs th
   (``gpufleet:cluster``, ``gpufleet:expires-at`` and the spec's tags) reach every taggable resource;
 - the network (``network.py``), security groups (``security.py``), instance profile (``iam.py``), a
   cluster placement group (``capacity.py``), one launch template per node group (``launch_template.py``);
-- ``<cluster>-<group>[-<i>]``: one instance per host of ``spec.host_names(group)``, with the user data of
-  ``userdata.py``; the controller group is the head node (and the login node unless a login group exists)
-  with a plain ENA interface;
+- ``<cluster>-<group>-fleet``: one EC2 Fleet of type ``instant`` per compute group, all its nodes in one
+  all-or-nothing launch request (``fleet.py``), each host's private IP read back from its instance;
+- ``<cluster>-<group>[-<i>]``: one instance per host of the other groups (the controller group is the head
+  node, and the login node unless a login group exists, with a plain ENA interface), with the user data
+  of ``userdata.py``;
 - the FSx for Lustre file system and its S3 association (``fsx.py``).
 
 ``stack_outputs`` holds the outputs in ``gpufleet.infra.outputs``' shape.
@@ -29,6 +31,7 @@ from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
 from gpufleet.infra.aws import capacity, fsx, iam, network, security
 from gpufleet.infra.aws.ami import Images
+from gpufleet.infra.aws.fleet import build_fleet, fleet_hosts, launched_by_fleet
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.userdata import authorized_keys, render_user_data
 from gpufleet.preflight import require_no_errors
@@ -84,9 +87,13 @@ class GpuClusterAws(pulumi.ComponentResource):
 
         hosts: list[dict[str, Any]] = []
         self.instances: dict[str, aws.ec2.Instance] = {}
+        self.fleets: dict[str, aws.ec2.Fleet] = {}
+        expires_at = tags.expires_at_text(spec, args.created_at)
+        invoke = pulumi.InvokeOptions(parent=self, provider=self.provider)
         for group in spec.node_groups:
             item = catalog.get(group.instance_type)
             slots = interfaces.group_layout(spec, group, item)
+            fleet_group = launched_by_fleet(group)
             template = build_launch_template(
                 name,
                 group,
@@ -99,17 +106,33 @@ class GpuClusterAws(pulumi.ComponentResource):
                 placement_group=capacity.placement_group_of(group, placement),
                 tags=cluster_tags,
                 opts=child,
+                fleet_user_data=render_user_data(None, keys) if fleet_group else None,
             )
             version = template.latest_version.apply(str)
             efa = sum(1 for slot in slots if slot.is_efa)
-            for host in spec.host_names(group):
-                instance = self._instance(host, template, version, render_user_data(host, keys), group, child)
-                self.instances[host] = instance
+            addresses: dict[str, pulumi.Output[str]] = {}
+            if fleet_group:
+                launched = build_fleet(
+                    name, group, template=template, version=version, zone=provider_spec.zone, opts=child
+                )
+                self.fleets[group.name] = launched
+                for host in fleet_hosts(
+                    launched, spec.host_names(group), expires_at=expires_at, opts=child, invoke=invoke
+                ):
+                    addresses[host.name] = host.private_ip
+            else:
+                for host in spec.host_names(group):
+                    instance = self._instance(
+                        host, template, version, render_user_data(host, keys), group, child
+                    )
+                    self.instances[host] = instance
+                    addresses[host] = instance.private_ip
+            for host, private_ip in addresses.items():
                 hosts.append(
                     outputs.host_record(
                         name=host,
                         roles=list(group.roles),
-                        private_ip=instance.private_ip,
+                        private_ip=private_ip,
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=efa,
@@ -135,7 +158,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             "region": provider_spec.region,
             "zone": provider_spec.zone,
             "fabric": spec.fabric.kind.value,
-            "expires_at": tags.expires_at_text(spec, args.created_at),
+            "expires_at": expires_at,
             "head_node": spec.host_names(spec.controller_group)[0],
             "hosts": hosts,
             "filesystem": filesystem,

@@ -10,7 +10,9 @@ Creates ``<name>-<group>-lt`` for each node group, with:
 - the instance profile, the capacity mode's market and reservation arguments, and the cluster placement
   group where ``rules.wants_cluster_placement_group`` allows one;
 - tag specifications for the volumes and interfaces EC2 creates at launch (and spot requests), which
-  the provider's default tags do not reach.
+  the provider's default tags do not reach; a compute group's template (launched by ``fleet.py``) also
+  tags its instances, which the fleet launches and the provider's tags do not reach either, and carries
+  the group's user data (one for every node of the group: Ansible sets each host name).
 
 Instances follow the template's latest version, and a new version replaces them. So nothing that changes
 on its own may reach the template after the first ``pulumi up`` (``KEPT``): an image found by family is
@@ -21,6 +23,8 @@ not the template).
 """
 
 from __future__ import annotations
+
+import base64
 
 import pulumi
 import pulumi_aws as aws
@@ -64,8 +68,13 @@ def build_launch_template(
     placement_group: pulumi.Input[str] | None,
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
+    fleet_user_data: str | None = None,
 ) -> aws.ec2.LaunchTemplate:
-    tagged = LAUNCH_TAGGED + capacity.spot_tag_resource_types(group.capacity)
+    """``fleet_user_data`` set: the template of a compute group's fleet (see the module doc)."""
+    fleet = fleet_user_data is not None
+    tagged = LAUNCH_TAGGED + (() if fleet else capacity.spot_tag_resource_types(group.capacity))
+    tagged += ("instance",) if fleet else ()
+    specs = [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags) for kind in tagged]
     kept = KEPT + (() if image.pinned else KEPT_FAMILY_IMAGE)
     return aws.ec2.LaunchTemplate(
         f"{name}-{group.name}-lt",
@@ -101,9 +110,8 @@ def build_launch_template(
             if placement_group is not None
             else None
         ),
-        tag_specifications=[
-            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags) for kind in tagged
-        ],
-        **capacity.market_args(group.capacity),
+        tag_specifications=specs,
+        user_data=base64.b64encode(fleet_user_data.encode()).decode() if fleet_user_data else None,
+        **capacity.market_args(group.capacity, fleet=fleet),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=list(kept))),
     )

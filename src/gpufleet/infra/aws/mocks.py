@@ -3,7 +3,9 @@
 Implements ``gpufleet.infra.plan.MockCloud``: realistic ids (``i-``, ``lt-``, ``sg-``, ``fs-``, ...), ARNs
 in the spec's region, private IPs from the private subnet in the spec's host order (after the addresses AWS
 keeps), FSx ``dns_name`` and ``mount_name``, and the answer to the one provider function
-the program calls, ``aws:ec2/getAmi``. Creates nothing.
+the program calls, ``aws:ec2/getAmi`` and ``aws:ec2/getInstance``. An instant EC2 Fleet launches
+``totalTargetCapacity`` instances (``fleetInstanceSets``); their ids sort in the group's host order, so
+``getInstance`` answers each with its host's address. Creates nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ _IDS: dict[str, tuple[str, str | None]] = {
     "aws:ec2/placementGroup:PlacementGroup": ("pg-", "placement-group"),
     "aws:ec2/launchTemplate:LaunchTemplate": ("lt-", "launch-template"),
     "aws:ec2/instance:Instance": ("i-", "instance"),
+    "aws:ec2/fleet:Fleet": ("fleet-", "fleet"),
     "aws:fsx/lustreFileSystem:LustreFileSystem": ("fs-", "file-system"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dra-", "association"),
 }
@@ -53,6 +56,8 @@ _EXTRAS = {
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "_role_policy_attachment",
     "aws:ec2/launchTemplate:LaunchTemplate": "_launch_template",
     "aws:ec2/instance:Instance": "_instance",
+    "aws:ec2/fleet:Fleet": "_fleet",
+    "aws:ec2/tag:Tag": "_tag",
     "aws:fsx/lustreFileSystem:LustreFileSystem": "_lustre_file_system",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "_data_repository_association",
 }
@@ -73,6 +78,10 @@ class AwsMockCloud:
             next(self._addresses)
         hosts = [host for group in spec.node_groups for host in spec.host_names(group)]
         self._address_of = {host: str(next(self._addresses)) for host in hosts}
+        self._cluster = spec.name
+        self._hosts_of = {group.name: spec.host_names(group) for group in spec.node_groups}
+        # instance id -> host, for the instances a fleet launched (answered by aws:ec2/getInstance)
+        self._fleet_host: dict[str, str] = {}
 
     # ---- MockCloud --------------------------------------------------------------------------------
 
@@ -97,6 +106,8 @@ class AwsMockCloud:
     def invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
         if token == "aws:ec2/getAmi:getAmi":
             return self._ami(args)
+        if token == "aws:ec2/getInstance:getInstance":
+            return self._get_instance(args)
         raise NotImplementedError(f"AwsMockCloud has no answer for the provider function {token}")
 
     # ---- helpers ----------------------------------------------------------------------------------
@@ -195,6 +206,32 @@ class AwsMockCloud:
             "instanceState": "running",
             "publicIp": "",
         }
+
+    def _fleet(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        spec = inputs.get("targetCapacitySpecification") or {}
+        count = int(spec.get("totalTargetCapacity") or 0)
+        group = name.removeprefix(f"{self._cluster}-").removesuffix("-fleet")
+        hosts = self._hosts_of.get(group, [f"{name}-{i}" for i in range(count)])
+        ids = sorted(fake_id("i-", f"{name}/{i}") for i in range(count))
+        self._fleet_host.update(zip(ids, hosts, strict=False))
+        override = ((inputs.get("launchTemplateConfigs") or [{}])[0].get("overrides") or [{}])[0]
+        lifecycle = "spot" if spec.get("defaultTargetCapacityType") == "spot" else "on-demand"
+        return {
+            "fleetInstanceSets": [
+                {"instanceIds": ids, "instanceType": override.get("instanceType"), "lifecycle": lifecycle}
+            ],
+            "fleetState": "active",
+            "fulfilledCapacity": float(count),
+            "fulfilledOnDemandCapacity": float(count if lifecycle == "on-demand" else 0),
+        }
+
+    def _tag(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        return {"id": f"{inputs.get('resourceId')},{inputs.get('key')}"}
+
+    def _get_instance(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        instance_id = args.get("instanceId") or ""
+        host = self._fleet_host.get(instance_id, instance_id)
+        return {"id": instance_id, **self._instance(host, {}, instance_id), "instanceType": ""}
 
     def _lustre_file_system(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
         # A real mount name is eight lower-case letters and digits (SCRATCH_1 mounts "fsx").
