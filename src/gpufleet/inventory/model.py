@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import FabricKind, Role
 
@@ -27,6 +28,11 @@ _HOST_FIELDS = {
     "gpus": "gpufleet_gpus",
     "gpu_model": "gpufleet_gpu_model",
     "fabric_interfaces": "gpufleet_fabric_interfaces",
+    "fabric_gpudirect_rdma": "gpufleet_fabric_gpudirect_rdma",
+    "fabric_mtu": "gpufleet_fabric_mtu",
+    "fabric_nics": "gpufleet_fabric_nics",
+    "fabric_host_nics": "gpufleet_fabric_host_nics",
+    "fabric_port_gbps": "gpufleet_fabric_port_gbps",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
 }
@@ -45,6 +51,29 @@ class Host(BaseModel):
     fabric_interfaces: int = Field(default=0, ge=0)
     cpus: int = Field(ge=1, description="CPUs the node declares to Slurm")
     memory_mb: int = Field(ge=1, description="RealMemory the node declares to Slurm")
+    # Fabric facts the fabric roles and the validation read; from the catalog's entry for the instance
+    # type unless given (a bare-metal inventory of a type the catalog lacks writes them by hand).
+    fabric_gpudirect_rdma: bool = Field(default=False, description="GPUDirect RDMA over the fabric")
+    fabric_mtu: int | None = Field(default=None, description="MTU of the GPU NICs (GCP)")
+    fabric_nics: list[str] = Field(default_factory=list, description="GPU NIC names (GCP)")
+    fabric_host_nics: list[str] = Field(default_factory=list, description="host NIC names NCCL boots over")
+    fabric_port_gbps: int | None = Field(default=None, description="rate of each InfiniBand port")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fabric_from_catalog(cls, data: Any) -> Any:
+        item = load_catalog().get(data.get("instance_type", "")) if isinstance(data, dict) else None
+        if item is None:
+            return data
+        fabric = item.fabric
+        facts = {
+            "fabric_gpudirect_rdma": bool(fabric.gpudirect_rdma),
+            "fabric_mtu": fabric.mtu,
+            "fabric_nics": list(fabric.nic_names),
+            "fabric_host_nics": list(fabric.host_nic_names),
+            "fabric_port_gbps": fabric.port_gbps,
+        }
+        return {**facts, **data}
 
 
 class Connection(BaseModel):
