@@ -9,8 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from gpufleet.spec.model import FabricKind, ValidationSpec
 from gpufleet.validate.slurm import (
     DEFAULT_NCCL_ENV_FILE,
@@ -49,7 +47,7 @@ def test_collective_command_sources_the_node_env_file_inside_each_task():
     assert script.endswith('exec "$0" "$@"')
     assert argv[13:] == [
         "/opt/nccl-tests/build/all_reduce_perf",
-        *"-b 8 -e 17179869184 -f 2 -g 1 -n 20 -w 5 -c 1".split(),
+        *["-b", "8", "-e", "17179869184", "-f", "2", "-g", "1", "-n", "20", "-w", "5", "-c", "1"],
     ]
     assert "FI_PROVIDER" not in command and "NCCL_SOCKET_IFNAME" not in command  # the file has them
 
@@ -63,7 +61,9 @@ def test_cpu_cluster_runs_one_task_per_node():
 
 def test_the_env_file_path_comes_from_the_caller_and_is_quoted():
     environment = TaskEnvironment(env_file="/srv/my env/nccl.env")
-    script = shlex.split(collective_command("all_reduce", ["a"], gpus_per_node=8, environment=environment))[12]
+    script = shlex.split(collective_command("all_reduce", ["a"], gpus_per_node=8, environment=environment))[
+        12
+    ]
     assert script.startswith("{ . '/srv/my env/nccl.env' || ")
 
 

@@ -267,4 +267,6 @@ def test_the_configured_transport_passes_when_nccl_used_it(tmp_path):
     assert result.passed, result.summary
     check = next(c for c in result.verdicts[0].checks if c.name == "transport")
     assert check.status == "pass" and "NCCL used IB" in check.message
-    assert all(env["NCCL_DEBUG"] == "INFO" and env["GPUFLEET_TRANSPORT"] == "IB" for *_, env in slurm.collective_runs)
+    assert all(
+        env["NCCL_DEBUG"] == "INFO" and env["GPUFLEET_TRANSPORT"] == "IB" for *_, env in slurm.collective_runs
+    )

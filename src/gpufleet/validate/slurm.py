@@ -27,7 +27,7 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +56,8 @@ DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 # Each node's first task prints one line saying which file it sourced and what that file configured.
 NCCL_ENV_MARKER = "GPUFLEET_NCCL_ENV"
 _NCCL_ENV_LINE = re.compile(
-    NCCL_ENV_MARKER + r" host=(?P<host>\S+) fabric=(?P<fabric>\S*) transport=(?P<transport>\S*) file=(?P<file>\S+)"
+    NCCL_ENV_MARKER
+    + r" host=(?P<host>\S+) fabric=(?P<fabric>\S*) transport=(?P<transport>\S*) file=(?P<file>\S+)"
 )
 # Exit code of a task whose node has no readable environment file.
 NO_ENV_FILE_EXIT = 97
@@ -77,8 +78,9 @@ class TaskEnvironment:
             f'printf "{NCCL_ENV_MARKER} host=%s fabric=%s transport=%s file=%s\\n" {host} '
             f'"$GPUFLEET_FABRIC" "$GPUFLEET_TRANSPORT" {path} >&2'
         )
+        missing = f"echo {NCCL_ENV_MARKER} host={host} missing {path} >&2; exit {NO_ENV_FILE_EXIT}"
         steps = [
-            f"{{ . {path} || {{ echo {NCCL_ENV_MARKER} host={host} missing {path} >&2; exit {NO_ENV_FILE_EXIT}; }}; }}",
+            f"{{ . {path} || {{ {missing}; }}; }}",
             *(f"export {key}={shlex.quote(value)}" for key, value in self.env.items()),
             f'{{ [ "${{SLURM_LOCALID:-0}}" != 0 ] || {report}; }}',
             'exec "$0" "$@"',

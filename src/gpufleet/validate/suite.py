@@ -142,10 +142,24 @@ def _check_environment(run: CollectiveRun, tests: list[TestResult], fabric: Fabr
         )
     transports = {report.transport for report in reports.values()}
     if len(transports) > 1:
-        problems.append(f"the nodes' NCCL environment files select different transports: {sorted(transports)}")
+        problems.append(
+            f"the nodes' NCCL environment files select different transports: {sorted(transports)}"
+        )
     for test in tests:
         test.failures[:0] = problems  # the cause goes first: a failed srun is its consequence
     return transports.pop() if len(transports) == 1 and not problems else None
+
+
+def _environment_summary(runs: list[CollectiveRun]) -> str:
+    """What the nodes' env files configured, as the first run that reported them says."""
+    for run in runs:
+        reports = parse_env_reports(run.log)
+        if reports:
+            kinds = sorted(
+                {f"fabric {r.fabric}, transport {r.transport} ({r.file})" for r in reports.values()}
+            )
+            return "; ".join(kinds)
+    return "not reported by any run"
 
 
 def _probe_sizes(verdict: Verdict, test: TestResult, sweep: Sweep, gate_min: int) -> tuple[int, int]:
@@ -284,6 +298,7 @@ def run_suite(
         "nodes in the collective runs": len(nodes),
         "GPUs per node": gpus,
         "fabric": fabric.value,
+        "NCCL environment": _environment_summary(runs),
         "commands": "; ".join(run.command for run in runs if run.command),
     }
     sections: dict[str, Section] = {}
