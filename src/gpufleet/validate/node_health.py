@@ -9,9 +9,9 @@ Reported: hostname and Slurm node name; GPUs (``nvidia-smi -L``); ECC error coun
 failures (``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl -k``); the DCGM level-1
 diagnostic when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa
 driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the
-right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the raw output of
-``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count
-and memory; the munge and slurmd services.
+right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the
+raw output of ``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory;
+the munge and slurmd services.
 """
 
 from __future__ import annotations
