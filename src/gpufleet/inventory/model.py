@@ -67,6 +67,7 @@ class Host(BaseModel):
             return data
         fabric = item.fabric
         facts = {
+            "fabric_interfaces": fabric.interfaces,
             "fabric_gpudirect_rdma": bool(fabric.gpudirect_rdma),
             "fabric_mtu": fabric.mtu,
             "fabric_nics": list(fabric.nic_names),
