@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fabric_env import NODE, ROOT, fabric_role, inventory, node_vars, render
+from fabric_env import NODE, ROOT, fabric_role, inventory, render
 
 from gpufleet.spec.model import FabricKind
 from gpufleet.validate.gate import FABRIC_TRANSPORTS
