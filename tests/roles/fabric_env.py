@@ -95,7 +95,7 @@ def node_vars(inv: Inventory) -> dict[str, Any]:
     return {**data["vars"], **data["children"]["compute"]["hosts"][NODE]}
 
 
-def render(inv: Inventory, node_answers: dict[str, Any] | None = None) -> str:
+def render(inv: Inventory, node_answers: dict[str, Any] | None = None, hostname: str = NODE) -> str:
     """The nccl.env the fabric role writes on the compute node of ``inv``."""
     host = node_vars(inv)
     role = fabric_role(host["gpufleet_fabric"], host["gpufleet_provider"])
@@ -106,6 +106,6 @@ def render(inv: Inventory, node_answers: dict[str, Any] | None = None) -> str:
     variables.update(_trust(host))
     variables.update(_trust(import_vars(role)))
     variables.update(node_answers or {})
-    variables.update({"inventory_hostname": NODE, "ansible_managed": "Ansible managed"})
+    variables.update({"inventory_hostname": hostname, "ansible_managed": "Ansible managed"})
     templar = Templar(loader=DataLoader(), variables=variables)
     return str(templar.template(trust_as_template(TEMPLATE.read_text(encoding="utf-8"))))

@@ -144,43 +144,42 @@ def test_the_collective_tasks_get_exactly_what_the_role_wrote(case: str, tmp_pat
 
 # ---- check-mode converge of the Fabric play, per platform -----------------------------------------
 
+CHECK_CASES = ["efa-p5", "tcpx-a3high", "tcpxo-a3mega", "gib-a3ultra", "infiniband-dgx", "ethernet-local"]
+
 
 def _fabric_play() -> dict:
     plays = yaml.safe_load((ROOT / "playbooks" / "site.yml").read_text())
     return next(play for play in plays if play["name"] == "Fabric")
 
 
-@pytest.mark.parametrize(
-    "case", ["efa-p5", "tcpx-a3high", "tcpxo-a3mega", "gib-a3ultra", "infiniband-dgx", "ethernet-local"]
-)
-def test_fabric_play_converges_in_check_mode(case: str, tmp_path: Path):
-    (fabric, provider, instance_type), facts, _expected = CASES[case]
-    inv = inventory(fabric, provider, instance_type, **facts)
-    data = inv.to_ansible()
-    node = data["all"]["children"]["compute"]["hosts"][NODE]
-    node.update(
-        ansible_connection="local", ansible_become=False, ansible_python_interpreter="/usr/bin/python3"
-    )
-    data["all"]["children"]["compute"]["hosts"] = {NODE: node}
-    for group in ("slurm_controller", "slurm_login"):
-        data["all"]["children"][group]["hosts"] = {}
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(data))
-    env_path = tmp_path / "etc" / "nccl.env"
-    play = _fabric_play()
+@pytest.fixture(scope="module")
+def check_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One check-mode run of site.yml's Fabric play over one host per platform (this machine stands in for
+    each). Each host carries its own inventory's variables, cluster-wide ones included, as gpufleet
+    writes them for that platform; its env file would go under the run's folder."""
+    tmp_path = tmp_path_factory.mktemp("fabric-check")
+    hosts = {}
+    for case in CHECK_CASES:
+        (fabric, provider, instance_type), facts, _expected = CASES[case]
+        data = inventory(fabric, provider, instance_type, **facts).to_ansible()["all"]
+        hosts[case] = {
+            **data["vars"],
+            **data["children"]["compute"]["hosts"][NODE],
+            "ansible_connection": "local",
+            "ansible_become": False,
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "gpufleet_nccl_env_file": str(tmp_path / case / "nccl.env"),
+        }
+    inventory_file = tmp_path / "inventory.yml"
+    inventory_file.write_text(yaml.safe_dump({"all": {"children": {"compute": {"hosts": hosts}}}}))
     facts_play = {"name": "Facts", "hosts": "compute", "gather_facts": True, "gather_subset": ["!all", "min"]}
-    (tmp_path / "play.yml").write_text(yaml.safe_dump([facts_play, play]))
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([facts_play, _fabric_play()]))
     done = subprocess.run(
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            str(tmp_path / "inventory.yml"),
-            str(tmp_path / "play.yml"),
-            "--check",
-            "--diff",
-            "--skip-tags",
-            "install",
-            "-e",
-            f"gpufleet_nccl_env_file={env_path}",
+            "-i", str(inventory_file), str(playbook), "--check", "--diff", "--skip-tags", "install",
+            "--forks", "6",
         ],
         cwd=ROOT,
         env={**os.environ, "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
@@ -188,41 +187,36 @@ def test_fabric_play_converges_in_check_mode(case: str, tmp_path: Path):
         text=True,
         timeout=600,
         check=False,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    result = json.loads(done.stdout)
-    assert result["stats"][NODE]["failures"] == 0
-    tasks = [task for play in result["plays"] for task in play["tasks"]]
-    ran_roles = {
-        task["task"].get("path", "").split("/roles/")[-1].split("/")[0]
-        for task in tasks
-        if NODE in task["hosts"] and not task["hosts"][NODE].get("skipped")
-    }
-    assert fabric_role(fabric, provider) in ran_roles and "nccl_env" in ran_roles
-    assert not (ran_roles & {"efa", "gcp_gpudirect", "infiniband", "ethernet"}) - {
-        fabric_role(fabric, provider)
-    }
-    names = [task["task"]["name"] for task in tasks]
-    written = next(
-        (
-            task["hosts"][NODE]
-            for task in tasks
-            if task["task"]["name"].endswith("Write the NCCL environment file")
-            and not task["hosts"][NODE].get("skipped")
-        ),
-        None,
-    )
-    assert written is not None, names
-    assert "diff" in written, json.dumps(written)[:2000]
-    after = written["diff"][0]["after"] if isinstance(written["diff"], list) else written["diff"]["after"]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    return {"result": json.loads(done.stdout), "hosts": hosts, "dir": tmp_path}
+
+
+@pytest.mark.parametrize("case", CHECK_CASES)
+def test_fabric_play_converges_in_check_mode(case: str, check_run: dict):
+    (fabric, provider, instance_type), facts, _expected = CASES[case]
+    result = check_run["result"]
+    assert result["stats"][case]["failures"] == 0 and result["stats"][case]["unreachable"] == 0
+    tasks = [task for play in result["plays"] for task in play["tasks"] if case in task["hosts"]]
+    ran = [task for task in tasks if not task["hosts"][case].get("skipped")]
+    ran_roles = {task["task"].get("path", "").split("/roles/")[-1].split("/")[0] for task in ran}
+    role = fabric_role(fabric, provider)
+    assert role in ran_roles and "nccl_env" in ran_roles, sorted(ran_roles)
+    assert not (ran_roles & {"efa", "gcp_gpudirect", "infiniband", "ethernet"}) - {role}, sorted(ran_roles)
+    written = [
+        task["hosts"][case]
+        for task in ran
+        if task["task"]["name"].endswith("Write the NCCL environment file")
+    ]
+    assert len(written) == 1 and written[0]["changed"], [task["task"]["name"] for task in ran]
+    diff = written[0]["diff"]
+    after = (diff[0] if isinstance(diff, list) else diff)["after"]
     gathered = [
-        task["hosts"][NODE]["ansible_facts"]
-        for task in tasks
-        if "ansible_facts" in task["hosts"].get(NODE, {})
+        task["hosts"][case]["ansible_facts"] for task in ran if "ansible_facts" in task["hosts"][case]
     ]
     interface = next(
         (
-            (found.get("ansible_default_ipv4") or found.get("default_ipv4") or {}).get("interface")
+            (found.get("ansible_default_ipv4") or found.get("default_ipv4"))["interface"]
             for found in gathered
             if found.get("ansible_default_ipv4") or found.get("default_ipv4")
         ),
@@ -230,10 +224,11 @@ def test_fabric_play_converges_in_check_mode(case: str, tmp_path: Path):
     )
     answers = {
         "ansible_facts": {"default_ipv4": {"interface": interface}} if interface else {},
-        "__infiniband_port_list": {"stdout_lines": []},
+        "__infiniband_port_list": {"stdout_lines": []},  # this machine has no RDMA port
         "__infiniband_gids": {"stdout_lines": []},
-        "gpufleet_nccl_env_file": str(env_path),
+        "gpufleet_nccl_env_file": check_run["hosts"][case]["gpufleet_nccl_env_file"],
     }
-    rendered = render(inv, answers)
+    inv = inventory(fabric, provider, instance_type, **facts)
+    rendered = render(inv, answers, hostname=case)
     assert after == rendered, (after, rendered)
-    assert not env_path.exists()  # check mode wrote nothing
+    assert not (check_run["dir"] / case).exists()  # check mode wrote nothing
