@@ -85,7 +85,7 @@ def inventory(fabric: str, provider: str, instance_type: str, **facts: Any) -> I
         provider=provider,
         fabric=FabricKind(fabric),
         hosts=[head, node],
-        extra_vars={"gpufleet_software": Software().model_dump(mode="json")},
+        software=Software().model_dump(mode="json"),
     )
 
 

@@ -10,7 +10,7 @@ users who write an inventory by hand.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -35,7 +35,12 @@ _HOST_FIELDS = {
     "fabric_port_gbps": "gpufleet_fabric_port_gbps",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
+    "gpu_arch": "gpufleet_gpu_arch",
+    "nvswitch": "gpufleet_nvswitch",
+    "gpu_stack": "gpufleet_gpu_stack",
 }
+
+GpuStackMode = Literal["install", "verify", "none"]
 
 
 class Host(BaseModel):
@@ -51,6 +56,13 @@ class Host(BaseModel):
     fabric_interfaces: int = Field(default=0, ge=0)
     cpus: int = Field(ge=1, description="CPUs the node declares to Slurm")
     memory_mb: int = Field(ge=1, description="RealMemory the node declares to Slurm")
+    gpu_arch: str | None = Field(default=None, description="CUDA architecture of the GPU, e.g. sm_90")
+    nvswitch: bool = Field(default=False, description="NVSwitch in the node: needs nvidia-fabricmanager")
+    gpu_stack: GpuStackMode | None = Field(
+        default=None,
+        description="how the GPU roles treat the node: install, verify (the image carries the stack) or "
+        "none; default install with GPUs, else none",
+    )
     # Fabric facts the fabric roles and the validation read; from the catalog's entry for the instance
     # type unless given (a bare-metal inventory of a type the catalog lacks writes them by hand).
     fabric_gpudirect_rdma: bool = Field(default=False, description="GPUDirect RDMA over the fabric")
@@ -58,6 +70,12 @@ class Host(BaseModel):
     fabric_nics: list[str] = Field(default_factory=list, description="GPU NIC names (GCP)")
     fabric_host_nics: list[str] = Field(default_factory=list, description="host NIC names NCCL boots over")
     fabric_port_gbps: int | None = Field(default=None, description="rate of each InfiniBand port")
+
+    @model_validator(mode="after")
+    def _default_gpu_stack(self) -> Host:
+        if self.gpu_stack is None:
+            self.gpu_stack = "install" if self.gpus > 0 else "none"
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -94,6 +112,9 @@ class Inventory(BaseModel):
     hosts: list[Host] = Field(min_length=1)
     filesystem: dict[str, Any] = Field(default_factory=lambda: {"kind": "none"})
     connection: Connection = Connection()
+    software: dict[str, Any] = Field(
+        default_factory=dict, description="the spec's software block: versions the roles install or verify"
+    )
     extra_vars: dict[str, Any] = Field(default_factory=dict)
 
     def in_group(self, role: Role) -> list[Host]:
@@ -123,6 +144,8 @@ class Inventory(BaseModel):
             "gpufleet_filesystem": self.filesystem,
             "ansible_user": self.connection.user,
         }
+        if self.software:
+            all_vars["gpufleet_software"] = self.software
         if self.connection.private_key_file:
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
@@ -195,6 +218,7 @@ class Inventory(BaseModel):
             provider=all_vars.pop("gpufleet_provider", "baremetal"),
             fabric=FabricKind(all_vars.pop("gpufleet_fabric", "ethernet")),
             filesystem=all_vars.pop("gpufleet_filesystem", {"kind": "none"}),
+            software=all_vars.pop("gpufleet_software", {}),
             hosts=parsed,
             connection=connection,
             extra_vars=all_vars,
