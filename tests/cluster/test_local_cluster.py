@@ -155,6 +155,25 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
                mounts.values()), mounts  # fmt: skip
     markdown = (state.parent / "report" / "validation-report.md").read_text()
     assert "Shared filesystem /shared (volume): mounted and writable on 2 of 2 nodes" in markdown
+    # Every rank ran in the node's NCCL environment file, written by the ethernet role: the first task
+    # of each node read the fabric and transport out of the file it sourced, and the log says so.
+    for collective in tests:
+        log = (state.parent / "report" / "logs" / f"{collective}.log").read_text()
+        for node in (f"{NAME}-compute-0", f"{NAME}-compute-1"):
+            line = (
+                f"GPUFLEET_NCCL_ENV host={node} fabric=ethernet transport=Socket file=/etc/gpufleet/nccl.env"
+            )
+            assert line in log, log[-3000:]
+    assert (
+        report["context"]["NCCL environment"] == "fabric ethernet, transport Socket (/etc/gpufleet/nccl.env)"
+    )
+    env_file = subprocess.run(
+        ["podman", "exec", f"{NAME}-compute-0", "cat", "/etc/gpufleet/nccl.env"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "export NCCL_NET=Socket" in env_file and "export NCCL_SOCKET_IFNAME=eth0" in env_file, env_file
     assert (state.parent / "report" / "busbw.png").stat().st_size > 10_000
 
     # The same roles a second time change nothing.

@@ -18,7 +18,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.spec.model import FabricKind
 from gpufleet.validate.bisect import ProbeResult, find_bad_nodes, round_limit
 from gpufleet.validate.gate import GateConfig
-from gpufleet.validate.slurm import SlurmRunner, Sweep, fabric_environment
+from gpufleet.validate.slurm import SlurmRunner, Sweep, TaskEnvironment
 from gpufleet.validate.suite import SlurmProber
 
 SIZES = [*range(2, 131), 255, 256, 257, 500, 511, 512, 513, 1000, 1023, 1024]
@@ -140,7 +140,7 @@ def _prober(slurm: FakeSlurm, tmp_path: Path, *, floor: float = 20.0) -> SlurmPr
         slurm,
         fabric=FabricKind.INFINIBAND,
         gpus_per_node=slurm.gpus,
-        environment=fabric_environment(FabricKind.INFINIBAND),
+        environment=TaskEnvironment(),
         sweep=Sweep(min_bytes=1 << 20, max_bytes=1 << 30, iterations=5, warmup_iterations=1),
     )
     config = GateConfig(

@@ -331,3 +331,56 @@ def test_health_command_passes_the_mount_point():
     with_mount = health_command(["n1"], FabricKind.EFA, script="pass", mount_point="/fsx")
     assert with_mount.endswith("--fabric efa --mount /fsx"), with_mount
     assert "--mount" not in health_command(["n1"], FabricKind.EFA, script="pass")
+
+
+# ---- the fabric tools' own output, parsed against the inventory's fabric facts --------------------
+
+FABRIC_DATA = Path(__file__).parent / "data" / "fabric"
+
+
+def _fabric_host(instance_type: str, **fields) -> Host:
+    return Host(
+        name="n1",
+        roles=[Role.COMPUTE],
+        address="10.0.0.2",
+        private_ip="10.0.0.2",
+        instance_type=instance_type,
+        gpus=8,
+        cpus=96,
+        memory_mb=1000,
+        **fields,
+    )
+
+
+def test_ibstat_with_a_down_port_fails_the_node():
+    raw = _raw(
+        fabric={
+            "kind": "infiniband",
+            "devices": 2,
+            "raw": {"ibstat": (FABRIC_DATA / "ibstat-nccl-tests-128-down-port.txt").read_text()},
+        }
+    )
+    host = _fabric_host("dgx-a100", fabric_interfaces=2)  # the catalog gives 200 Gb/s ports
+    assert host.fabric_port_gbps == 200
+    assert _judge(raw, host).problems == ["ibstat: mlx5_1/1 is Down"]
+
+
+def test_fi_info_short_of_the_catalog_fails_and_a_match_passes():
+    text = (FABRIC_DATA / "fi_info-efa-libfabric-5689.txt").read_text()
+    raw = _raw(fabric={"kind": "efa", "devices": 32, "method": "sysfs", "raw": {"fi_info": text}})
+    assert _judge(raw, _host()).problems == [
+        "fi_info: fi_info -p efa lists 1 EFA device(s) (efa_0), the catalog says 32"
+    ]
+    one = _judge(dict(raw, fabric={**raw["fabric"], "devices": 1}), _host(fabric=1))
+    assert one.passed and any(c.message == "fi_info: as the inventory says" for c in one.checks)
+
+
+def test_gpu_nics_of_a3_mega_are_checked_by_name_and_mtu():
+    text = (FABRIC_DATA / "ip-j-link-local-podman-node.json").read_text()
+    raw = _raw(fabric={"kind": "tcpxo", "devices": 8, "raw": {"ip_link": text}})
+    host = _fabric_host("a3-megagpu-8g", fabric_interfaces=8)  # NIC names and MTU from the catalog
+    problems = _judge(raw, host).problems
+    assert problems == [
+        "ip link: enp6s0 is missing; enp7s0 is missing; enp13s0 is missing; enp14s0 is missing; "
+        "enp134s0 is missing; enp135s0 is missing"
+    ]

@@ -2,94 +2,104 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import threading
 import time
-
-import pytest
+from pathlib import Path
 
 from gpufleet.spec.model import FabricKind, ValidationSpec
 from gpufleet.validate.slurm import (
-    FabricEnvironment,
+    DEFAULT_NCCL_ENV_FILE,
+    NO_ENV_FILE_EXIT,
+    NodeEnvironment,
     SlurmRunner,
     Sweep,
+    TaskEnvironment,
     collective_command,
     drain_command,
-    fabric_environment,
     health_command,
+    parse_env_reports,
     parse_health_output,
 )
 
 
-def test_collective_command_for_an_efa_cluster():
-    environment = fabric_environment(
-        FabricKind.EFA, "p5.48xlarge", {"LD_LIBRARY_PATH": "/opt/amazon/efa/lib"}
-    )
+def test_collective_command_sources_the_node_env_file_inside_each_task():
     command = collective_command(
         "all_reduce",
         ["gpu-0", "gpu-1"],
         gpus_per_node=8,
         bindir="/opt/nccl-tests/build/",
         sweep=Sweep(min_bytes=8, max_bytes=16 << 30, iterations=20, warmup_iterations=5),
-        environment=environment,
-    )
-    assert command == (
-        "env FI_PROVIDER=efa FI_EFA_USE_DEVICE_RDMA=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "
-        "LD_LIBRARY_PATH=/opt/amazon/efa/lib "
-        "srun --mpi=pmix -N 2 --ntasks-per-node=8 --gpus-per-node=8 --nodelist=gpu-0,gpu-1 --exclusive "
-        "--immediate=120 --kill-on-bad-exit=1 "
-        "/opt/nccl-tests/build/all_reduce_perf -b 8 -e 17179869184 -f 2 -g 1 -n 20 -w 5 -c 1"
-    )
-
-
-def test_cpu_cluster_runs_one_task_per_node_with_the_inventory_env():
-    local_env = {"OMPI_MCA_btl": "vader,tcp,self", "OMPI_MCA_btl_tcp_if_include": "eth0"}
-    environment = fabric_environment(FabricKind.ETHERNET, "local", local_env)
-    command = collective_command(
-        "all_gather", ["demo-compute-0", "demo-compute-1"], gpus_per_node=0, environment=environment
     )
     argv = shlex.split(command)
+    assert argv[:11] == [
+        "srun", "--mpi=pmix", "-N", "2", "--ntasks-per-node=8", "--gpus-per-node=8",
+        "--nodelist=gpu-0,gpu-1", "--exclusive", "--immediate=120", "--kill-on-bad-exit=1", "bash",
+    ]  # fmt: skip
+    assert argv[11] == "-c"
+    script = argv[12]
+    assert script.startswith("{ . /etc/gpufleet/nccl.env || ")
+    # gpufleet's only additions come after the file, so they win; the task then becomes the binary
+    assert script.index("export NCCL_DEBUG=INFO") > script.index(". /etc/gpufleet/nccl.env")
+    assert "export NCCL_DEBUG_SUBSYS=INIT,NET" in script
+    assert script.endswith('exec "$0" "$@"')
+    assert argv[13:] == [
+        "/opt/nccl-tests/build/all_reduce_perf",
+        *["-b", "8", "-e", "17179869184", "-f", "2", "-g", "1", "-n", "20", "-w", "5", "-c", "1"],
+    ]
+    assert "FI_PROVIDER" not in command and "NCCL_SOCKET_IFNAME" not in command  # the file has them
+
+
+def test_cpu_cluster_runs_one_task_per_node():
+    command = collective_command("all_gather", ["demo-compute-0", "demo-compute-1"], gpus_per_node=0)
+    argv = shlex.split(command)
     assert "--ntasks-per-node=1" in argv and not any(a.startswith("--gpus-per-node") for a in argv)
-    assert "OMPI_MCA_btl=vader,tcp,self" in argv and "NCCL_DEBUG=INFO" in argv
     assert argv[-15] == "/opt/nccl-tests/build/all_gather_perf"
 
 
-def test_inventory_env_wins_over_the_fabric_defaults():
-    environment = fabric_environment(FabricKind.EFA, "p5.48xlarge", {"NCCL_DEBUG": "TRACE", "X": 3})
-    assert environment.env["NCCL_DEBUG"] == "TRACE" and environment.env["X"] == "3"
+def test_the_env_file_path_comes_from_the_caller_and_is_quoted():
+    environment = TaskEnvironment(env_file="/srv/my env/nccl.env")
+    script = shlex.split(collective_command("all_reduce", ["a"], gpus_per_node=8, environment=environment))[
+        12
+    ]
+    assert script.startswith("{ . '/srv/my env/nccl.env' || ")
 
 
-@pytest.mark.parametrize(
-    ("instance_type", "rdma"),
-    [("p5.48xlarge", True), ("p4d.24xlarge", True), ("g5.48xlarge", False), (None, False)],
-)
-def test_efa_device_rdma_only_where_it_applies(instance_type, rdma):
-    assert ("FI_EFA_USE_DEVICE_RDMA" in fabric_environment(FabricKind.EFA, instance_type).env) is rdma
-
-
-def test_tcpx_bindings_survive_quoting():
-    environment = fabric_environment(FabricKind.TCPX, "a3-highgpu-8g")
-    command = collective_command("all_reduce", ["a", "b"], gpus_per_node=8, environment=environment)
-    argv = shlex.split(command)
-    bindings = next(a for a in argv if a.startswith("NCCL_GPUDIRECTTCPX_TX_BINDINGS="))
-    assert bindings.endswith("enp134s0:60-73,164-177;enp140s0:60-73,164-177")
-
-
-def test_tcpxo_sources_the_plugin_profile_inside_each_task_and_keeps_our_env():
-    environment = fabric_environment(FabricKind.TCPXO, "a3-megagpu-8g")
-    command = collective_command("all_gather", ["a", "b"], gpus_per_node=8, environment=environment)
-    argv = shlex.split(command)
-    assert argv[0] == "srun"
-    bash = argv.index("bash")
-    assert argv[bash + 1] == "-c"
-    script = argv[bash + 2]
-    assert script.startswith(
-        "export NCCL_LIB_DIR=/var/lib/tcpxo/lib64; source /var/lib/tcpxo/lib64/nccl-env-profile.sh; "
+def _run_task(script: str, env_file: Path, localid: str) -> subprocess.CompletedProcess[str]:
+    """Run the task script for real, with ``env`` as the task binary, as srun would on one node."""
+    script = script.replace(DEFAULT_NCCL_ENV_FILE, str(env_file))
+    return subprocess.run(
+        ["bash", "-c", script, "env"],
+        env={"PATH": os.environ["PATH"], "SLURMD_NODENAME": "gpu-7", "SLURM_LOCALID": localid},
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    # our settings come after the profile, so NCCL_DEBUG=INFO survives a profile that sets WARN
-    assert script.index("export NCCL_DEBUG=INFO") > script.index("source ")
-    assert script.endswith('exec "$0" "$@"')
-    assert argv[bash + 3] == "/opt/nccl-tests/build/all_gather_perf"
+
+
+def test_the_task_sees_the_file_and_reports_it_once_per_node(tmp_path: Path):
+    env_file = tmp_path / "nccl.env"
+    env_file.write_text(
+        "export GPUFLEET_FABRIC=efa\nexport GPUFLEET_TRANSPORT=OFI\nexport FI_PROVIDER=efa\n"
+        "export NCCL_DEBUG=WARN\n"
+    )
+    script = shlex.split(collective_command("all_reduce", ["gpu-7"], gpus_per_node=8))[12]
+    first = _run_task(script, env_file, "0")
+    assert first.returncode == 0, first.stderr
+    seen = dict(line.split("=", 1) for line in first.stdout.splitlines() if "=" in line)
+    assert seen["FI_PROVIDER"] == "efa" and seen["NCCL_DEBUG"] == "INFO"  # gpufleet's debug level wins
+    reports = parse_env_reports(first.stderr)
+    assert reports == {"gpu-7": NodeEnvironment("gpu-7", "efa", "OFI", str(env_file))}
+    assert parse_env_reports(_run_task(script, env_file, "3").stderr) == {}  # one report per node
+
+
+def test_a_node_without_the_file_fails_its_task(tmp_path: Path):
+    script = shlex.split(collective_command("all_reduce", ["gpu-7"], gpus_per_node=8))[12]
+    done = _run_task(script, tmp_path / "absent.env", "0")
+    assert done.returncode == NO_ENV_FILE_EXIT
+    assert "GPUFLEET_NCCL_ENV host=gpu-7 missing" in done.stderr and "FI_PROVIDER" not in done.stdout
 
 
 def test_sweep_from_spec():
@@ -160,9 +170,7 @@ class _SlowExecutor:
 
 def test_run_many_runs_jobs_side_by_side_with_narrowed_sizes():
     executor = _SlowExecutor()
-    runner = SlurmRunner(
-        executor, fabric=FabricKind.ETHERNET, gpus_per_node=0, environment=FabricEnvironment({})
-    )
+    runner = SlurmRunner(executor, fabric=FabricKind.ETHERNET, gpus_per_node=0)
     runs = runner.run_many(
         [(["a", "b"], "all_reduce"), (["c", "d"], "all_reduce"), (["e"], "all_reduce")],
         min_bytes=1 << 30,

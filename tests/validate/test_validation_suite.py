@@ -81,10 +81,13 @@ def test_local_cluster_passes_and_writes_the_report(tmp_path):
     spec = parse_spec(LOCAL_SPEC)
     extra = {
         "gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin",
-        "gpufleet_validation_env": {"OMPI_MCA_btl": "vader,tcp,self"},
+        "gpufleet_nccl_env_file": "/etc/gpufleet/nccl.env",
     }
     inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, extra=extra)
-    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=0, fabric="ethernet", busbw_scale=0.01)
+    node_env = {h.name: {"NCCL_SOCKET_IFNAME": "eth0"} for h in inventory.compute}
+    slurm = FakeSlurm(
+        [h.name for h in inventory.compute], gpus=0, fabric="ethernet", busbw_scale=0.01, node_env=node_env
+    )
     result = run_suite(spec, inventory, slurm, tmp_path)
     assert result.passed, result.summary
     assert [v.collective for v in result.verdicts] == ["all_reduce", "all_gather"]
@@ -92,10 +95,12 @@ def test_local_cluster_passes_and_writes_the_report(tmp_path):
     assert result.health is not None and result.health.passed
     assert result.bisection is None and result.drained == []
     kinds = [shlex.split(c)[0] for c in slurm.commands]
-    assert kinds == ["sinfo", "srun", "env", "env"]  # node states, health, then the two collectives
+    assert kinds == ["sinfo", "srun", "srun", "srun"]  # node states, health, then the two collectives
     collective, nodes, env = slurm.collective_runs[0]
     assert (collective, nodes) == ("all_reduce", ["gpu-000", "gpu-001", "gpu-002"])
-    assert env["OMPI_MCA_btl"] == "vader,tcp,self" and env["NCCL_DEBUG"] == "INFO"
+    # the tasks ran in the nodes' env file (written by the ethernet role) plus gpufleet's debug level
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["NCCL_DEBUG"] == "INFO"
+    assert all(". /etc/gpufleet/nccl.env" in command for command in slurm.commands[2:])
     assert (
         "/opt/gpufleet/mpi-perf/bin/all_reduce_perf -b 8 -e 16777216 -f 2 -g 1 -n 10 -w 2 -c 1"
         in (slurm.commands[2])
@@ -219,3 +224,49 @@ def test_heterogeneous_gpu_counts_are_refused(tmp_path):
     inventory.hosts[-1].gpus = 4
     with pytest.raises(ValidationRunError, match=r"compute nodes differ in GPU count \(4, 8\)"):
         run_suite(spec, inventory, FakeSlurm(["gpu-000", "gpu-001"]), tmp_path)
+
+
+# ---- the nodes' NCCL environment file ---------------------------------------------------------------
+
+
+def _ib_suite(tmp_path, slurm_kwargs: dict, count: int = 4):
+    spec = parse_spec(GPU_SPEC % {"count": count, "drain": "false"})
+    inventory = _inventory(count, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8, fabric="infiniband", **slurm_kwargs)
+    return run_suite(spec, inventory, slurm, tmp_path), slurm
+
+
+def test_a_node_without_its_env_file_fails_the_run_by_name(tmp_path):
+    result, _slurm = _ib_suite(tmp_path, {"no_env_file": {"gpu-002"}})
+    assert not result.passed
+    messages = " | ".join(check.message for check in result.verdicts[0].failures)
+    assert "no NCCL environment file on gpu-002 (/etc/gpufleet/nccl.env)" in messages, messages
+    assert list(result.bisection.bad_nodes) == ["gpu-002"]
+
+
+def test_the_gate_expects_the_transport_the_env_file_configured(tmp_path):
+    # The role configured gIB-style transport on every node, but NCCL used IB verbs: a wrong transport,
+    # although IB is a transport an InfiniBand cluster may use.
+    node_env = {f"gpu-{i:03d}": {"GPUFLEET_TRANSPORT": "IBext"} for i in range(4)}
+    result, _slurm = _ib_suite(tmp_path, {"node_env": node_env})
+    assert not result.passed
+    check = next(c for c in result.verdicts[0].checks if c.name == "transport")
+    assert check.status == "fail" and "NCCL used IB" in check.message
+    assert "IBext, as the nodes' NCCL environment file configured" in check.message, check.message
+
+
+def test_an_env_file_written_for_another_fabric_fails(tmp_path):
+    result, _slurm = _ib_suite(tmp_path, {"node_env": {"gpu-001": {"GPUFLEET_FABRIC": "ethernet"}}})
+    assert not result.passed
+    messages = " ".join(c.message for c in result.verdicts[0].failures)
+    assert "written for another fabric than infiniband (gpu-001: ethernet)" in messages, messages
+
+
+def test_the_configured_transport_passes_when_nccl_used_it(tmp_path):
+    result, slurm = _ib_suite(tmp_path, {})
+    assert result.passed, result.summary
+    check = next(c for c in result.verdicts[0].checks if c.name == "transport")
+    assert check.status == "pass" and "NCCL used IB" in check.message
+    assert all(
+        env["NCCL_DEBUG"] == "INFO" and env["GPUFLEET_TRANSPORT"] == "IB" for *_, env in slurm.collective_runs
+    )

@@ -5,7 +5,10 @@
 - ``sinfo -N -h -o '%N|%T|%E' --nodes=...``: one line per node (``down*`` for nodes marked down);
 - ``srun ... python3 -c <script> --fabric F``: one ``GPUFLEET_HEALTH`` line per node, as node_health.py
   prints it, with the problems the test asked for;
-- ``[env K=V ...] srun ... <bindir>/<collective>_perf -b B -e E -f F ...`` (or wrapped in ``bash -c``):
+- ``srun ... bash -c '. <env file>; export ...; exec "$0" "$@"' <bindir>/<collective>_perf -b B ...``:
+  each node's task "sources" that node's env file (``node_env``: the settings a fabric role would have
+  written, GPUFLEET_FABRIC and GPUFLEET_TRANSPORT included; a node in ``no_env_file`` has none and its
+  task exits 97 as the real script does), reports it with a ``GPUFLEET_NCCL_ENV`` line, then prints
   an nccl-tests log in the exact print format of nccl-tests 2.17 (util.cu's printf formats), whose
   busbw figures come from a real fixture log (14: all_reduce, 13: all_gather), for the ranks and hosts
   of the node list, with NCCL INFO transport lines; a slow node in the list slows the whole run, a
@@ -16,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import threading
 from pathlib import Path
@@ -28,6 +32,8 @@ TEMPLATES = {
     "all_gather": "13-gke-b200-allgather-16rank.log",
 }
 NETWORK_NAMES = {"efa": "AWS Libfabric", "infiniband": "IB", "roce": "IB", "ethernet": "Socket"}
+# What the fabric role writes as GPUFLEET_TRANSPORT (gpufleet's canonical transport names).
+CONFIGURED_TRANSPORT = {"efa": "OFI", "infiniband": "IB", "roce": "IB", "ethernet": "Socket"}
 
 
 def _busbw_table(collective: str) -> list[tuple[int, float]]:
@@ -77,6 +83,8 @@ class FakeSlurm:
         down: set[str] | None = None,
         busbw_scale: float = 1.0,
         drain_rc: int = 0,
+        node_env: dict[str, dict[str, str]] | None = None,
+        no_env_file: set[str] | None = None,
     ) -> None:
         self.nodes = nodes
         self.gpus = gpus
@@ -86,6 +94,8 @@ class FakeSlurm:
         self.down = down or set()
         self.busbw_scale = busbw_scale
         self.drain_rc = drain_rc
+        self.node_env = node_env or {}  # node -> its env file's settings, over the default below
+        self.no_env_file = no_env_file or set()
         self.commands: list[str] = []
         self.collective_runs: list[tuple[str, list[str], dict[str, str]]] = []
         self.drained: dict[str, str] = {}
@@ -102,23 +112,39 @@ class FakeSlurm:
             return self._sinfo(argv)
         if argv[0] == "scontrol":
             return self._scontrol(argv)
-        env: dict[str, str] = {}
-        if argv[0] == "env":
-            index = 1
-            while "=" in argv[index] and argv[index] != "srun":
-                key, _, value = argv[index].partition("=")
-                env[key] = value
-                index += 1
-            argv = argv[index:]
         assert argv[0] == "srun", command
         options, task = self._srun_options(argv[1:])
         nodes = options["--nodelist"].split(",")
         assert int(options["-N"]) == len(nodes), command
-        if task[0] == "bash":
-            task = task[3:]  # bash -c '<source ...; export ...; exec "$0" "$@"' BIN ARGS
         if task[0] == "python3":
             return self._health(nodes, task)
-        return self._collective(nodes, int(options["--ntasks-per-node"]), task, env)
+        assert task[:2] == ["bash", "-c"], f"collectives run inside bash -c: {command}"
+        script, task = task[2], task[3:]
+        sourced = re.search(r"\{ \. (\S+) \|\|", script)
+        assert sourced, f"the task script sources no env file: {script}"
+        path = sourced.group(1)
+        missing = [node for node in nodes if node in self.no_env_file]
+        if missing:
+            lines = [f"GPUFLEET_NCCL_ENV host={node} missing {path}" for node in missing]
+            lines.append("srun: error: task 0: Exited with exit code 97")
+            return 97, "", "\n".join(lines) + "\n"
+        env = self.env_file(nodes[0])
+        env.update(dict(re.findall(r"export (\w+)=(\S+?);", script)))
+        reports = "".join(
+            f"GPUFLEET_NCCL_ENV host={node} fabric={self.env_file(node)['GPUFLEET_FABRIC']} "
+            f"transport={self.env_file(node)['GPUFLEET_TRANSPORT']} file={path}\n"
+            for node in nodes
+        )
+        rc, out, err = self._collective(nodes, int(options["--ntasks-per-node"]), task, env)
+        return rc, out, reports + err
+
+    def env_file(self, node: str) -> dict[str, str]:
+        """The settings of ``node``'s env file as a fabric role writes them."""
+        return {
+            "GPUFLEET_FABRIC": self.fabric,
+            "GPUFLEET_TRANSPORT": CONFIGURED_TRANSPORT[self.fabric],
+            **self.node_env.get(node, {}),
+        }
 
     # -- commands --
 

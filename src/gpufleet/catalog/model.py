@@ -56,6 +56,16 @@ class FabricInfo(CatalogModel):
     )
     mtu: int | None = Field(default=None, ge=1460, le=9216, description="GCP: MTU of the GPU NIC VPCs")
     network_profile: Literal["roce"] | None = Field(default=None, description="GCP: VPC network profile")
+    gpudirect_rdma: bool | None = Field(
+        default=None, description="the fabric reads and writes GPU memory directly (EFA RDMA, IB/RoCE)"
+    )
+    nic_names: list[str] = Field(
+        default_factory=list, description="GCP: GPU NIC interface names on Google's images, in order"
+    )
+    host_nic_names: list[str] = Field(
+        default_factory=list, description="GCP: host (gVNIC) interface names NCCL bootstraps over"
+    )
+    port_gbps: int | None = Field(default=None, ge=1, description="InfiniBand: rate of each fabric port")
 
 
 class Baseline(CatalogModel):

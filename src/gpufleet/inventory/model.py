@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import ClusterSpec, FabricKind, LocalProvider, Role
 
@@ -30,6 +31,11 @@ _HOST_FIELDS = {
     "gpus": "gpufleet_gpus",
     "gpu_model": "gpufleet_gpu_model",
     "fabric_interfaces": "gpufleet_fabric_interfaces",
+    "fabric_gpudirect_rdma": "gpufleet_fabric_gpudirect_rdma",
+    "fabric_mtu": "gpufleet_fabric_mtu",
+    "fabric_nics": "gpufleet_fabric_nics",
+    "fabric_host_nics": "gpufleet_fabric_host_nics",
+    "fabric_port_gbps": "gpufleet_fabric_port_gbps",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
     "gpu_arch": "gpufleet_gpu_arch",
@@ -60,12 +66,36 @@ class Host(BaseModel):
         description="how the GPU roles treat the node: install, verify (the image carries the stack) or "
         "none; default install with GPUs, else none",
     )
+    # Fabric facts the fabric roles and the validation read; from the catalog's entry for the instance
+    # type unless given (a bare-metal inventory of a type the catalog lacks writes them by hand).
+    fabric_gpudirect_rdma: bool = Field(default=False, description="GPUDirect RDMA over the fabric")
+    fabric_mtu: int | None = Field(default=None, description="MTU of the GPU NICs (GCP)")
+    fabric_nics: list[str] = Field(default_factory=list, description="GPU NIC names (GCP)")
+    fabric_host_nics: list[str] = Field(default_factory=list, description="host NIC names NCCL boots over")
+    fabric_port_gbps: int | None = Field(default=None, description="rate of each InfiniBand port")
 
     @model_validator(mode="after")
     def _default_gpu_stack(self) -> Host:
         if self.gpu_stack is None:
             self.gpu_stack = "install" if self.gpus > 0 else "none"
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fabric_from_catalog(cls, data: Any) -> Any:
+        item = load_catalog().get(data.get("instance_type", "")) if isinstance(data, dict) else None
+        if item is None:
+            return data
+        fabric = item.fabric
+        facts = {
+            "fabric_interfaces": fabric.interfaces,
+            "fabric_gpudirect_rdma": bool(fabric.gpudirect_rdma),
+            "fabric_mtu": fabric.mtu,
+            "fabric_nics": list(fabric.nic_names),
+            "fabric_host_nics": list(fabric.host_nic_names),
+            "fabric_port_gbps": fabric.port_gbps,
+        }
+        return {**facts, **data}
 
 
 class Connection(BaseModel):

@@ -6,8 +6,9 @@ Rules, in the order they are checked (docs/validation.md says the same for users
    above 0, or an ``Avg bus bandwidth ... FAILED`` line each fail the gate. A table whose every ``#wrong``
    is ``N/A`` was run without a data check (``-c 0``): that is said as a warning.
 2. Transport. NCCL must have used the network the fabric needs (EFA: aws-ofi-nccl; InfiniBand/RoCE: IB
-   verbs; TCPX/TCPXO: Google's plugins; ethernet: sockets). Anything else (typically ``Socket`` on an EFA
-   or InfiniBand cluster, a silent fallback to TCP) fails with the evidence line.
+   verbs; TCPX/TCPXO: Google's plugins; ethernet: sockets); when the run says which transport the nodes'
+   NCCL environment file configured (``transport``), exactly that one. Anything else (typically
+   ``Socket`` on an EFA or InfiniBand cluster, a silent fallback to TCP) fails with the evidence line.
 3. Bandwidth, on large messages only: the rows at or above ``gate_min_bytes`` (1 GiB by default). The
    figure is the out-of-place busbw at the baseline's message size when the log has that size, else at
    the largest measured size at or above the threshold (never the average over all sizes). It must reach
@@ -74,6 +75,9 @@ class GateConfig:
     instance_type: str | None = None
     nodes: int | None = None
     fabric: FabricKind | None = None
+    # The transport the nodes' NCCL environment file configured (its GPUFLEET_TRANSPORT, as the runs
+    # report it); when given, the only one accepted, else any of FABRIC_TRANSPORTS[fabric].
+    transport: str | None = None
     # The suite runs with NCCL_DEBUG=INFO, so a missing transport line there is itself a failure; a pasted
     # log may simply have been run without it (a warning).
     require_transport: bool = False
@@ -259,8 +263,10 @@ def _transport(test: TestResult, config: GateConfig, checks: list[Check]) -> Non
         message = f"NCCL used {shown}" if seen else "the log does not say which network NCCL used"
         checks.append(Check("transport", INFO, message + " (no fabric given to compare with)"))
         return
-    allowed = FABRIC_TRANSPORTS[config.fabric]
+    allowed = frozenset({config.transport}) if config.transport else FABRIC_TRANSPORTS[config.fabric]
     expected = " or ".join(sorted(allowed))
+    if config.transport:
+        expected += ", as the nodes' NCCL environment file configured"
     if not seen:
         status = FAIL if config.require_transport else WARN
         checks.append(

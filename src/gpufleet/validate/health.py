@@ -16,6 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.inventory.model import Host
+from gpufleet.validate.fabric_facts import (
+    efa_problems,
+    nic_problems,
+    parse_fi_info,
+    parse_ibstat,
+    parse_ip_link,
+    port_problems,
+)
 from gpufleet.validate.gate import FAIL, INFO, PASS, WARN, Check
 from gpufleet.validate.slurm import HealthRun
 
@@ -235,6 +243,32 @@ def _fabric(host: Host, raw: dict[str, Any], checks: list[Check]) -> None:
         checks.append(Check("fabric", PASS, f"{devices} {fabric.get('kind')} devices"))
     else:
         checks.append(Check("fabric", INFO, f"{devices} {fabric.get('kind')} devices (none expected)"))
+    _fabric_tools(host, str(fabric.get("kind")), fabric.get("raw") or {}, checks)
+
+
+def _fabric_tools(host: Host, kind: str, raw: dict[str, str], checks: list[Check]) -> None:
+    """What fi_info, ibstat and ip -j link printed on the node, against the inventory's fabric facts."""
+    found: dict[str, list[str]] = {}
+    if "fi_info" in raw and host.fabric_interfaces:
+        found["fi_info"] = efa_problems(parse_fi_info(raw["fi_info"]), host.fabric_interfaces)
+    if "ibstat" in raw and host.fabric_interfaces:
+        layer = "Ethernet" if kind == "roce" else "InfiniBand"
+        found["ibstat"] = port_problems(
+            parse_ibstat(raw["ibstat"]),
+            expected=host.fabric_interfaces,
+            link_layer=layer,
+            rate_gbps=host.fabric_port_gbps,
+        )
+    if "ip_link" in raw and host.fabric_nics:
+        try:
+            found["ip link"] = nic_problems(parse_ip_link(raw["ip_link"]), host.fabric_nics, host.fabric_mtu)
+        except ValueError as exc:
+            found["ip link"] = [str(exc)]
+    for tool, problems in found.items():
+        if problems:
+            checks.append(Check("fabric", FAIL, f"{tool}: {'; '.join(problems[:6])}"))
+        else:
+            checks.append(Check("fabric", PASS, f"{tool}: as the inventory says"))
 
 
 def _size(host: Host, raw: dict[str, Any], checks: list[Check]) -> None:

@@ -9,10 +9,11 @@ Reported: hostname and Slurm node name; GPUs (``nvidia-smi -L``); ECC error coun
 failures (``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl -k``); the DCGM level-1
 diagnostic when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa
 driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the
-right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route); CPU count
-and memory; the munge and slurmd services; with ``--mount PATH``, the shared filesystem there: mounted
-or not, its type and source (``/proc/self/mountinfo``), and whether a file can be written and removed
-(in a thread with a deadline, so a hung network filesystem is reported, not waited on forever).
+right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the
+raw output of ``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory;
+the munge and slurmd services; with ``--mount PATH``, the shared filesystem there: mounted or not, its
+type and source (``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread
+with a deadline, so a hung network filesystem is reported, not waited on forever).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
 
 def run(argv: list[str], timeout: float = 60.0) -> tuple[int, str]:
     """Run a command; (exit code, stdout+stderr). 127 when the tool is not installed, 124 on timeout."""
-    if shutil.which(argv[0]) is None:
+    if shutil.which(argv[0]) is None and not os.access(argv[0], os.X_OK):
         return 127, ""
     try:
         done = subprocess.run(
@@ -148,7 +149,36 @@ def _default_route_interface() -> str | None:
     return None
 
 
+# The tools whose output the suite parses (gpufleet.validate.fabric_facts), by fabric.
+RAW_TOOLS = {
+    "efa": {"fi_info": ["fi_info", "-p", "efa", "-t", "FI_EP_RDM"]},
+    "infiniband": {"ibstat": ["ibstat"]},
+    "roce": {"ibstat": ["ibstat"], "ip_link": ["ip", "-j", "link", "show"]},
+    "tcpx": {"ip_link": ["ip", "-j", "link", "show"]},
+    "tcpxo": {"ip_link": ["ip", "-j", "link", "show"]},
+}
+RAW_LIMIT = 200_000
+
+
+def fabric_raw(kind: str) -> dict[str, str]:
+    """The fabric tools' own output, for the suite to parse; a tool that is absent or fails is left out."""
+    raw = {}
+    for key, argv in RAW_TOOLS.get(kind, {}).items():
+        if argv[0] == "fi_info" and shutil.which("fi_info") is None:
+            argv = ["/opt/amazon/efa/bin/fi_info", *argv[1:]]
+        rc, out = run(argv)
+        if rc == 0 and out:
+            raw[key] = out[:RAW_LIMIT]
+    return raw
+
+
 def fabric(kind: str) -> dict[str, object]:
+    result = _fabric_devices(kind)
+    result["raw"] = fabric_raw(kind)
+    return result
+
+
+def _fabric_devices(kind: str) -> dict[str, object]:
     ib_root = Path("/sys/class/infiniband")
     if kind == "efa":
         names = [name for name in _listdir(ib_root) if _driver(ib_root / name) == "efa"]

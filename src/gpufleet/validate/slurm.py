@@ -8,21 +8,26 @@ command lines, quoted with ``shlex``, and reads what comes back.
 One command builder serves GPU clusters (nccl-tests) and the local cluster (gpufleet's CPU benchmark,
 installed under the same binary names, with the same flags and output format):
 
-    [env K=V ...] srun --mpi=pmix -N <n> --ntasks-per-node=<gpus per node, or 1> [--gpus-per-node=<gpus>]
+    srun --mpi=pmix -N <n> --ntasks-per-node=<gpus per node, or 1> [--gpus-per-node=<gpus>]
         --nodelist=<nodes> --exclusive --immediate=<s> --kill-on-bad-exit=1
+        bash -c '. /etc/gpufleet/nccl.env; export NCCL_DEBUG=INFO ...; <report>; exec "$0" "$@"'
         <bindir>/<collective>_perf -b <min> -e <max> -f <factor> -g 1 -n <iters> -w <warmup> -c 1
 
-The environment is the fabric's (``fabric_environment``: what the providers document, plus
-NCCL_DEBUG=INFO so the transport NCCL picked can be read back) merged with the inventory's
-``gpufleet_validation_env``; the binary directory is the inventory's ``gpufleet_nccl_tests_dir``.
+Each task sources its node's NCCL environment file, the one the fabric role wrote (the inventory's
+``gpufleet_nccl_env_file``, /etc/gpufleet/nccl.env by default), so the runs use exactly the settings
+training jobs use; gpufleet adds only NCCL_DEBUG=INFO, so the transport NCCL picked can be read back.
+The first task of each node prints a ``GPUFLEET_NCCL_ENV`` line (host, fabric, transport the file
+configured), which the suite reads to know what transport to expect. The binary directory is the
+inventory's ``gpufleet_nccl_tests_dir``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,82 +46,74 @@ class Executor(Protocol):
     def run(self, command: str, timeout: float) -> tuple[int, str, str]: ...
 
 
-# ---- per-fabric environment -----------------------------------------------------------------------
+# ---- the environment of each task ----------------------------------------------------------------
 
-# EFA instance types whose EFA supports RDMA read, where aws-ofi-nccl wants FI_EFA_USE_DEVICE_RDMA=1
-# (AWS's EFA + NCCL guides; newer libfabric turns it on by itself, setting it is harmless there).
-EFA_RDMA_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200"})
-
-_DEBUG = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-
-# GPUDirect-TCPX on a3-highgpu-8g VMs: the NCCL settings Google documents for the TCPX plugin, with the
-# VM interface names of a3-high (host NIC enp0s12, GPU NICs enp6s0, enp12s0, enp134s0, enp140s0).
-# Interface names and CPU bindings depend on the image: override them with gpufleet_validation_env.
-_TCPX = {
-    "NCCL_SOCKET_IFNAME": "enp0s12",
-    "NCCL_GPUDIRECTTCPX_CTRL_DEV": "enp0s12",
-    "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": "enp6s0,enp12s0,enp134s0,enp140s0",
-    "NCCL_CROSS_NIC": "0",
-    "NCCL_ALGO": "Ring",
-    "NCCL_PROTO": "Simple",
-    "NCCL_NSOCKS_PERTHREAD": "4",
-    "NCCL_SOCKET_NTHREADS": "1",
-    "NCCL_DYNAMIC_CHUNK_SIZE": "524288",
-    "NCCL_P2P_NET_CHUNKSIZE": "524288",
-    "NCCL_P2P_PCI_CHUNKSIZE": "524288",
-    "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
-    "NCCL_BUFFSIZE": "4194304",
-    "NCCL_NET_GDR_LEVEL": "PIX",
-    "NCCL_P2P_PXN_LEVEL": "0",
-    "NCCL_GPUDIRECTTCPX_TX_BINDINGS": "enp6s0:8-21,112-125;enp12s0:8-21,112-125;"
-    "enp134s0:60-73,164-177;enp140s0:60-73,164-177",
-    "NCCL_GPUDIRECTTCPX_RX_BINDINGS": "enp6s0:22-35,124-139;enp12s0:22-35,124-139;"
-    "enp134s0:74-87,178-191;enp140s0:74-87,178-191",
-    "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
-}
-
-# GPUDirect-TCPXO on a3-megagpu-8g Slurm VMs: Google's documented recipe sources the plugin's
-# nccl-env-profile.sh (tuning settings shipped with the plugin) and names the NICs.
-TCPXO_LIB_DIR = "/var/lib/tcpxo/lib64"
-_TCPXO = {
-    "NCCL_FASTRAK_CTRL_DEV": "enp0s12",
-    "NCCL_FASTRAK_IFNAME": "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0",
-    "NCCL_SOCKET_IFNAME": "enp0s12",
-    "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
-}
+# The fabric role writes each compute node's NCCL settings into this file (roles/nccl_env); every task
+# sources it, so the collective runs use exactly what training jobs use.
+DEFAULT_NCCL_ENV_FILE = "/etc/gpufleet/nccl.env"
+# Added after the file: the transport NCCL picked must be readable in the log.
+DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+# Each node's first task prints one line saying which file it sourced and what that file configured.
+NCCL_ENV_MARKER = "GPUFLEET_NCCL_ENV"
+_NCCL_ENV_LINE = re.compile(
+    NCCL_ENV_MARKER
+    + r" host=(?P<host>\S+) fabric=(?P<fabric>\S*) transport=(?P<transport>\S*) file=(?P<file>\S+)"
+)
+# Exit code of a task whose node has no readable environment file.
+NO_ENV_FILE_EXIT = 97
 
 
 @dataclass(frozen=True)
-class FabricEnvironment:
-    """Environment variables for every task, and shell files each task sources first (TCPXO's profile)."""
+class TaskEnvironment:
+    """What every srun task runs in: the node's env file, sourced inside the task, then ``env``."""
 
-    env: dict[str, str]
-    source: tuple[str, ...] = ()
-    source_env: dict[str, str] = field(default_factory=dict)  # set before sourcing (e.g. NCCL_LIB_DIR)
+    env_file: str = DEFAULT_NCCL_ENV_FILE
+    env: dict[str, str] = field(default_factory=lambda: dict(DEBUG_ENV))
+
+    def script(self) -> str:
+        """The ``bash -c`` script that prepares the task and then execs it (``$0 "$@"``)."""
+        path = shlex.quote(self.env_file)
+        host = '"${SLURMD_NODENAME:-$(hostname -s)}"'
+        report = (
+            f'printf "{NCCL_ENV_MARKER} host=%s fabric=%s transport=%s file=%s\\n" {host} '
+            f'"$GPUFLEET_FABRIC" "$GPUFLEET_TRANSPORT" {path} >&2'
+        )
+        missing = f"echo {NCCL_ENV_MARKER} host={host} missing {path} >&2; exit {NO_ENV_FILE_EXIT}"
+        steps = [
+            f"{{ . {path} || {{ {missing}; }}; }}",
+            *(f"export {key}={shlex.quote(value)}" for key, value in self.env.items()),
+            f'{{ [ "${{SLURM_LOCALID:-0}}" != 0 ] || {report}; }}',
+            'exec "$0" "$@"',
+        ]
+        return "; ".join(steps)
 
 
-def fabric_environment(
-    fabric: FabricKind, instance_type: str | None = None, extra: Mapping[str, Any] | None = None
-) -> FabricEnvironment:
-    """The documented settings for ``fabric``, with ``extra`` (the inventory's) winning on conflicts."""
-    env: dict[str, str] = {}
-    source: tuple[str, ...] = ()
-    source_env: dict[str, str] = {}
-    if fabric is FabricKind.EFA:
-        env["FI_PROVIDER"] = "efa"
-        family = (instance_type or "").split(".", 1)[0]
-        if family in EFA_RDMA_FAMILIES:
-            env["FI_EFA_USE_DEVICE_RDMA"] = "1"
-    elif fabric is FabricKind.TCPX:
-        env.update(_TCPX)
-    elif fabric is FabricKind.TCPXO:
-        env.update(_TCPXO)
-        source = (f"{TCPXO_LIB_DIR}/nccl-env-profile.sh",)
-        source_env = {"NCCL_LIB_DIR": TCPXO_LIB_DIR}
-    env.update(_DEBUG)  # every fabric: the transport must be readable in the log
-    for key, value in (extra or {}).items():
-        env[str(key)] = str(value)
-    return FabricEnvironment(env, source, source_env)
+@dataclass(frozen=True)
+class NodeEnvironment:
+    """What one node's first task said about its environment file."""
+
+    host: str
+    fabric: str
+    transport: str
+    file: str
+
+
+_MISSING_ENV_LINE = re.compile(NCCL_ENV_MARKER + r" host=(?P<host>\S+) missing (?P<file>\S+)")
+
+
+def parse_missing_env(log: str) -> dict[str, str]:
+    """Nodes whose task found no environment file to source (node -> the path it looked for)."""
+    return {match["host"]: match["file"] for match in _MISSING_ENV_LINE.finditer(log)}
+
+
+def parse_env_reports(log: str) -> dict[str, NodeEnvironment]:
+    """The ``GPUFLEET_NCCL_ENV`` line of each node in a run's output (srun may prefix or interleave them)."""
+    found: dict[str, NodeEnvironment] = {}
+    for match in _NCCL_ENV_LINE.finditer(log):
+        found[match["host"]] = NodeEnvironment(
+            match["host"], match["fabric"], match["transport"], match["file"]
+        )
+    return found
 
 
 # ---- command lines --------------------------------------------------------------------------------
@@ -168,20 +165,6 @@ def _srun(nodes: Sequence[str], tasks_per_node: int, gpus_per_node: int, immedia
     return argv
 
 
-def _with_environment(task: list[str], environment: FabricEnvironment) -> tuple[list[str], list[str]]:
-    """Returns (prefix before srun, task argv). Sourced files run inside each task, then our env wins."""
-    if not environment.source:
-        prefix = (
-            ["env", *(f"{key}={value}" for key, value in environment.env.items())] if environment.env else []
-        )
-        return prefix, task
-    steps = [f"export {key}={shlex.quote(value)}" for key, value in environment.source_env.items()]
-    steps += [f"source {shlex.quote(path)}" for path in environment.source]
-    steps += [f"export {key}={shlex.quote(value)}" for key, value in environment.env.items()]
-    script = "; ".join(steps) + '; exec "$0" "$@"'
-    return [], ["bash", "-c", script, *task]
-
-
 def collective_command(
     collective: str,
     nodes: Sequence[str],
@@ -189,16 +172,16 @@ def collective_command(
     gpus_per_node: int,
     bindir: str = DEFAULT_NCCL_TESTS_DIR,
     sweep: Sweep | None = None,
-    environment: FabricEnvironment | None = None,
+    environment: TaskEnvironment | None = None,
     immediate: int = 120,
 ) -> str:
-    """The login-node shell command that runs ``<collective>_perf`` across ``nodes``, one rank per GPU."""
+    """The login-node shell command that runs ``<collective>_perf`` across ``nodes``, one rank per GPU,
+    each rank in the node's NCCL environment (``TaskEnvironment``)."""
     if not nodes:
         raise ValueError("collective_command needs at least one node")
     binary = f"{bindir.rstrip('/')}/{collective}_perf"
-    task = [binary, *(sweep or Sweep()).args()]
-    prefix, task = _with_environment(task, environment or FabricEnvironment({}))
-    return shlex.join([*prefix, *_srun(nodes, gpus_per_node or 1, gpus_per_node, immediate), *task])
+    task = ["bash", "-c", (environment or TaskEnvironment()).script(), binary, *(sweep or Sweep()).args()]
+    return shlex.join([*_srun(nodes, gpus_per_node or 1, gpus_per_node, immediate), *task])
 
 
 def health_command(
@@ -274,7 +257,7 @@ class SlurmRunner:
         fabric: FabricKind,
         gpus_per_node: int,
         bindir: str = DEFAULT_NCCL_TESTS_DIR,
-        environment: FabricEnvironment | None = None,
+        environment: TaskEnvironment | None = None,
         sweep: Sweep | None = None,
         timeout: float = 1800.0,
         max_parallel: int = 16,
@@ -283,7 +266,7 @@ class SlurmRunner:
         self.fabric = fabric
         self.gpus_per_node = gpus_per_node
         self.bindir = bindir
-        self.environment = environment or fabric_environment(fabric)
+        self.environment = environment or TaskEnvironment()
         self.sweep = sweep or Sweep()
         self.timeout = timeout
         self.max_parallel = max_parallel

@@ -31,12 +31,15 @@ from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
 from gpufleet.validate.slurm import (
+    DEFAULT_NCCL_ENV_FILE,
     DEFAULT_NCCL_TESTS_DIR,
     CollectiveRun,
     Executor,
     SlurmRunner,
     Sweep,
-    fabric_environment,
+    TaskEnvironment,
+    parse_env_reports,
+    parse_missing_env,
 )
 
 
@@ -110,6 +113,55 @@ def _parse_run(run: CollectiveRun, name: str) -> list[TestResult]:
     return tests
 
 
+def _check_environment(run: CollectiveRun, tests: list[TestResult], fabric: FabricKind) -> str | None:
+    """What the nodes' env files configured, from the run's ``GPUFLEET_NCCL_ENV`` lines: the transport to
+    expect when every node of the run sourced a file written for ``fabric`` with the same transport;
+    otherwise each test of the run gets a failure that names the nodes and what they said."""
+    if not run.nodes:
+        return None
+    reports = parse_env_reports(run.log)
+    problems = []
+    absent = parse_missing_env(run.log)
+    silent = [node for node in run.nodes if node not in reports]
+    if absent:
+        shown = ", ".join(f"{node} ({path})" for node, path in sorted(absent.items())[:8])
+        problems.append(
+            f"no NCCL environment file on {shown}: run the Fabric play (gpufleet configure), whose fabric "
+            "role writes it"
+        )
+    elif silent and run.rc == 0:  # a run that failed for another reason says why on its own
+        problems.append(
+            f"{len(silent)} node(s) did not report sourcing their NCCL environment file "
+            f"({', '.join(silent[:8])})"
+        )
+    wrong_fabric = sorted({f"{r.host}: {r.fabric or 'none'}" for r in reports.values() if r.fabric != fabric})
+    if wrong_fabric:
+        problems.append(
+            f"the NCCL environment file was written for another fabric than {fabric.value} "
+            f"({', '.join(wrong_fabric[:8])})"
+        )
+    transports = {report.transport for report in reports.values()}
+    if len(transports) > 1:
+        problems.append(
+            f"the nodes' NCCL environment files select different transports: {sorted(transports)}"
+        )
+    for test in tests:
+        test.failures[:0] = problems  # the cause goes first: a failed srun is its consequence
+    return transports.pop() if len(transports) == 1 and not problems else None
+
+
+def _environment_summary(runs: list[CollectiveRun]) -> str:
+    """What the nodes' env files configured, as the first run that reported them says."""
+    for run in runs:
+        reports = parse_env_reports(run.log)
+        if reports:
+            kinds = sorted(
+                {f"fabric {r.fabric}, transport {r.transport} ({r.file})" for r in reports.values()}
+            )
+            return "; ".join(kinds)
+    return "not reported by any run"
+
+
 def _probe_sizes(verdict: Verdict, test: TestResult, sweep: Sweep, gate_min: int) -> tuple[int, int]:
     """Sizes for bisection runs: where the cluster-wide run went wrong, and the size the gate reads."""
     judged = verdict.measured_bytes or min(max(gate_min, sweep.min_bytes), sweep.max_bytes)
@@ -132,6 +184,7 @@ class SlurmProber:
         out_dir: Path,
     ) -> None:
         self.runner, self.collective, self.config, self.catalog = runner, collective, config, catalog
+        self.fabric = runner.fabric
         self.sizes = sizes
         self.log_dir = out_dir / "logs" / "bisect"
         self.round = 0
@@ -146,8 +199,10 @@ class SlurmProber:
         for index, (group, run) in enumerate(zip(groups, runs, strict=True)):
             name = f"round{self.round:02d}-{index:03d}-{self.collective}.log"
             (self.log_dir / name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
-            config = replace(self.config, nodes=len(group))
-            verdicts = [judge(test, config, self.catalog) for test in _parse_run(run, name)]
+            tests = _parse_run(run, name)
+            transport = _check_environment(run, tests, self.fabric)
+            config = replace(self.config, nodes=len(group), transport=transport)
+            verdicts = [judge(test, config, self.catalog) for test in tests]
             failures = [check for verdict in verdicts for check in verdict.failures]
             busbw = next((v.measured_busbw for v in verdicts if v.measured_busbw is not None), None)
             reason = "; ".join(check.message for check in failures)[:400] if failures else "passed"
@@ -175,7 +230,7 @@ def run_suite(
     instance_type = _instance_type(hosts)
     fabric = inventory.fabric
     extra = inventory.extra_vars
-    environment = fabric_environment(fabric, instance_type, extra.get("gpufleet_validation_env") or {})
+    environment = TaskEnvironment(env_file=str(extra.get("gpufleet_nccl_env_file") or DEFAULT_NCCL_ENV_FILE))
     sweep = Sweep.from_spec(validation)
     runner = SlurmRunner(
         executor,
@@ -225,8 +280,10 @@ def run_suite(
         runs.append(run)
         log_name = f"{name}.log"
         (out_dir / "logs" / log_name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
-        config = replace(base_config, nodes=len(nodes))
-        for test in _parse_run(run, f"logs/{log_name}"):
+        parsed = _parse_run(run, f"logs/{log_name}")
+        transport = _check_environment(run, parsed, fabric)
+        config = replace(base_config, nodes=len(nodes), transport=transport)
+        for test in parsed:
             if test.collective != name and test.collective_source == "row shape":
                 test.collective_note = f"{test.collective_note}; set to {name}, the binary gpufleet ran"
                 test.collective, test.collective_source = name, "command line"
@@ -243,6 +300,7 @@ def run_suite(
         "nodes in the collective runs": len(nodes),
         "GPUs per node": gpus,
         "fabric": fabric.value,
+        "NCCL environment": _environment_summary(runs),
         "commands": "; ".join(run.command for run in runs if run.command),
     }
     sections: dict[str, Section] = {}

@@ -253,7 +253,7 @@ class LocalCluster:
                     "oob_tcp_if_include": "eth0",
                     "pml": "ob1",
                 },
-                "gpufleet_validation_env": {},
+                "gpufleet_nccl_env": {},
             },
         )
 
