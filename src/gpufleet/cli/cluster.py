@@ -13,7 +13,11 @@ from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode, StateError
 from gpufleet.infra import backend
 from gpufleet.inventory.model import Inventory
+from gpufleet.lifecycle import known
+from gpufleet.lifecycle.lock import hold_cluster_lock
+from gpufleet.lifecycle.phases import tracked
 from gpufleet.lifecycle.state import ClusterState
+from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
 
@@ -40,9 +44,11 @@ def up(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = Fals
     """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
     spec = read_spec(spec_path)
     require_no_errors(spec)
+    hold_cluster_lock(spec.name, "up")
     state = ClusterState.for_name(spec.name)
     reporter = reporter_for(json_out, verbose)
-    inventory = backend.up(spec, state, reporter, spec_path)
+    with tracked(state, "up"):
+        inventory = backend.up(spec, state, reporter, spec_path)
     if json_out:
         print_json(
             {
@@ -75,9 +81,10 @@ def configure(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt
     from gpufleet.configure.runner import run_playbook
 
     spec = read_spec(spec_path)
+    hold_cluster_lock(spec.name, "configure")
     state, _ = load_inventory(spec)
     reporter = reporter_for(json_out, verbose)
-    with reporter.step("configure: playbooks/site.yml"):
+    with tracked(state, "configure"), reporter.step("configure: playbooks/site.yml"):
         result = run_playbook(
             "site.yml",
             state.inventory_file,
@@ -104,6 +111,7 @@ def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
     """Show the cluster's nodes, phases and expiry."""
     spec = read_spec(spec_path)
     state = ClusterState.for_name(spec.name)
+    known.require_exists(spec, state)
     result = backend.status(spec, state)
     if json_out:
         print_json(result)
@@ -130,9 +138,17 @@ def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
 def down(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Destroy everything the cluster made, then check that nothing is left."""
     spec = read_spec(spec_path)
+    hold_cluster_lock(spec.name, "down")
     state = ClusterState.for_name(spec.name)
     reporter = reporter_for(json_out, verbose)
-    teardown = backend.down(spec, state, reporter)
+    gone = known.removed_at(spec.name)
+    if gone and not known.exists(spec, state):  # a second down: nothing to do, and that is fine
+        teardown = Teardown()
+        reporter.info(f"cluster {spec.name} was already removed at {gone}")
+    else:
+        known.require_exists(spec, state)
+        teardown = backend.down(spec, state, reporter)
+        known.record_removed(spec.name)
     if json_out:
         print_json({"cluster": spec.name, **teardown.as_json()})
         return

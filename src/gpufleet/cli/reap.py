@@ -8,10 +8,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.cli.common import JsonOpt, console, print_json
+from gpufleet.cli.common import JsonOpt, console, err_console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra import backend
+from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.reap import reap as reap_expired
 from gpufleet.lifecycle.state import ClusterState
 from gpufleet.spec.model import ClusterSpec
@@ -32,9 +33,10 @@ def reap(
     Exits 1 when a teardown failed. With --aws-region, clusters tagged gpufleet:expires-at in the past
     are listed too (those made from CI have no state here: destroy them from the stack that made them).
     """
-    reporter = RichReporter(console)
+    reporter = RichReporter(err_console if json_out else console)  # stdout holds only the JSON
 
     def teardown(spec: ClusterSpec, state: ClusterState) -> list[str]:
+        hold_cluster_lock(spec.name, "reap")  # a cluster another command is working on is left alone
         return backend.down(spec, state, reporter).removed
 
     items = reap_expired(teardown, dry_run=dry_run)

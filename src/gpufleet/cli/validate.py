@@ -14,6 +14,8 @@ from rich.table import Table
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.errors import ExitCode, GpufleetError
+from gpufleet.lifecycle.lock import hold_cluster_lock
+from gpufleet.lifecycle.phases import tracked
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.spec.units import format_bytes
 
@@ -34,9 +36,11 @@ def run_validation(spec: ClusterSpec, out: Path, json_out: bool, verbose: bool) 
     from gpufleet.configure.remote import SshExecutor
     from gpufleet.validate.suite import run_suite
 
+    hold_cluster_lock(spec.name, "validate")
     state, inventory = cluster_cmd.load_inventory(spec)
     reporter = cluster_cmd.reporter_for(json_out, verbose)
-    with reporter.step(f"validate: {', '.join(c.value for c in spec.validation.collectives)} through Slurm"):
+    collectives = ", ".join(c.value for c in spec.validation.collectives)
+    with tracked(state, "validate"), reporter.step(f"validate: {collectives} through Slurm"):
         result = run_suite(spec, inventory, SshExecutor.login(inventory), out)
     state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
     if json_out:

@@ -84,14 +84,19 @@ def _readable_path(loc: Sequence[str | int], data: Any) -> tuple[list[str | int]
     path: list[str | int] = []
     node = data
     present = True
+    tag_skipped = False
     for part in loc:
         if isinstance(node, Mapping):
             if part in node:
                 path.append(part)
                 node = node[part]
                 continue
-            if isinstance(part, str) and (node.get("kind") == part or (path and path[-1] in _DISCRIMINATED)):
-                continue  # the discriminator value pydantic inserts into the location
+            tag_here = bool(path) and path[-1] in _DISCRIMINATED and "kind" not in node and not tag_skipped
+            if isinstance(part, str) and (node.get("kind") == part or tag_here):
+                # the discriminator value pydantic inserts into the location (once, right after the
+                # field): a missing field inside the block keeps its own name (provider.region)
+                tag_skipped = True
+                continue
             if isinstance(node, Mapping) and isinstance(part, str) and part in ("function-after",):
                 continue
             path.append(part)
