@@ -1,17 +1,20 @@
 """SIGINT and SIGTERM stop a command cleanly: they become an ``Interrupted`` error in the main thread.
 
-Raised where the command is, the error unwinds through the same paths as any failure: a running child
-(podman, ansible-playbook, ssh) is killed by ``subprocess.run`` on the way out, the phase in the state
+The handler first sends SIGTERM to this process's children (podman, ssh, ansible-playbook, also those
+started from worker threads), then raises where the command is; the error unwinds through the same
+paths as any failure: the phase in the state
 record is marked ``interrupted`` (``gpufleet.lifecycle.phases``), locks are released, and the CLI prints
 what happened and exits 130 (SIGINT) or 143 (SIGTERM). ``down`` afterwards removes everything.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 from gpufleet.errors import Interrupted
@@ -19,10 +22,33 @@ from gpufleet.errors import Interrupted
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def child_pids() -> list[int]:
+    """This process's direct children (podman, ssh, ansible-playbook), from /proc (Linux)."""
+    pids: list[int] = []
+    for path in Path("/proc/self/task").glob("*/children"):
+        try:
+            pids.extend(int(pid) for pid in path.read_text().split())
+        except (OSError, ValueError):
+            continue
+    return sorted(set(pids))
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     # A second signal while the first one unwinds is ignored: the clean-up must be allowed to finish.
     for sig in _SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    # Children started from worker threads (ssh in a bisection round) would otherwise run to the end
+    # of their timeout while the main thread waits for its threads: stop them now.
+    for pid in child_pids():
+        try:
+            # A child that leads its own process group (ansible-playbook under ansible-runner's pty)
+            # takes its group (the forked workers) with it.
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGTERM)
+            else:
+                os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            continue
     raise Interrupted(signal.Signals(signum).name)
 
 

@@ -152,6 +152,11 @@ class LocalProvider(SpecModel):
     )
     node_cpus: int = Field(default=1, ge=1, le=64, description="CPUs each node declares to Slurm")
     node_memory_mb: int = Field(default=1024, ge=256, le=65536, description="memory each node declares")
+    net_admin: bool = Field(
+        default=False,
+        description="give nodes CAP_NET_ADMIN (their own network namespace only), so 'tc' can slow a "
+        "node's link: the slow-node demo (gpufleet run --slow-node)",
+    )
 
 
 _AWS_REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
