@@ -25,7 +25,7 @@ def parse_duration(value: object) -> timedelta:
         raise ValueError("expected a duration such as 90m, 8h or 2d")
     seconds: float | None = None
     if isinstance(value, int | float):
-        seconds = float(value) if abs(value) < MAX_SECONDS * 2 else float("inf")
+        seconds = float(value) if not abs(value) > MAX_SECONDS * 2 else float("inf")  # nan stays nan
     elif isinstance(value, str):
         match = _DURATION.match(value)
         if match and any(match.groups()):
