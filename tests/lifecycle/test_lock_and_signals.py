@@ -82,7 +82,9 @@ def test_waiting_for_a_lock_gets_it_when_it_is_released(tmp_path: Path, monkeypa
     release_all()
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, ExitCode.SIGINT), (signal.SIGTERM, ExitCode.SIGTERM)])
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, ExitCode.SIGINT), (signal.SIGTERM, ExitCode.SIGTERM)]
+)
 def test_a_signal_stops_the_command_its_children_and_records_the_phase(tmp_path: Path, signum, code) -> None:
     """A command busy in a child process (started from a worker thread, as a bisection round's ssh is):
     the signal ends the child at once, the phase says 'interrupted', the exit code is 128 + signal."""

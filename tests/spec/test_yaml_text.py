@@ -79,7 +79,9 @@ def test_durations_that_overflow_or_make_no_sense(value: object, message: str) -
         parse_duration(value)
 
 
-@pytest.mark.parametrize(("value", "message"), [("99999999T", "too large"), (-1, "negative"), (False, "size")])
+@pytest.mark.parametrize(
+    ("value", "message"), [("99999999T", "too large"), (-1, "negative"), (False, "size")]
+)
 def test_sizes_that_overflow(value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_bytes(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpufleet.errors import StateError
+from gpufleet.errors import EnvironmentProblem, StateError
 from gpufleet.lifecycle.state import ClusterState, state_root
 from gpufleet.spec.model import ClusterSpec
 
@@ -39,7 +39,10 @@ def local_objects(spec: ClusterSpec) -> list[str]:
     from gpufleet.infra.local.cluster import LABEL, cache_dir
     from gpufleet.infra.local.podman import Podman
 
-    podman = Podman(cache_dir())
+    try:
+        podman = Podman(cache_dir())
+    except EnvironmentProblem:  # no podman here (or not root): then no podman object of it either
+        return []
     label = f"{LABEL}={spec.name}"
     return [
         f"{kind} {name}"
