@@ -252,3 +252,20 @@ def test_reap_skips_a_damaged_state_with_a_message(content: bytes, tmp_path, mon
     assert code == 0, stdout + stderr
     (item,) = json.loads(stdout)["local"]
     assert item["cluster"] == "broken" and item["action"].startswith("skipped: damaged state"), item
+
+
+@pytest.mark.parametrize(
+    "command", ["check", "plan", "up", "configure", "validate", "status", "down", "report"]
+)
+def test_every_json_command_prints_one_document_on_failure(command: str, tmp_path) -> None:
+    exit_code, stdout, _ = invoke(command, "--json", str(tmp_path / "missing.yaml"))
+    expected = ExitCode.VALIDATE if command == "report" else ExitCode.SPEC  # report reads logs, not specs
+    assert exit_code == expected, stdout
+    error = json.loads(stdout)["error"]
+    assert error["exit_code"] == expected and "missing.yaml" in error["message"], error
+
+
+def test_reap_json_is_one_document_when_there_is_nothing_to_do(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
+    exit_code, stdout, _ = invoke("reap", "--json")
+    assert exit_code == 0 and json.loads(stdout) == {"local": [], "aws": []}

@@ -121,6 +121,8 @@ def report(
             tests.extend(parse_log(sys.stdin, name="<stdin>") if log == "-" else parse_log(Path(log)))
         except LogParseError as exc:
             unreadable.append(exc)
+    if unreadable and len(unreadable) == len(logs):
+        raise unreadable[0]  # nothing to report: the error itself (its JSON document with --json)
     verdicts = judge_all(tests, config)
     passed = all(verdict.passed for verdict in verdicts) and not unreadable
     files = None
@@ -154,8 +156,6 @@ def report(
             count += f"; {len(unreadable)} of {len(logs)} log(s) could not be read"
         console.print(f"{word}: {count}")
     if unreadable:
-        if len(unreadable) == len(logs):
-            raise unreadable[0]
         raise typer.Exit(ExitCode.VALIDATE)
     if not passed:
         raise typer.Exit(ExitCode.FAILED)
