@@ -178,6 +178,8 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     assert list(bisection["bad_nodes"]) == [slow], json.dumps(bisection, indent=1)
     assert 1 <= bisection["rounds"] <= math.ceil(math.log2(len(nodes))) + 2, bisection
     assert bisection["drained"] == [slow], bisection
+    rounds, jobs = bisection["rounds"], bisection["jobs"]
+    print(f"\nslow node {slow}: {rounds} round(s), {jobs} job(s), named {bisection['bad_nodes']}")
     markdown = (out / "validation-report.md").read_text()
     assert "## Bad nodes (bisection)" in markdown and "- round 1:" in markdown and slow in markdown
     sinfo = podman(
@@ -193,6 +195,13 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     code, _, err = stop(again, signal.SIGTERM, timeout=300)
     assert code == 143, err
     assert fleet.phase(name, "validate") == "interrupted"
+
+    # A node stopped before validate: the health step names it and validate ends, nothing hangs.
+    podman("stop", "-t", "1", nodes[0])
+    started = time.monotonic()
+    done = fleet("validate", "--json", "--out", str(fleet.workdir / "stopped"), str(spec), expect=1)
+    print(f"validate with {nodes[0]} stopped: {time.monotonic() - started:.0f} s")
+    assert nodes[0] in json.loads(done.stdout)["health"]["failed_nodes"], done.stdout[-3000:]
 
     down = json.loads(fleet("down", "--json", str(spec)).stdout)
     assert down["leftovers"] == []
