@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine (as root) for gpufleet, then run one of:
-#   demo  - the main job on the local default: up, configure, validate, report, down (examples/local.yaml)
+#   demo  - the main job on the local default: up, configure, validate, report, down (examples/local.yaml);
+#           demo --slow-node adds the second act (examples/local-slow-node.yaml: a slowed node found and drained)
 #   test  - every test, the end-to-end local cluster included
 #   setup - only the set-up
 # Idempotent: a second run reuses the packages, the virtualenv and the cached node image.
@@ -50,6 +51,13 @@ fi
 
 case "$action" in
   setup) echo "bootstrap: ready. Try: $venv/bin/gpufleet --help" ;;
-  demo) exec "$venv/bin/gpufleet" run examples/local.yaml "$@" ;;
+  demo)
+    if [ "${1:-}" = "--slow-node" ]; then
+      # Act one, then act two: one node's link slowed on purpose, found by the bisection and drained.
+      shift
+      "$venv/bin/gpufleet" run examples/local.yaml "$@"
+      exec "$venv/bin/gpufleet" run examples/local-slow-node.yaml --slow-node "$@"
+    fi
+    exec "$venv/bin/gpufleet" run examples/local.yaml "$@" ;;
   test) exec "$venv/bin/python" -m pytest "$@" ;;
 esac

@@ -22,6 +22,10 @@ class ExitCode(IntEnum):
     STATE = 7  # no such cluster, or its state folder is inconsistent
     ENVIRONMENT = 8  # a host prerequisite is missing (podman, debootstrap, root, ...)
     LEFTOVERS = 9  # teardown finished but something tagged for the cluster is still there
+    BUSY = 10  # another gpufleet command holds the cluster's lock
+    INTERNAL = 70  # a bug in gpufleet (EX_SOFTWARE): never 1, which is a verdict
+    SIGINT = 130  # stopped by SIGINT (Ctrl-C): 128 + the signal's number, as shells report it
+    SIGTERM = 143  # stopped by SIGTERM
 
 
 class GpufleetError(Exception):
@@ -78,3 +82,21 @@ class EnvironmentProblem(GpufleetError):
 
 class LeftoversError(GpufleetError):
     exit_code = ExitCode.LEFTOVERS
+
+
+class ClusterBusy(GpufleetError):
+    """Another gpufleet command is working on the same cluster (its lock is held)."""
+
+    exit_code = ExitCode.BUSY
+
+
+class Interrupted(GpufleetError):
+    """The command was stopped by a signal; ``signal`` is its name (SIGINT, SIGTERM, SIGHUP)."""
+
+    def __init__(self, signal: str) -> None:
+        super().__init__(
+            f"stopped by {signal}; what was done so far is kept and recorded in the cluster's state",
+            hint="run the same command again to go on, or 'gpufleet down SPEC' to remove everything",
+        )
+        self.signal = signal
+        self.exit_code = ExitCode.SIGINT if signal == "SIGINT" else ExitCode.SIGTERM

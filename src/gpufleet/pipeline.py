@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.errors import StateError
 from gpufleet.infra.backend import backend_for
 from gpufleet.inventory.model import Inventory, with_software
-from gpufleet.lifecycle import teardown
+from gpufleet.lifecycle import known, teardown
+from gpufleet.lifecycle.lock import hold_cluster_lock
+from gpufleet.lifecycle.phases import tracked
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -28,15 +30,13 @@ def up(
     spec: ClusterSpec, reporter: Reporter, spec_path: Path | None = None
 ) -> tuple[ClusterState, Inventory]:
     """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
+    hold_cluster_lock(spec.name, "up")
     state = ClusterState.for_name(spec.name)
     state.begin(spec, spec_path)
     state.ensure_munge_key()
-    try:
+    with tracked(state, "up"):
         inventory = with_software(backend_for(spec).up(spec, state, reporter, spec_path), spec)
         inventory.write(state.inventory_file)
-    except BaseException as exc:
-        state.mark("up", "failed", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        raise
     state.mark("up", "done", hosts=len(inventory.hosts))
     return state, inventory
 
@@ -57,8 +57,9 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     """Run playbooks/site.yml on the cluster (safe to re-run)."""
     from gpufleet.configure.runner import run_playbook
 
+    hold_cluster_lock(spec.name, "configure")
     state, _ = load_inventory(spec)
-    with reporter.step("configure: playbooks/site.yml"):
+    with tracked(state, "configure"), reporter.step("configure: playbooks/site.yml"):
         result = run_playbook(
             "site.yml",
             state.inventory_file,
@@ -75,8 +76,10 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
     from gpufleet.configure.remote import SshExecutor
     from gpufleet.validate.suite import run_suite
 
+    hold_cluster_lock(spec.name, "validate")
     state, inventory = load_inventory(spec)
-    with reporter.step(f"validate: {', '.join(c.value for c in spec.validation.collectives)} through Slurm"):
+    collectives = ", ".join(c.value for c in spec.validation.collectives)
+    with tracked(state, "validate"), reporter.step(f"validate: {collectives} through Slurm"):
         result = run_suite(spec, inventory, SshExecutor.login(inventory), out)
     state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
     return result
@@ -85,6 +88,7 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
 def status(spec: ClusterSpec) -> dict[str, Any]:
     """The state record and what the backend knows about the cluster."""
     state = ClusterState.for_name(spec.name)
+    known.require_exists(spec, state)
     record = state.load() if state.exists() else None
     result: dict[str, Any] = {"cluster": spec.name, "provider": spec.provider.kind, "state": record}
     result.update(backend_for(spec).status(spec, state))
@@ -92,8 +96,21 @@ def status(spec: ClusterSpec) -> dict[str, Any]:
 
 
 def down(spec: ClusterSpec, reporter: Reporter) -> teardown.Teardown:
-    """Destroy everything the cluster made, then check that nothing is left (see ``lifecycle.teardown``)."""
-    return teardown.down(spec, ClusterState.for_name(spec.name), reporter)
+    """Destroy everything the cluster made, then check that nothing is left (see ``lifecycle.teardown``).
+
+    A cluster this machine already removed is no error (nothing to do); one it never made is
+    (``StateError``, exit 7)."""
+    hold_cluster_lock(spec.name, "down")
+    state = ClusterState.for_name(spec.name)
+    gone = known.removed_at(spec.name)
+    if gone and not known.exists(spec, state):
+        reporter.info(f"cluster {spec.name} was already removed at {gone}")
+        return teardown.Teardown(cluster=spec.name)
+    known.require_exists(spec, state)
+    report = teardown.down(spec, state, reporter)
+    if not report.leftovers:
+        known.record_removed(spec.name)
+    return report
 
 
 @dataclass

@@ -88,14 +88,20 @@ class ClusterState:
 
     def load(self) -> dict[str, Any]:
         try:
-            return json.loads(self.state_file.read_text(encoding="utf-8"))
+            record = json.loads(self.state_file.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise StateError(
                 f"no cluster named '{self.name}' (no state at {self.root})",
                 hint="run 'gpufleet up SPEC' first, or set GPUFLEET_STATE_DIR to where it was made",
             ) from None
-        except json.JSONDecodeError as exc:
-            raise StateError(f"{self.state_file} is damaged: {exc}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StateError(
+                f"{self.state_file} is damaged: {exc}",
+                hint="'gpufleet down SPEC' still removes the cluster (it finds a local one by its labels)",
+            ) from None
+        if not isinstance(record, dict):
+            raise StateError(f"{self.state_file} is damaged: it holds {type(record).__name__}, not a record")
+        return record
 
     def save(self, record: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -77,9 +77,14 @@ def test_status_of_a_cluster_that_is_not_up(tmp_path, monkeypatch, capsys) -> No
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
     spec = yaml.safe_load((ROOT / "examples" / "baremetal.yaml").read_text())
     spec["provider"]["inventory"] = str(ROOT / "inventories" / "examples" / "baremetal.yml")
-    code, output = run_main(monkeypatch, capsys, "status", "--json", str(write(tmp_path, spec)))
-    assert code == 0, output
-    assert json.loads(output)["state"] is None
+    monkeypatch.setattr("sys.argv", ["gpufleet", "status", "--json", str(write(tmp_path, spec))])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    # issue 12: a cluster that never existed is exit 7 on every provider, said in the JSON document too
+    assert exited.value.code == 7, captured.out + captured.err
+    error = json.loads(captured.out)["error"]
+    assert error["kind"] == "state" and "no cluster named 'lab'" in error["message"]
 
 
 def test_configure_before_up_says_what_to_do(tmp_path, monkeypatch, capsys) -> None:

@@ -8,11 +8,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.cli.common import JsonOpt, console, print_json
+from gpufleet.cli.common import JsonOpt, console, err_console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra.backend import pulumi_backend_of
 from gpufleet.lifecycle import teardown
+from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.reap import reap as reap_expired
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -38,9 +39,10 @@ def reap(
     (labelled gpufleet-expires-at) in the past are listed too (those made from CI have no state here:
     destroy them from the stack that made them).
     """
-    reporter = RichReporter(console)
+    reporter = RichReporter(err_console if json_out else console)  # stdout holds only the JSON
 
     def tear_down(spec: ClusterSpec, state: ClusterState) -> list[str]:
+        hold_cluster_lock(spec.name, "reap")  # a cluster another command is working on is left alone
         report = teardown.down(spec, state, reporter)
         report.raise_for_leftovers()
         return report.removed

@@ -7,6 +7,7 @@ into a file (``-`` reads standard input). Exit code 0 when every test passes its
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,8 +16,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.cli.common import JsonOpt, console, print_json
-from gpufleet.errors import ExitCode
+from gpufleet.catalog import load_catalog
+from gpufleet.cli.common import JsonOpt, console, err_console, print_json
+from gpufleet.errors import ExitCode, LogParseError
 from gpufleet.spec.model import Collective, FabricKind
 from gpufleet.spec.units import format_bytes, parse_bytes
 from gpufleet.validate.gate import FAIL, PASS, WARN, GateConfig, Verdict, judge_all
@@ -92,25 +94,37 @@ def report(
     out: Annotated[
         Path | None, typer.Option("--out", help="write validation-report.{json,md} and busbw.png here")
     ] = None,
+    allow_incomplete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-incomplete",
+            help="judge a log that stops before its summary lines (an excerpt) instead of failing it",
+        ),
+    ] = False,
 ) -> None:
-    """Parse nccl-tests LOGs, judge each test, print the verdict. Exits 1 when a test fails its gate."""
+    """Parse nccl-tests LOGs, judge each test, print the verdict. Exits 1 when a test fails its gate,
+    6 when a log cannot be read (the others are still judged and reported)."""
     config = GateConfig(
         gate_min_bytes=_size(gate_min_bytes),
         margin=margin,
         min_busbw=_floors(min_busbw or []),
-        instance_type=instance_type,
+        instance_type=_instance_type(instance_type),
         nodes=nodes,
         fabric=fabric,
         collective=collective.value if collective else None,
+        require_complete=not allow_incomplete,
     )
     tests: list[TestResult] = []
+    unreadable: list[LogParseError] = []
     for log in logs:
-        if log == "-":
-            tests.extend(parse_log(sys.stdin, name="<stdin>"))
-        else:
-            tests.extend(parse_log(Path(log)))
+        try:
+            tests.extend(parse_log(sys.stdin, name="<stdin>") if log == "-" else parse_log(Path(log)))
+        except LogParseError as exc:
+            unreadable.append(exc)
+    if unreadable and len(unreadable) == len(logs):
+        raise unreadable[0]  # nothing to report: the error itself (its JSON document with --json)
     verdicts = judge_all(tests, config)
-    passed = all(verdict.passed for verdict in verdicts)
+    passed = all(verdict.passed for verdict in verdicts) and not unreadable
     files = None
     if out is not None:
         files = write_report(out, tests, verdicts, gate_min_bytes=config.gate_min_bytes)
@@ -118,6 +132,7 @@ def report(
         document = {
             "passed": passed,
             "tests": [test_document(test, verdict) for test, verdict in zip(tests, verdicts, strict=True)],
+            "unreadable": [{"message": exc.message, "hint": exc.hint} for exc in unreadable],
         }
         if files:
             document["files"] = {
@@ -133,10 +148,34 @@ def report(
             console.print(
                 f"report written: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else "")
             )
+        for exc in unreadable:
+            err_console.print(f"[bold red]unreadable:[/] {escape(exc.message)}", soft_wrap=True)
         word = "[green]PASS[/]" if passed else "[bold red]FAIL[/]"
-        console.print(f"{word}: {sum(v.passed for v in verdicts)} of {len(verdicts)} test(s) passed")
+        count = f"{sum(v.passed for v in verdicts)} of {len(verdicts)} test(s) passed"
+        if unreadable:
+            count += f"; {len(unreadable)} of {len(logs)} log(s) could not be read"
+        console.print(f"{word}: {count}")
+    if unreadable:
+        raise typer.Exit(ExitCode.VALIDATE)
     if not passed:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _instance_type(name: str | None) -> str | None:
+    """A catalog type, or a usage error with the close matches: a typo must not turn the gate off."""
+    if name is None:
+        return None
+    catalog = load_catalog()
+    if catalog.get(name) is not None:
+        return name
+    known = sorted(name for name, item in catalog.instance_types.items() if item.gpu)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    raise typer.BadParameter(
+        f"'{name}' is not in gpufleet's catalog, so it has no baseline; {hint}known GPU types: "
+        f"{', '.join(known)} (docs/catalog.md)",
+        param_hint="--instance-type",
+    )
 
 
 def _print_test(test: TestResult, verdict: Verdict) -> None:

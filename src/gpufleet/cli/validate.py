@@ -90,10 +90,23 @@ def run(
     out: OutOpt = None,
     keep: Annotated[bool, typer.Option("--keep", help="leave the cluster up afterwards")] = False,
     verbose: cluster_cmd.VerboseOpt = False,
+    slow_node: Annotated[
+        bool,
+        typer.Option(
+            "--slow-node",
+            help="local only: rate-limit one compute node's link before validating; the gate fails and "
+            "the bisection finds and drains that node (examples/local-slow-node.yaml)",
+        ),
+    ] = False,
 ) -> None:
     """The whole job: up, configure, validate and report, then down (also when a step fails)."""
     spec = read_spec(spec_path)
     out = out or default_out(spec)
+    target = None
+    if slow_node:
+        from gpufleet.infra.local.faults import slow_node_target
+
+        target = slow_node_target(spec)  # refuses a spec that cannot show it, before anything is made
     reporter = cluster_cmd.reporter_for(False, verbose)
     passed = False
     try:
@@ -101,6 +114,11 @@ def run(
         state, inventory = pipeline.up(spec, reporter, spec_path)
         cluster_cmd.render_up(spec, state, inventory, json_out=False)
         cluster_cmd.render_configure(spec, pipeline.configure(spec, reporter), json_out=False)
+        if target is not None:
+            from gpufleet.infra.local.faults import DEFAULT_RATE, slow_link
+
+            console.rule(f"slow node: {target}'s link capped at {DEFAULT_RATE}")
+            console.print(escape(slow_link(target)), style="dim")
         passed = run_validation(spec, out, json_out=False, verbose=verbose)
     finally:
         if keep:
@@ -111,5 +129,19 @@ def run(
             except GpufleetError as exc:
                 err_console.print(f"[bold red]teardown failed:[/] {escape(str(exc))}")
                 raise
+    if target is not None:
+        from gpufleet.validate.report import JSON_NAME
+
+        bisection = json.loads((out / JSON_NAME).read_text()).get("bisection") or {}
+        named = sorted(bisection.get("bad_nodes") or {})
+        caught = not passed and named == [target]
+        console.print(
+            f"slow-node demo: slowed {target}; the gate {'failed' if not passed else 'passed'}; the "
+            f"bisection named {', '.join(named) or 'no node'} in {bisection.get('rounds', 0)} round(s): "
+            + ("[green]caught[/]" if caught else "[bold red]not caught[/]")
+        )
+        if not caught:
+            raise typer.Exit(ExitCode.FAILED)
+        return
     if not passed:
         raise typer.Exit(ExitCode.FAILED)

@@ -121,6 +121,9 @@ def run_playbook(
         quiet=True,
         rotate_artifacts=3,
         suppress_env_files=True,
+        # Without a callback ansible-runner installs its own SIGINT/SIGTERM handlers and turns a signal
+        # into a 'canceled' run; gpufleet's handler (gpufleet.lifecycle.signals) stops the play itself.
+        cancel_callback=lambda: False,
     )
     stats = runner.stats or {}
     unreachable = sorted((stats.get("dark") or {}).keys())

@@ -41,7 +41,11 @@ class ReapItem:
 Teardown = Callable[[ClusterSpec, ClusterState], list[str]]
 
 
-def expired_states(now: datetime | None = None, root: Path | None = None) -> list[tuple[ClusterState, dict]]:
+def expired_states(
+    now: datetime | None = None, root: Path | None = None, broken: list[ReapItem] | None = None
+) -> list[tuple[ClusterState, dict]]:
+    """States past their expiry. A state file that cannot be read is not expired: it goes to ``broken``
+    (when given) with the reason, so one damaged folder never stops the sweep."""
     now = now or datetime.now(UTC)
     root = root or state_root()
     found = []
@@ -50,17 +54,26 @@ def expired_states(now: datetime | None = None, root: Path | None = None) -> lis
         try:
             record = state.load()
             expires = datetime.fromisoformat(record["expires_at"])
-        except (GpufleetError, KeyError, ValueError):
+            expired = expires <= now
+        except GpufleetError as exc:
+            reason = exc.message
+        except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
+            reason = f"{path} has no valid expires_at ({type(exc).__name__}: {exc})"
+        else:
+            if expired:
+                found.append((state, record))
             continue
-        if expires <= now:
-            found.append((state, record))
+        if broken is not None:
+            broken.append(
+                ReapItem(state.name, "?", "?", f"skipped: damaged state ({reason}); run 'gpufleet down SPEC'")
+            )
     return found
 
 
 def reap(teardown: Teardown, *, dry_run: bool = False, now: datetime | None = None) -> list[ReapItem]:
     """Tear down every local-state cluster whose lifetime has passed (``dry_run``: only say so)."""
-    items = []
-    for state, record in expired_states(now):
+    items: list[ReapItem] = []
+    for state, record in expired_states(now, broken=items):
         item = ReapItem(state.name, record.get("provider", "?"), record["expires_at"], "")
         spec_path = record.get("spec_path")
         try:

@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from gpufleet.errors import SpecError
+from gpufleet.spec import yaml_text
 from gpufleet.spec.model import PATTERN_HELP, ClusterSpec
 
 _DISCRIMINATED = {"provider", "filesystem"}
@@ -21,36 +22,31 @@ _DISCRIMINATED = {"provider", "filesystem"}
 def load_spec(path: str | Path) -> ClusterSpec:
     """Load and validate a spec file. Raises ``SpecError`` with every problem listed."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(
-            f"spec file {path} does not exist", hint="give the path of a YAML spec, e.g. examples/local.yaml"
-        ) from None
-    except OSError as exc:
-        raise SpecError(f"spec file {path} cannot be read: {exc.strerror}") from None
-    return parse_spec(text, source=str(path))
+    return parse_spec(yaml_text.read_text(path), source=str(path), base_dir=path.parent)
 
 
-def parse_spec(text: str, *, source: str = "<spec>") -> ClusterSpec:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{source} is not valid YAML{where}: {problem}") from None
+def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = None) -> ClusterSpec:
+    """Validate spec text. Relative paths in the spec (a bare-metal inventory) are read from ``base_dir``."""
+    data, root = yaml_text.parse(text, source)
     if not isinstance(data, dict):
         raise SpecError(
             f"{source} must hold a mapping of spec keys (name, provider, node_groups, ...), "
-            f"not {type(data).__name__}",
+            f"not {_kind_of(data)}",
             hint="see examples/local.yaml for the shape",
         )
+    context = {"base_dir": base_dir} if base_dir is not None else None
     try:
-        return ClusterSpec.model_validate(data)
+        return ClusterSpec.model_validate(data, context=context)
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, data, root, source)) from None
+
+
+def _kind_of(data: Any) -> str:
+    if isinstance(data, list):
+        return "a list"
+    if isinstance(data, str):
+        return f"the plain text {_show(data)}"
+    return f"the value {_show(data)}"
 
 
 def format_validation_error(
@@ -67,9 +63,12 @@ def format_validation_error(
         where = ".".join(_segment(p) for p in path).replace(".[", "[") or "(top level)"
         head = f"  - {where}" + (f" (line {line})" if line else "")
         message = _message(error)
+        written = yaml_text.scalar_text(root, path)
+        message = _yaml_typing(error, written) or message
         scalar = not isinstance(error["input"], Mapping | list)
         if value_present and scalar and error["type"] not in ("missing", "unknown_key"):
-            head += f": got {_show(error['input'])}"
+            shown = written if written is not None and written != str(error["input"]) else None
+            head += f": got {_show(error['input'])}" + (f" (written {shown})" if shown else "")
         problems.append(f"{head}\n      {message}")
     count = len(problems)
     noun = "problem" if count == 1 else "problems"
@@ -85,14 +84,19 @@ def _readable_path(loc: Sequence[str | int], data: Any) -> tuple[list[str | int]
     path: list[str | int] = []
     node = data
     present = True
+    tag_skipped = False
     for part in loc:
         if isinstance(node, Mapping):
             if part in node:
                 path.append(part)
                 node = node[part]
                 continue
-            if isinstance(part, str) and (node.get("kind") == part or (path and path[-1] in _DISCRIMINATED)):
-                continue  # the discriminator value pydantic inserts into the location
+            tag_here = bool(path) and path[-1] in _DISCRIMINATED and "kind" not in node and not tag_skipped
+            if isinstance(part, str) and (node.get("kind") == part or tag_here):
+                # the discriminator value pydantic inserts into the location (once, right after the
+                # field): a missing field inside the block keeps its own name (provider.region)
+                tag_skipped = True
+                continue
             if isinstance(node, Mapping) and isinstance(part, str) and part in ("function-after",):
                 continue
             path.append(part)
@@ -140,6 +144,37 @@ def _message(error: Mapping[str, Any]) -> str:
     if error["type"] == "union_tag_not_found":
         return "say which kind with 'kind:' (e.g. kind: local)"
     return message
+
+
+def _yaml_typing(error: Mapping[str, Any], written: str | None) -> str | None:
+    """Say so when YAML's typing of what the user wrote is the problem (``yes`` a boolean, ``12.10`` a
+    number), and how to write it instead."""
+    value = error["input"]
+    kind = str(error["type"])
+    if kind == "bool_for_number" or (isinstance(value, bool) and kind != "bool_type"):
+        text = written or str(value).lower()
+        kind = "float_type" if kind == "bool_for_number" else kind
+        return (
+            f"YAML reads {text} as a boolean (yes/no/on/off/true/false all are); this field takes "
+            f'{_wanted(kind)}: write the value itself (or quote it, "{text}", if you mean the word)'
+        )
+    if isinstance(value, int | float) and kind in ("string_type", "string_pattern_mismatch"):
+        text = written if written is not None else str(value)
+        changed = f" the number {value}" if text != str(value) else " a number"
+        return f'YAML reads {text} as{changed}; this field takes text: quote it, "{text}"'
+    return None
+
+
+def _wanted(kind: str) -> str:
+    if kind.startswith("int"):
+        return "a whole number"
+    if kind.startswith("float"):
+        return "a number"
+    if kind.startswith("string"):
+        return "text"
+    if kind == "enum":
+        return "one of the names listed for it"
+    return "another kind of value"
 
 
 def _show(value: Any) -> str:

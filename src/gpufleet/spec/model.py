@@ -12,13 +12,16 @@ import ipaddress
 import re
 from datetime import timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -53,6 +56,39 @@ class SpecModel(BaseModel):
             "unknown key {keys}; accepted keys here: {accepted}",
             {"keys": ", ".join(parts), "accepted": ", ".join(sorted(known))},
         )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, data: Any) -> Any:
+        """``count: yes`` is the boolean true in YAML, which pydantic would quietly read as 1."""
+        if not isinstance(data, dict):
+            return data
+        for key, value in data.items():
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if field is None:
+                continue
+            numeric, values_numeric = _numeric(field.annotation)
+            at = None
+            if numeric and isinstance(value, bool):
+                at = key
+            elif values_numeric and isinstance(value, dict):
+                at = next((f"{key}.{k}" for k, v in value.items() if isinstance(v, bool)), None)
+            if at is not None:
+                raise PydanticCustomError("bool_for_number", "a boolean where a number belongs", {"at": at})
+        return data
+
+
+def _numeric(annotation: Any) -> tuple[bool, bool]:
+    """(the field is a number, the field maps keys to numbers), looking through Optional and Annotated."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _numeric(args[0])
+    if origin in (Union, UnionType):
+        return any(_numeric(a)[0] for a in args), any(_numeric(a)[1] for a in args)
+    if origin is dict and len(args) == 2:
+        return False, _numeric(args[1])[0]
+    return annotation in (int, float), False
 
 
 PATTERN_HELP: dict[str, str] = {}
@@ -125,6 +161,11 @@ class LocalProvider(SpecModel):
     gpu_arch: Annotated[
         str, _pattern(r"^sm_\d{2,3}[a-z]?$", "expected a CUDA architecture such as sm_90")
     ] = Field(default="sm_90", description="with gpu_stack: the architecture nccl-tests is built for")
+    net_admin: bool = Field(
+        default=False,
+        description="give nodes CAP_NET_ADMIN (their own network namespace only), so 'tc' can slow a "
+        "node's link: the slow-node demo (gpufleet run --slow-node)",
+    )
 
 
 _AWS_REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
@@ -207,7 +248,19 @@ class BaremetalProvider(SpecModel):
     """Machines that already exist, described by a hand-written Ansible inventory."""
 
     kind: Literal["baremetal"] = "baremetal"
-    inventory: str = Field(description="path to the Ansible inventory (see inventories/examples/)")
+    inventory: Annotated[str, StringConstraints(min_length=1)] = Field(
+        description="path to the Ansible inventory (see inventories/examples/), relative to the spec file"
+    )
+
+    @field_validator("inventory")
+    @classmethod
+    def _relative_to_spec(cls, value: str, info: ValidationInfo) -> str:
+        """A relative path is read from the spec file's folder, wherever gpufleet is run from."""
+        base = (info.context or {}).get("base_dir")
+        path = Path(value).expanduser()
+        if base is not None and not path.is_absolute():
+            return str(Path(base) / path)
+        return str(path) if value.startswith("~") else value
 
 
 Provider = Annotated[
@@ -605,6 +658,13 @@ class ValidationSpec(SpecModel):
     drain_bad_nodes: bool = False
     timeout: Duration = Field(default=timedelta(minutes=30))
 
+    @field_validator("timeout")
+    @classmethod
+    def _timeout_range(cls, value: timedelta) -> timedelta:
+        if not timedelta(minutes=1) <= value <= timedelta(days=7):
+            raise PydanticCustomError("timeout_range", "timeout must be between 1m and 7d")
+        return value
+
     @model_validator(mode="after")
     def _sizes(self) -> ValidationSpec:
         if self.min_bytes > self.max_bytes:
@@ -621,9 +681,11 @@ class ValidationSpec(SpecModel):
                 {"gate": self.gate_min_bytes, "hi": self.max_bytes},
             )
         for collective, floor in self.min_busbw.items():
-            if floor <= 0:
+            if not 0 < floor < 1e6:  # also refuses .nan and .inf
                 raise PydanticCustomError(
-                    "floor", "min_busbw.{c} must be a positive GB/s figure", {"c": collective.value}
+                    "floor",
+                    "min_busbw.{c} must be a positive GB/s figure below 1000000",
+                    {"c": collective.value},
                 )
         return self
 

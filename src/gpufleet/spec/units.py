@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from typing import Annotated
@@ -9,8 +10,11 @@ from typing import Annotated
 from pydantic import BeforeValidator, PlainSerializer
 
 _DURATION = re.compile(r"^\s*(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*$")
-_BYTES = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
-_BYTE_FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_BYTES = re.compile(r"^\s*(\d+)\s*([KMGTP]?)(i?B?)?\s*$", re.IGNORECASE)
+_BYTE_FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+MAX_BYTES = 1 << 50  # nccl-tests takes sizes as 64-bit counts; nothing a cluster validates is near this
+MAX_DAYS = 3650
+MAX_SECONDS = MAX_DAYS * 86400  # far below timedelta's own limit (999999999 days)
 
 
 def parse_duration(value: object) -> timedelta:
@@ -19,14 +23,21 @@ def parse_duration(value: object) -> timedelta:
         return value
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 90m, 8h or 2d")
+    seconds: float | None = None
     if isinstance(value, int | float):
-        return timedelta(seconds=float(value))
-    if isinstance(value, str):
+        seconds = float(value) if not abs(value) > MAX_SECONDS * 2 else float("inf")  # nan stays nan
+    elif isinstance(value, str):
         match = _DURATION.match(value)
         if match and any(match.groups()):
             days, hours, minutes = (int(g) if g else 0 for g in match.groups())
-            return timedelta(days=days, hours=hours, minutes=minutes)
-    raise ValueError("expected a duration such as 90m, 8h, 2d or 1d12h")
+            seconds = float(days * 86400 + hours * 3600 + minutes * 60)
+    if seconds is None:
+        raise ValueError("expected a duration such as 90m, 8h, 2d or 1d12h")
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError("a duration must be a positive time such as 90m, 8h or 2d")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"{value} is far too long a duration; the longest gpufleet takes is {MAX_DAYS}d")
+    return timedelta(seconds=seconds)
 
 
 def format_duration(value: timedelta) -> str:
@@ -41,13 +52,20 @@ def parse_bytes(value: object) -> int:
     """``8``, ``"64K"``, ``"16M"``, ``"1G"``, ``"16GiB"`` -> bytes (binary multiples, as nccl-tests)."""
     if isinstance(value, bool):
         raise ValueError("expected a size such as 8, 64K, 16M or 1G")
+    size: int | None = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        size = value
+    elif isinstance(value, str):
         match = _BYTES.match(value)
         if match:
-            return int(match.group(1)) * _BYTE_FACTORS[match.group(2).upper()]
-    raise ValueError("expected a size such as 8, 64K, 16M or 1G")
+            size = int(match.group(1)) * _BYTE_FACTORS[match.group(2).upper()]
+    if size is None:
+        raise ValueError("expected a size such as 8, 64K, 16M or 1G")
+    if size < 0:
+        raise ValueError("a size cannot be negative")
+    if size > MAX_BYTES:
+        raise ValueError(f"{value} is too large a size; the largest gpufleet takes is 1P")
+    return size
 
 
 def format_bytes(value: int) -> str:

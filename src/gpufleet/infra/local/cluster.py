@@ -157,6 +157,8 @@ class LocalCluster:
         ]
         if self.spec.filesystem.kind == "volume":
             args += ["-v", f"{self.volume}:{self.spec.filesystem.mount_point}"]
+        if self.provider.net_admin:  # tc in the node's own namespace (gpufleet.infra.local.faults)
+            args += ["--cap-add", "NET_ADMIN"]
         self.podman.run(*args, image, what=f"starting node {node.name}")
 
     def _wait_ready(self, name: str, address: str, key: Path, timeout: float = 90) -> None:

@@ -1,0 +1,284 @@
+"""Faults on a real local cluster, through the ``gpufleet`` command as a user meets them.
+
+- a slow node (one node's link rate-limited with tc): the gate fails, the bisection names that node within
+  ceil(log2 N) + 2 rounds, Slurm drains it with the reason, the report shows the rounds;
+- a second ``up`` of the same cluster while the first runs: refused by the lock, nothing half-made;
+- SIGINT during ``configure``, SIGTERM during ``up`` and ``validate``: a clean stop, the state says where,
+  ``down`` removes everything; ``configure`` run again completes;
+- two clusters side by side: separate networks, keys and state; ``down`` of one leaves the other running;
+- a corrupted or missing state folder: ``down`` still finds the cluster by its podman labels;
+- ``down``/``status`` of a cluster that never existed: exit 7.
+
+Every cluster has its own name (prefix ``GPUFLEET_FAULTS_NAME``, default ``flt``) and is torn down in a
+``finally``. Needs root, podman, runc and debootstrap (``scripts/bootstrap.sh``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(3600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
+PREFIX = os.environ.get("GPUFLEET_FAULTS_NAME", "flt")
+
+
+def podman(*args: str) -> list[str]:
+    done = subprocess.run(["podman", *args], capture_output=True, text=True, check=True)
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def labelled(name: str) -> list[str]:
+    label = f"label=gpufleet.cluster={name}"
+    return (
+        podman("ps", "-a", "--filter", label, "--format", "{{.Names}}")
+        + podman("network", "ls", "--filter", label, "--format", "{{.Name}}")
+        + podman("volume", "ls", "--filter", label, "--format", "{{.Name}}")
+    )
+
+
+def wait_for(what: str, condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"waited {timeout:.0f} s for {what}")
+
+
+class Gpufleet:
+    """Runs the gpufleet command with a private state folder; writes specs named for this test."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.state = workdir / "state"
+        self.env = {**os.environ, "GPUFLEET_STATE_DIR": str(self.state), "COLUMNS": "200"}
+        self.made: list[Path] = []
+
+    def spec(self, name: str, *, compute: int = 1, **changes: object) -> Path:
+        data = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+        data["name"] = name
+        data["node_groups"][1]["count"] = compute
+        data.update(changes)
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        self.made.append(path)
+        return path
+
+    def __call__(
+        self, *args: str, expect: int | None = 0, timeout: float = 1800
+    ) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [GPUFLEET, *args], cwd=self.workdir, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        if expect is not None:
+            assert done.returncode == expect, (
+                f"gpufleet {' '.join(args)} exited {done.returncode}, expected {expect}\n"
+                f"--- stdout\n{done.stdout[-5000:]}\n--- stderr\n{done.stderr[-5000:]}"
+            )
+        return done
+
+    def start(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [GPUFLEET, *args],
+            cwd=self.workdir,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def phase(self, name: str, phase: str) -> str | None:
+        try:
+            record = json.loads((self.state / name / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return (record.get("phases", {}).get(phase) or {}).get("status")
+
+
+def stop(process: subprocess.Popen, signum: int, timeout: float = 120) -> tuple[int, str, str]:
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Gpufleet]:
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("podman", "runc", "debootstrap")):
+        pytest.fail("the fault tests need root, podman, runc and debootstrap: run scripts/bootstrap.sh test")
+    cli = Gpufleet(tmp_path)
+    try:
+        yield cli
+    finally:  # whatever happened, leave nothing behind
+        for spec in cli.made:
+            name = yaml.safe_load(spec.read_text())["name"]
+            if labelled(name) or (cli.state / name).exists():
+                cli("down", str(spec), expect=None)
+
+
+def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet) -> None:
+    name = f"{PREFIX}-slow"
+    spec = fleet.spec(
+        name,
+        compute=4,
+        provider={"kind": "local", "node_cpus": 1, "node_memory_mb": 1024, "net_admin": True},
+        validation=yaml.safe_load((ROOT / "examples" / "local-slow-node.yaml").read_text())["validation"],
+    )
+    nodes = [f"{name}-compute-{i}" for i in range(4)]
+
+    # Two ups at once: the second is refused by the lock while the first works; the first completes.
+    first = fleet.start("up", str(spec))
+    lock = fleet.state / ".locks" / f"{name}.lock"
+    wait_for("the first up to take the lock", lambda: lock.exists() and "up" in lock.read_text(), 120)
+    second = fleet("up", str(spec), expect=10)
+    assert "is busy" in second.stderr and "gpufleet up" in second.stderr, second.stderr
+    assert first.wait(timeout=900) == 0, first.communicate()
+    assert sorted(
+        podman("ps", "--filter", f"label=gpufleet.cluster={name}", "--format", "{{.Names}}")
+    ) == sorted([f"{name}-controller", *nodes])
+
+    # SIGINT in the middle of configure: exit 130, the state says so, no ansible-playbook left behind.
+    configure = fleet.start("configure", str(spec))
+    wait_for("configure to start", lambda: fleet.phase(name, "configure") == "running", 120)
+    artifacts = fleet.state / name / "logs" / "ansible"
+    wait_for("the first Ansible events", lambda: any(artifacts.rglob("job_events/*.json")), 300)
+    code, _, err = stop(configure, signal.SIGINT)
+    assert code == 130, err
+    assert "stopped by SIGINT" in err and "Traceback" not in err, err
+    assert fleet.phase(name, "configure") == "interrupted"
+    left = subprocess.run(["pgrep", "-f", f"ansible-playbook.*{fleet.state}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"ansible-playbook still running: {left.stdout}"
+    # ... and configure run again completes.
+    assert fleet("configure", "--json", str(spec)).returncode == 0
+    assert fleet.phase(name, "configure") == "done"
+
+    # The slow node: its link capped at 50 Mbit/s, as gpufleet run --slow-node does it.
+    from gpufleet.infra.local.faults import slow_link
+
+    slow = nodes[-1]
+    assert "tbf" in slow_link(slow)
+    out = fleet.workdir / "report"
+    done = fleet("validate", "--json", "--out", str(out), str(spec), expect=1)
+    report = json.loads(done.stdout)
+    assert report["passed"] is False
+    bisection = report["bisection"]
+    assert list(bisection["bad_nodes"]) == [slow], json.dumps(bisection, indent=1)
+    assert 1 <= bisection["rounds"] <= math.ceil(math.log2(len(nodes))) + 2, bisection
+    assert bisection["drained"] == [slow], bisection
+    rounds, jobs = bisection["rounds"], bisection["jobs"]
+    print(f"\nslow node {slow}: {rounds} round(s), {jobs} job(s), named {bisection['bad_nodes']}")
+    markdown = (out / "validation-report.md").read_text()
+    assert "## Bad nodes (bisection)" in markdown and "- round 1:" in markdown and slow in markdown
+    sinfo = podman(
+        "exec", f"{name}-controller", "sinfo", "-h", "-N", "-n", slow, "-o", "%N|%t|%E"
+    )  # node | state | reason
+    assert sinfo and sinfo[0].split("|")[1].startswith("drain"), sinfo
+    assert "gpufleet" in sinfo[0].split("|")[2], sinfo
+
+    # SIGTERM in the middle of validate: exit 143 within the spec's timeouts, the state says so.
+    again = fleet.start("validate", "--out", str(fleet.workdir / "again"), str(spec))
+    wait_for("validate to start", lambda: fleet.phase(name, "validate") == "running", 120)
+    time.sleep(10)
+    code, _, err = stop(again, signal.SIGTERM, timeout=300)
+    assert code == 143, err
+    assert fleet.phase(name, "validate") == "interrupted"
+
+    # A node stopped before validate: the health step names it and validate ends, nothing hangs.
+    podman("stop", "-t", "1", nodes[0])
+    started = time.monotonic()
+    done = fleet("validate", "--json", "--out", str(fleet.workdir / "stopped"), str(spec), expect=1)
+    print(f"validate with {nodes[0]} stopped: {time.monotonic() - started:.0f} s")
+    assert nodes[0] in json.loads(done.stdout)["health"]["failed_nodes"], done.stdout[-3000:]
+
+    down = json.loads(fleet("down", "--json", str(spec)).stdout)
+    assert down["leftovers"] == []
+    assert labelled(name) == []
+
+
+def test_sigterm_during_up_then_down_removes_everything(fleet: Gpufleet) -> None:
+    name = f"{PREFIX}-term"
+    spec = fleet.spec(name)
+    up = fleet.start("up", str(spec))
+    wait_for("the first node", lambda: any(n.startswith(name) for n in labelled(name)), 300)
+    code, _, err = stop(up, signal.SIGTERM)
+    assert code == 143, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err
+    assert fleet.phase(name, "up") == "interrupted"
+    status = fleet("status", "--json", str(spec))
+    assert json.loads(status.stdout)["state"]["phases"]["up"]["status"] == "interrupted"
+    down = json.loads(fleet("down", "--json", str(spec)).stdout)
+    assert down["leftovers"] == [] and labelled(name) == []
+    assert not (fleet.state / name).exists()
+
+
+def test_two_clusters_side_by_side_and_down_without_state(fleet: Gpufleet) -> None:
+    first, second = f"{PREFIX}-a", f"{PREFIX}-b"
+    spec_a, spec_b = fleet.spec(first), fleet.spec(second)
+    hosts_a = json.loads(fleet("up", "--json", str(spec_a)).stdout)["hosts"]
+    hosts_b = json.loads(fleet("up", "--json", str(spec_b)).stdout)["hosts"]
+    # Separate networks, keys and state.
+    net_a = podman(
+        "network", "inspect", f"gpufleet-{first}", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}"
+    )
+    net_b = podman(
+        "network", "inspect", f"gpufleet-{second}", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}"
+    )
+    assert net_a != net_b
+    key_a = (fleet.state / first / "ssh" / "id_ed25519.pub").read_text()
+    key_b = (fleet.state / second / "ssh" / "id_ed25519.pub").read_text()
+    assert key_a != key_b
+
+    # A's state is damaged: down still finds A by its labels, and leaves B alone.
+    (fleet.state / first / "state.json").write_text("{not json")
+    status = fleet("status", str(spec_a), expect=7)
+    assert "damaged" in status.stderr
+    fleet("down", str(spec_a))
+    assert labelled(first) == []
+    running = json.loads(fleet("status", "--json", str(spec_b)).stdout)["nodes"]
+    assert {n["name"]: n["running"] for n in running} == {h["name"]: True for h in hosts_b}
+    login_b = next(h for h in hosts_b if "controller" in h["roles"])
+    ssh = subprocess.run(
+        [
+            "ssh",
+            "-i",
+            str(fleet.state / second / "ssh" / "id_ed25519"),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            f"root@{login_b['address']}",
+            "hostname",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ssh.stdout.strip() == login_b["name"], ssh.stderr
+    assert hosts_a[0]["address"] != login_b["address"]
+
+    # B's state folder is gone altogether: down still removes it by its labels.
+    shutil.rmtree(fleet.state / second)
+    fleet("down", str(spec_b))
+    assert labelled(second) == []
+
+    # A second down says it is already gone (exit 0); a cluster that never existed is exit 7.
+    assert json.loads(fleet("down", "--json", str(spec_b)).stdout)["removed"] == []
+    never = fleet.spec(f"{PREFIX}-never")
+    for command in ("status", "down"):
+        done = fleet(command, "--json", str(never), expect=7)
+        assert json.loads(done.stdout)["error"]["kind"] == "state", done.stdout

@@ -1,0 +1,130 @@
+"""The per-cluster lock and the signal handling, each in a real second process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gpufleet.errors import ClusterBusy, ExitCode
+from gpufleet.lifecycle.lock import hold_cluster_lock, lock_path, release_all
+
+
+def _python(code: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_line(process: subprocess.Popen, expected: str) -> None:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.strip() == expected, (line, process.stderr.read() if process.stderr else "")
+
+
+def test_a_second_process_is_refused_while_the_first_holds_the_lock(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
+    holder = _python(
+        """
+        import sys, time
+        from gpufleet.lifecycle.lock import hold_cluster_lock
+        hold_cluster_lock("c1", "up")
+        print("held", flush=True)
+        time.sleep(60)
+        """,
+        {"GPUFLEET_STATE_DIR": str(tmp_path)},
+    )
+    try:
+        _wait_for_line(holder, "held")
+        with pytest.raises(ClusterBusy) as raised:
+            hold_cluster_lock("c1", "down")
+        assert f"'gpufleet up' (pid {holder.pid}" in raised.value.message
+        hold_cluster_lock("c2", "down")  # another cluster is not affected
+    finally:
+        holder.kill()
+        holder.wait()
+        release_all()
+    # The kernel drops a dead process's lock: no stale lock survives a crash.
+    hold_cluster_lock("c1", "down")
+    hold_cluster_lock("c1", "down")  # re-entrant in one process ('run' calls up, then down)
+    assert "'gpufleet down'" in lock_path("c1").read_text()
+    release_all()
+
+
+def test_waiting_for_a_lock_gets_it_when_it_is_released(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
+    holder = _python(
+        """
+        import time
+        from gpufleet.lifecycle.lock import hold_cluster_lock
+        hold_cluster_lock("c1", "up")
+        print("held", flush=True)
+        time.sleep(1.5)
+        """,
+        {"GPUFLEET_STATE_DIR": str(tmp_path)},
+    )
+    _wait_for_line(holder, "held")
+    started = time.monotonic()
+    hold_cluster_lock("c1", "down", wait=30)
+    assert time.monotonic() - started < 25
+    holder.wait()
+    release_all()
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, ExitCode.SIGINT), (signal.SIGTERM, ExitCode.SIGTERM)]
+)
+def test_a_signal_stops_the_command_its_children_and_records_the_phase(tmp_path: Path, signum, code) -> None:
+    """A command busy in a child process (started from a worker thread, as a bisection round's ssh is):
+    the signal ends the child at once, the phase says 'interrupted', the exit code is 128 + signal."""
+    process = _python(
+        """
+        import subprocess, sys, threading
+        from datetime import datetime, UTC
+        from gpufleet.cli.app import GpufleetGroup
+        from gpufleet.errors import GpufleetError
+        from gpufleet.lifecycle.phases import tracked
+        from gpufleet.lifecycle.signals import stop_on_signals
+        from gpufleet.state import ClusterState
+
+        state = ClusterState.for_name("sig")
+        state.save({"name": "sig", "phases": {}})
+        child = {}
+        def work():
+            child["p"] = subprocess.Popen(["sleep", "300"])
+            print(child["p"].pid, flush=True)
+            child["p"].wait()
+        try:
+            with stop_on_signals(), tracked(state, "configure"):
+                worker = threading.Thread(target=work)
+                worker.start()
+                worker.join()
+        except GpufleetError as exc:
+            print(exc.message, flush=True)
+            sys.exit(int(exc.exit_code))
+        """,
+        {"GPUFLEET_STATE_DIR": str(tmp_path)},
+    )
+    assert process.stdout is not None
+    child = int(process.stdout.readline())
+    time.sleep(0.3)
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == code, (out, err)
+    assert f"stopped by {signal.Signals(signum).name}" in out
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # the child is gone, not left to run out its time
+    record = json.loads((tmp_path / "sig" / "state.json").read_text())
+    assert record["phases"]["configure"]["status"] == "interrupted"
+    assert record["phases"]["configure"]["signal"] == signal.Signals(signum).name
