@@ -155,3 +155,31 @@ def test_written_file_is_plain_yaml(tmp_path: Path) -> None:
     text = path.read_text()
     assert text.startswith("# Ansible inventory of gpufleet cluster 'c'")
     assert yaml.safe_load(text)["all"]["vars"]["gpufleet_cluster"] == "c"
+
+
+def test_gpu_stack_defaults_from_the_gpu_count() -> None:
+    head, gpu = sample().hosts
+    assert (head.gpu_stack, gpu.gpu_stack) == ("none", "install")
+    assert (gpu.gpu_arch, gpu.nvswitch) == (None, False)
+    host_vars = sample().to_ansible()["all"]["children"]["compute"]["hosts"]["c-gpu-0"]
+    assert host_vars["gpufleet_gpu_stack"] == "install" and host_vars["gpufleet_nvswitch"] is False
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"gpufleet_gpu_stack": "reinstall"}, "gpu_stack"),
+        ({"gpufleet_gpu_arch": "hopper"}, "gpu_arch"),
+    ],
+)
+def test_gpu_host_vars_are_checked(changes, message) -> None:
+    data = sample().to_ansible()
+    data["all"]["children"]["compute"]["hosts"]["c-gpu-0"].update(changes)
+    with pytest.raises(ValueError, match=message):
+        Inventory.from_ansible(data)
+
+
+def test_example_baremetal_inventory_verifies_dgx_os() -> None:
+    inventory = Inventory.read(ROOT / "inventories" / "examples" / "baremetal.yml")
+    assert {(h.gpu_arch, h.nvswitch, h.gpu_stack) for h in inventory.compute} == {("sm_90", True, "verify")}
+    assert inventory.controller.gpu_stack == "none"

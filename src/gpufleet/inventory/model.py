@@ -1,7 +1,8 @@
 """The one inventory shape every backend produces and every role reads.
 
 Groups: ``slurm_controller``, ``slurm_login`` and ``compute``. Host variables (all ``gpufleet_``-prefixed):
-instance type, GPU count and model, fabric and its interface count, CPUs and memory for Slurm, private IP.
+instance type, GPU count, model and architecture, NVSwitch, how the GPU roles treat the node
+(``gpufleet_gpu_stack``), fabric and its interface count, CPUs and memory for Slurm, private IP.
 Cluster-wide variables under ``all.vars``: cluster name, provider, fabric, filesystem, plus whatever the
 backend needs roles to know (``extra_vars``). docs/inventory.md describes the contract for bare-metal
 users who write an inventory by hand.
@@ -10,13 +11,16 @@ users who write an inventory by hand.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import FabricKind, Role
+
+# How the GPU roles treat a host: install the stack, verify the one the image carries, or leave it alone.
+GpuStack = Literal["install", "verify", "none"]
 
 GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
 ROLE_OF_GROUP = {group: role for role, group in GROUP_OF_ROLE.items()}
@@ -26,6 +30,9 @@ _HOST_FIELDS = {
     "private_ip": "gpufleet_private_ip",
     "gpus": "gpufleet_gpus",
     "gpu_model": "gpufleet_gpu_model",
+    "gpu_arch": "gpufleet_gpu_arch",
+    "nvswitch": "gpufleet_nvswitch",
+    "gpu_stack": "gpufleet_gpu_stack",
     "fabric_interfaces": "gpufleet_fabric_interfaces",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
@@ -42,9 +49,22 @@ class Host(BaseModel):
     instance_type: str
     gpus: int = Field(default=0, ge=0)
     gpu_model: str | None = None
+    gpu_arch: str | None = Field(
+        default=None, pattern=r"^sm_\d{2,3}$", description="the GPUs' CUDA architecture (catalog gpu.arch)"
+    )
+    nvswitch: bool = Field(default=False, description="NVSwitch inside the node: needs nvidia-fabricmanager")
+    gpu_stack: GpuStack | None = Field(
+        default=None, description="install | verify | none; default install with GPUs, else none"
+    )
     fabric_interfaces: int = Field(default=0, ge=0)
     cpus: int = Field(ge=1, description="CPUs the node declares to Slurm")
     memory_mb: int = Field(ge=1, description="RealMemory the node declares to Slurm")
+
+    @model_validator(mode="after")
+    def _default_gpu_stack(self) -> Host:
+        if self.gpu_stack is None:
+            self.gpu_stack = "install" if self.gpus > 0 else "none"
+        return self
 
 
 class Connection(BaseModel):
@@ -194,6 +214,9 @@ class Inventory(BaseModel):
                 instance_type=h["instance_type"],
                 gpus=h.get("gpus", 0),
                 gpu_model=h.get("gpu_model"),
+                gpu_arch=h.get("gpu_arch"),
+                nvswitch=h.get("nvswitch", False),
+                gpu_stack=h.get("gpu_stack"),
                 fabric_interfaces=h.get("fabric_interfaces", 0),
                 cpus=h["cpus"],
                 memory_mb=h["memory_mb"],

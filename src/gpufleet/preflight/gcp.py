@@ -59,7 +59,9 @@ class GcpSeries:
 
 _UBUNTU = ("ubuntu-os-cloud", "ubuntu-2204-lts")
 # Google's accelerator images carry the RDMA (MRDMA) and gVNIC drivers A3 Ultra and A4 need.
-_UBUNTU_ACCEL = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-570")
+# They carry the NVIDIA driver too, so the GPU roles verify rather than install on them (gpu_stack).
+ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
+_UBUNTU_ACCEL = (ACCELERATOR_IMAGE_PROJECT, "ubuntu-accelerator-2204-amd64-with-nvidia-570")
 
 SERIES: tuple[GcpSeries, ...] = (
     # A3 Ultra and A4 boot only from Hyperdisk.

@@ -315,3 +315,24 @@ def test_every_vm_gets_the_cluster_key_through_cloud_init(record):
         user_data = vm.inputs["metadata"]["user-data"]
         assert user_data.startswith("#cloud-config\n"), f"{vm.urn}: {user_data[:40]!r}"
         assert key in user_data and f"hostname: {vm.inputs['name']}" in user_data, f"{vm.urn}: {user_data}"
+
+
+@pytest.mark.parametrize("item", GPU_TYPES, ids=_ids(GPU_TYPES))
+def test_gpu_facts_and_stack_mode_follow_catalog_and_image(record, item: InstanceType):
+    """Google's accelerator images carry the driver: GPU hosts booted from one are verified, not installed."""
+    inventory = Inventory.from_stack_outputs(record(gcp_spec(item.name)).outputs)
+    accelerator_image = series_of(item.name).image_project == "ubuntu-os-accelerator-images"
+    assert item.gpu is not None
+    for host in inventory.compute:
+        want = (item.gpu.arch, item.gpu.nvswitch, "verify" if accelerator_image else "install")
+        assert (host.gpu_arch, host.nvswitch, host.gpu_stack) == want, host
+    assert (inventory.controller.gpu_arch, inventory.controller.gpu_stack) == (None, "none")
+
+
+def test_a_fixed_accelerator_image_means_verify(record):
+    image = (
+        "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"
+    )
+    provider = {"kind": "gcp", "project": "test-project-1", "region": "us-central1", "zone": "us-central1-a"}
+    inventory = Inventory.from_stack_outputs(record(gcp_spec(provider={**provider, "image": image})).outputs)
+    assert {h.gpu_stack for h in inventory.compute} == {"verify"}

@@ -26,8 +26,8 @@ import pulumi_aws as aws
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
-from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, security
-from gpufleet.infra.aws.ami import Images
+from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, rules, security
+from gpufleet.infra.aws.ami import Images, family_for
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.userdata import authorized_keys, render_user_data
 from gpufleet.preflight import require_no_errors
@@ -111,6 +111,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=efa,
+                        image_has_gpu_stack=family_for(provider_spec.ami, item) in rules.GPU_STACK_FAMILIES,
                     )
                 )
 

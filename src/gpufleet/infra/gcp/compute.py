@@ -22,7 +22,7 @@ import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
-from gpufleet.preflight.gcp import NicLayout, series_of
+from gpufleet.preflight.gcp import ACCELERATOR_IMAGE_PROJECT, NicLayout, series_of
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -75,6 +75,12 @@ class Images:
             )
             self._found[key] = image.self_link
         return self._found[key]
+
+    def carries_gpu_stack(self, instance_type: str) -> bool:
+        """Whether the type's image is one of Google's accelerator images (NVIDIA driver inside)."""
+        if self._fixed:
+            return ACCELERATOR_IMAGE_PROJECT in self._fixed
+        return series_of(instance_type).image_project == ACCELERATOR_IMAGE_PROJECT
 
 
 def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingArgs | None:
