@@ -94,8 +94,9 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     cli, spec, state = cluster
 
     up = cli.json("up", str(spec))
-    assert [h["name"] for h in up["hosts"]] == [f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"]
-    assert sorted(leftovers()["containers"]) == [f"{NAME}-compute-0", f"{NAME}-compute-1", f"{NAME}-controller"]
+    nodes = [f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"]
+    assert [h["name"] for h in up["hosts"]] == nodes
+    assert sorted(leftovers()["containers"]) == sorted(nodes)
     assert (state / NAME / "inventory.yml").exists()
     assert oct((state / NAME / "munge.key").stat().st_mode & 0o777) == "0o400"
 

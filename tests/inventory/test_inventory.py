@@ -157,25 +157,40 @@ def test_written_file_is_plain_yaml(tmp_path: Path) -> None:
     assert yaml.safe_load(text)["all"]["vars"]["gpufleet_cluster"] == "c"
 
 
-def test_gpu_stack_defaults_from_the_gpu_count() -> None:
-    head, gpu = sample().hosts
-    assert (head.gpu_stack, gpu.gpu_stack) == ("none", "install")
-    assert (gpu.gpu_arch, gpu.nvswitch) == (None, False)
-    host_vars = sample().to_ansible()["all"]["children"]["compute"]["hosts"]["c-gpu-0"]
-    assert host_vars["gpufleet_gpu_stack"] == "install" and host_vars["gpufleet_nvswitch"] is False
+def test_gpu_stack_mode_follows_the_gpus_unless_set() -> None:
+    hosts = sample().to_ansible()["all"]["children"]
+    assert hosts["compute"]["hosts"]["c-gpu-0"]["gpufleet_gpu_stack"] == "install"
+    assert hosts["slurm_controller"]["hosts"]["c-head"]["gpufleet_gpu_stack"] == "none"
+    verify = Host(
+        name="n", roles=[Role.COMPUTE], address="a", private_ip="a", instance_type="p5.48xlarge",
+        gpus=8, gpu_stack="verify", cpus=1, memory_mb=1,
+    )  # fmt: skip
+    assert verify.gpu_stack == "verify"
 
 
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"gpufleet_gpu_stack": "reinstall"}, "gpu_stack"),
-        ({"gpufleet_gpu_arch": "hopper"}, "gpu_arch"),
-    ],
-)
-def test_gpu_host_vars_are_checked(changes, message) -> None:
+def test_software_reaches_the_roles_and_reads_back(tmp_path: Path) -> None:
+    from gpufleet.infra.backend import with_software
+    from gpufleet.spec.load import parse_spec
+
+    spec = parse_spec((ROOT / "examples" / "local.yaml").read_text())
+    inventory = with_software(sample(), spec)
+    written = inventory.to_ansible()["all"]["vars"]["gpufleet_software"]
+    assert written["nvidia_driver"] == spec.software.nvidia_driver and written["gpu_packages"] == "repo"
+    path = tmp_path / "inventory.yml"
+    inventory.write(path)
+    assert Inventory.read(path).software == written
+
+    # The local backend has no NVIDIA repository: a local GPU stack comes from PyPI.
+    data = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+    data["provider"]["gpu_stack"] = True
+    local = parse_spec(yaml.safe_dump(data))
+    assert with_software(sample(), local).software["gpu_packages"] == "pypi"
+
+
+def test_a_gpu_stack_mode_outside_the_three_is_rejected() -> None:
     data = sample().to_ansible()
-    data["all"]["children"]["compute"]["hosts"]["c-gpu-0"].update(changes)
-    with pytest.raises(ValueError, match=message):
+    data["all"]["children"]["compute"]["hosts"]["c-gpu-0"]["gpufleet_gpu_stack"] = "reinstall"
+    with pytest.raises(ValueError, match="gpu_stack"):
         Inventory.from_ansible(data)
 
 

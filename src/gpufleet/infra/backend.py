@@ -15,7 +15,7 @@ from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle.state import ClusterState
 from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import BaremetalProvider, ClusterSpec
+from gpufleet.spec.model import BaremetalProvider, ClusterSpec, LocalProvider
 
 
 def up(spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None) -> Inventory:
@@ -29,17 +29,29 @@ def up(spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Pa
             inventory = LocalCluster(spec, state, reporter).up()
         elif kind == "baremetal":
             inventory = _baremetal_inventory(spec, spec_path)
-            inventory.write(state.inventory_file)
         else:
             from gpufleet.infra import automation
 
             inventory = automation.up(spec, state, reporter)
-            inventory.write(state.inventory_file)
+        inventory = with_software(inventory, spec)
+        inventory.write(state.inventory_file)
     except BaseException as exc:
         state.mark("up", "failed", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise
     state.mark("up", "done", hosts=len(inventory.hosts))
     return inventory
+
+
+def with_software(inventory: Inventory, spec: ClusterSpec) -> Inventory:
+    """The spec's ``software`` block as the inventory's ``gpufleet_software``, which every role reads.
+
+    A bare-metal inventory may carry its own ``gpufleet_software``; the spec's values win, key by key.
+    The local backend has no NVIDIA repository, so its GPU stack always comes from PyPI.
+    """
+    software = {**inventory.software, **spec.software.model_dump(mode="json")}
+    if isinstance(spec.provider, LocalProvider) and spec.provider.gpu_stack:
+        software["gpu_packages"] = "pypi"
+    return inventory.model_copy(update={"software": software})
 
 
 def _baremetal_inventory(spec: ClusterSpec, spec_path: Path | None) -> Inventory:

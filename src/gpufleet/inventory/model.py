@@ -1,8 +1,7 @@
 """The one inventory shape every backend produces and every role reads.
 
 Groups: ``slurm_controller``, ``slurm_login`` and ``compute``. Host variables (all ``gpufleet_``-prefixed):
-instance type, GPU count, model and architecture, NVSwitch, how the GPU roles treat the node
-(``gpufleet_gpu_stack``), fabric and its interface count, CPUs and memory for Slurm, private IP.
+instance type, GPU count and model, fabric and its interface count, CPUs and memory for Slurm, private IP.
 Cluster-wide variables under ``all.vars``: cluster name, provider, fabric, filesystem, plus whatever the
 backend needs roles to know (``extra_vars``). docs/inventory.md describes the contract for bare-metal
 users who write an inventory by hand.
@@ -19,9 +18,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import FabricKind, Role
 
-# How the GPU roles treat a host: install the stack, verify the one the image carries, or leave it alone.
-GpuStack = Literal["install", "verify", "none"]
-
 GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
 ROLE_OF_GROUP = {group: role for role, group in GROUP_OF_ROLE.items()}
 
@@ -30,13 +26,15 @@ _HOST_FIELDS = {
     "private_ip": "gpufleet_private_ip",
     "gpus": "gpufleet_gpus",
     "gpu_model": "gpufleet_gpu_model",
-    "gpu_arch": "gpufleet_gpu_arch",
-    "nvswitch": "gpufleet_nvswitch",
-    "gpu_stack": "gpufleet_gpu_stack",
     "fabric_interfaces": "gpufleet_fabric_interfaces",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
+    "gpu_arch": "gpufleet_gpu_arch",
+    "nvswitch": "gpufleet_nvswitch",
+    "gpu_stack": "gpufleet_gpu_stack",
 }
+
+GpuStackMode = Literal["install", "verify", "none"]
 
 
 class Host(BaseModel):
@@ -49,16 +47,16 @@ class Host(BaseModel):
     instance_type: str
     gpus: int = Field(default=0, ge=0)
     gpu_model: str | None = None
-    gpu_arch: str | None = Field(
-        default=None, pattern=r"^sm_\d{2,3}$", description="the GPUs' CUDA architecture (catalog gpu.arch)"
-    )
-    nvswitch: bool = Field(default=False, description="NVSwitch inside the node: needs nvidia-fabricmanager")
-    gpu_stack: GpuStack | None = Field(
-        default=None, description="install | verify | none; default install with GPUs, else none"
-    )
     fabric_interfaces: int = Field(default=0, ge=0)
     cpus: int = Field(ge=1, description="CPUs the node declares to Slurm")
     memory_mb: int = Field(ge=1, description="RealMemory the node declares to Slurm")
+    gpu_arch: str | None = Field(default=None, description="CUDA architecture of the GPU, e.g. sm_90")
+    nvswitch: bool = Field(default=False, description="NVSwitch in the node: needs nvidia-fabricmanager")
+    gpu_stack: GpuStackMode | None = Field(
+        default=None,
+        description="how the GPU roles treat the node: install, verify (the image carries the stack) or "
+        "none; default install with GPUs, else none",
+    )
 
     @model_validator(mode="after")
     def _default_gpu_stack(self) -> Host:
@@ -84,6 +82,9 @@ class Inventory(BaseModel):
     hosts: list[Host] = Field(min_length=1)
     filesystem: dict[str, Any] = Field(default_factory=lambda: {"kind": "none"})
     connection: Connection = Connection()
+    software: dict[str, Any] = Field(
+        default_factory=dict, description="the spec's software block: versions the roles install or verify"
+    )
     extra_vars: dict[str, Any] = Field(default_factory=dict)
 
     def in_group(self, role: Role) -> list[Host]:
@@ -113,6 +114,8 @@ class Inventory(BaseModel):
             "gpufleet_filesystem": self.filesystem,
             "ansible_user": self.connection.user,
         }
+        if self.software:
+            all_vars["gpufleet_software"] = self.software
         if self.connection.private_key_file:
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
@@ -185,6 +188,7 @@ class Inventory(BaseModel):
             provider=all_vars.pop("gpufleet_provider", "baremetal"),
             fabric=FabricKind(all_vars.pop("gpufleet_fabric", "ethernet")),
             filesystem=all_vars.pop("gpufleet_filesystem", {"kind": "none"}),
+            software=all_vars.pop("gpufleet_software", {}),
             hosts=parsed,
             connection=connection,
             extra_vars=all_vars,

@@ -116,6 +116,15 @@ class LocalProvider(SpecModel):
     )
     node_cpus: int = Field(default=1, ge=1, le=64, description="CPUs each node declares to Slurm")
     node_memory_mb: int = Field(default=1024, ge=256, le=65536, description="memory each node declares")
+    gpu_stack: bool = Field(
+        default=False,
+        description="build the GPU user-space stack (CUDA and NCCL from PyPI, nccl-tests) on the compute "
+        "nodes although they have no GPU; validation then runs the real binaries and reports each node's "
+        "missing driver",
+    )
+    gpu_arch: Annotated[
+        str, _pattern(r"^sm_\d{2,3}[a-z]?$", "expected a CUDA architecture such as sm_90")
+    ] = Field(default="sm_90", description="with gpu_stack: the architecture nccl-tests is built for")
 
 
 _AWS_REGION = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
@@ -424,16 +433,22 @@ FILESYSTEMS_BY_PROVIDER: dict[str, tuple[str, ...]] = {
 
 
 class Software(SpecModel):
-    """Versions the roles install. ``distro`` means the operating system's own package."""
+    """Versions the roles install (or, on images that carry the stack, the minimums they verify).
+    ``distro`` means the operating system's own package."""
 
     nvidia_driver: Version = Field(default="580", description="driver branch, e.g. 570 or 580")
     cuda: Version = "12.9"
     nccl: Version = "2.27.7"
-    nccl_tests: Version = "2.17.6"
+    nccl_tests: Version = "2.19.6"
     efa_installer: Version = "1.43.3"
     aws_ofi_nccl: Version = "1.16.3"
     slurm: Version = "distro"
     openmpi: Version = "distro"
+    gpu_packages: Literal["repo", "pypi"] = Field(
+        default="repo",
+        description="where CUDA and NCCL come from when the roles install them: NVIDIA's package "
+        "repository, or NVIDIA's wheels on PyPI (sites without the repository; the local backend)",
+    )
 
 
 _SSH_KEY = re.compile(

@@ -330,9 +330,8 @@ def test_gpu_facts_and_stack_mode_follow_catalog_and_image(record, item: Instanc
 
 
 def test_a_fixed_accelerator_image_means_verify(record):
-    image = (
-        "projects/ubuntu-os-accelerator-images/global/images/family/ubuntu-accelerator-2404-amd64-with-nvidia-580"
-    )
+    family = "ubuntu-accelerator-2404-amd64-with-nvidia-580"
+    image = f"projects/ubuntu-os-accelerator-images/global/images/family/{family}"
     provider = {"kind": "gcp", "project": "test-project-1", "region": "us-central1", "zone": "us-central1-a"}
     inventory = Inventory.from_stack_outputs(record(gcp_spec(provider={**provider, "image": image})).outputs)
     assert {h.gpu_stack for h in inventory.compute} == {"verify"}

@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,9 +93,7 @@ class LocalCluster:
         with self.reporter.step("wait for systemd and sshd on every node"):
             for node in plan_nodes(self.spec):
                 self._wait_ready(node.name, addresses[node.name], key)
-        inventory = self.inventory(addresses)
-        inventory.write(self.state.inventory_file)
-        return inventory
+        return self.inventory(addresses)
 
     def _write_authorized_keys(self) -> Path:
         path = self.state.ssh_dir / "authorized_keys"
@@ -206,6 +205,12 @@ class LocalCluster:
 
     # ---- inventory --------------------------------------------------------------------------------
 
+    def _gpu_stack(self, roles: Iterable[Role]) -> dict[str, Any]:
+        """With ``provider.gpu_stack``, compute nodes get the GPU user-space stack built for real (no GPU)."""
+        if self.provider.gpu_stack and Role.COMPUTE in roles:
+            return {"gpu_stack": "install", "gpu_arch": self.provider.gpu_arch}
+        return {"gpu_stack": "none"}
+
     def inventory(self, addresses: dict[str, str]) -> Inventory:
         hosts = [
             Host(
@@ -218,6 +223,7 @@ class LocalCluster:
                 fabric_interfaces=0,
                 cpus=self.provider.node_cpus,
                 memory_mb=self.provider.node_memory_mb,
+                **self._gpu_stack(node.roles),
             )
             for node in plan_nodes(self.spec)
         ]
