@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Per-node health check, run on every compute node by the validation suite (``srun ... python3 -c``).
 
 Standalone on purpose: the standard library only, Python 3.8+, no gpufleet import, so that it runs on
