@@ -16,7 +16,7 @@ from gpufleet.inventory.model import Host
 from gpufleet.spec.model import Role
 from gpufleet.validate import node_health
 from gpufleet.validate.gate import FAIL, PASS
-from gpufleet.validate.health import evaluate_node, expectations
+from gpufleet.validate.health import driver_branch, evaluate_health, evaluate_node, expectations
 from gpufleet.validate.slurm import HealthRun, node_health_script
 
 DATA = Path(__file__).parent / "data" / "gpu"
@@ -247,3 +247,16 @@ def test_check_mode_fails_drains_and_names_the_reason(tmp_path):
     drained = (tmp_path / "drained").read_text().strip()
     reason = "reason=gpufleet-node-check: 7 GPUs visible, the inventory expects 8"
     assert drained == f"update nodename=gpu-3 state=drain {reason}"
+
+
+def test_validate_judges_the_loaded_driver_against_the_inventory_software():
+    assert [driver_branch(s) for s in ({"nvidia_driver": "580"}, {"nvidia_driver": "570.86.15"}, {})] == [
+        580,
+        570,
+        None,
+    ]
+    raw = _raw(driver={"present": True, "version": "570.86.15", "branch": 570, "open": True})
+    run = HealthRun(states={}, answers={"n1": raw}, rc=0, stderr="")
+    report = evaluate_health([_host()], run, driver_branch({"nvidia_driver": "580"}))
+    assert report.failed_nodes == ["n1"]
+    assert report.nodes[0].problems[0].startswith("driver 570.86.15 is older than the pinned branch 580")

@@ -21,7 +21,15 @@ from gpufleet.validate.gate import FAIL, PASS, Check
 from gpufleet.validate.node_health import SERIOUS_XIDS, judge
 from gpufleet.validate.slurm import HealthRun
 
-__all__ = ["SERIOUS_XIDS", "HealthReport", "NodeHealth", "evaluate_health", "evaluate_node", "expectations"]
+__all__ = [
+    "SERIOUS_XIDS",
+    "HealthReport",
+    "NodeHealth",
+    "driver_branch",
+    "evaluate_health",
+    "evaluate_node",
+    "expectations",
+]
 
 
 @dataclass
@@ -89,11 +97,18 @@ def _cell(value: Any) -> str:
     return "not present" if value is None else str(value)
 
 
-def evaluate_health(hosts: list[Host], run: HealthRun) -> HealthReport:
-    return HealthReport([evaluate_node(host, run) for host in hosts])
+def evaluate_health(hosts: list[Host], run: HealthRun, driver_branch: int | None = None) -> HealthReport:
+    """``driver_branch``: the pinned driver branch (the inventory's software), the loaded driver's minimum."""
+    return HealthReport([evaluate_node(host, run, driver_branch) for host in hosts])
 
 
-def evaluate_node(host: Host, run: HealthRun) -> NodeHealth:
+def driver_branch(software: dict[str, Any]) -> int | None:
+    """The branch of ``software.nvidia_driver`` ("580" or "580.95.05"), if the inventory has one."""
+    text = str(software.get("nvidia_driver") or "").split(".")[0]
+    return int(text) if text.isdigit() else None
+
+
+def evaluate_node(host: Host, run: HealthRun, driver_branch: int | None = None) -> NodeHealth:
     result = NodeHealth(host.name)
     checks = result.checks
     state = run.states.get(host.name)
@@ -114,7 +129,8 @@ def evaluate_node(host: Host, run: HealthRun) -> NodeHealth:
             )
         return result
     result.raw = raw
-    checks.extend(Check(name, status, message) for name, status, message in judge(raw, expectations(host)))
+    expect = expectations(host, driver_branch)
+    checks.extend(Check(name, status, message) for name, status, message in judge(raw, expect))
     return result
 
 

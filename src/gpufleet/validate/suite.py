@@ -26,7 +26,7 @@ from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
 from gpufleet.validate.gate import FAIL, GateConfig, Verdict, judge
-from gpufleet.validate.health import HealthReport, evaluate_health
+from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
@@ -193,7 +193,7 @@ def run_suite(
     health: HealthReport | None = None
     if validation.health_checks:
         health_run = runner.run_health(nodes)
-        health = evaluate_health(hosts, health_run)
+        health = evaluate_health(hosts, health_run, driver_branch(inventory.software))
         unusable = {
             node.node
             for node in health.nodes
