@@ -331,3 +331,23 @@ def test_baseline_selection(nodes, collective, want):
 def test_baseline_unknown_or_bare_type():
     assert SMALL.baseline("nope", 2, "all_reduce") is None
     assert SMALL.baseline("plain", 2, "all_reduce") is None
+
+
+# -- GPU architecture ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", _types(lambda item: item.gpu is not None))
+def test_gpu_arch_is_sourced(name):
+    """gpu.arch drives what nccl-tests is compiled for: it must cite NVIDIA's compute-capability table."""
+    item = CATALOG.instance_types[name]
+    assert item.sources.get("gpu.arch") == "nvidia-cuda-gpus", f"{name}: sources {item.sources}"
+
+
+def test_one_gpu_model_has_one_arch():
+    seen: dict[str, set[str]] = {}
+    for item in CATALOG.instance_types.values():
+        if item.gpu is not None:
+            seen.setdefault(item.gpu.model, set()).add(item.gpu.arch)
+    assert {model: archs for model, archs in seen.items() if len(archs) > 1} == {}
+    assert seen["NVIDIA H100"] == {"sm_90"} and seen["NVIDIA A100"] == {"sm_80"}
+    assert seen["NVIDIA B200"] == {"sm_100"} and seen["NVIDIA A10G"] == {"sm_86"}

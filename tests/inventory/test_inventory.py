@@ -184,3 +184,16 @@ def test_software_reaches_the_roles_and_reads_back(tmp_path: Path) -> None:
     data["provider"]["gpu_stack"] = True
     local = parse_spec(yaml.safe_dump(data))
     assert with_software(sample(), local).software["gpu_packages"] == "pypi"
+
+
+def test_a_gpu_stack_mode_outside_the_three_is_rejected() -> None:
+    data = sample().to_ansible()
+    data["all"]["children"]["compute"]["hosts"]["c-gpu-0"]["gpufleet_gpu_stack"] = "reinstall"
+    with pytest.raises(ValueError, match="gpu_stack"):
+        Inventory.from_ansible(data)
+
+
+def test_example_baremetal_inventory_verifies_dgx_os() -> None:
+    inventory = Inventory.read(ROOT / "inventories" / "examples" / "baremetal.yml")
+    assert {(h.gpu_arch, h.nvswitch, h.gpu_stack) for h in inventory.compute} == {("sm_90", True, "verify")}
+    assert inventory.controller.gpu_stack == "none"

@@ -28,7 +28,14 @@ CATALOG = Catalog.model_validate(
             "h200x1": {
                 "provider": "gcp",
                 "description": "1 GPU + 1 NIC per node",
-                "gpu": {"model": "H200", "count": 1, "memory_gib": 141, "nvlink": False, "nvswitch": False},
+                "gpu": {
+                    "model": "H200",
+                    "arch": "sm_90",
+                    "count": 1,
+                    "memory_gib": 141,
+                    "nvlink": False,
+                    "nvswitch": False,
+                },
                 "fabric": {"kind": "roce", "bandwidth_gbps": 400, "interfaces": 1},
                 "baselines": [
                     {
@@ -50,7 +57,14 @@ CATALOG = Catalog.model_validate(
             "h100x8": {
                 "provider": "aws",
                 "description": "8 GPUs",
-                "gpu": {"model": "H100", "count": 8, "memory_gib": 80, "nvlink": True, "nvswitch": True},
+                "gpu": {
+                    "model": "H100",
+                    "arch": "sm_90",
+                    "count": 8,
+                    "memory_gib": 80,
+                    "nvlink": True,
+                    "nvswitch": True,
+                },
                 "fabric": {"kind": "efa", "bandwidth_gbps": 3200, "interfaces": 32},
                 "baselines": [
                     {

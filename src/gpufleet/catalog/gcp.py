@@ -53,7 +53,9 @@ ACCELERATOR_IMAGE_SOURCE = (
     "https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/1047080375afbb44da4b596be314634e7486af4a/"
     "examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml"
 )
-_UBUNTU_ACCEL = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2404-amd64-with-nvidia-580")
+# They carry the NVIDIA driver too, so the GPU roles verify rather than install on them (gpu_stack).
+ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
+_UBUNTU_ACCEL = (ACCELERATOR_IMAGE_PROJECT, "ubuntu-accelerator-2404-amd64-with-nvidia-580")
 
 SERIES: tuple[GcpSeries, ...] = (
     # A3 Ultra and A4 boot only from Hyperdisk.

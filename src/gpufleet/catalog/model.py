@@ -34,6 +34,10 @@ class Source(CatalogModel):
 
 class Gpu(CatalogModel):
     model: str
+    arch: str = Field(
+        pattern=r"^sm_\d{2,3}$",
+        description="CUDA architecture, sm_<compute capability without the dot> (sm_90 for H100)",
+    )
     count: int = Field(ge=1)
     memory_gib: int = Field(ge=1, description="memory per GPU")
     nvlink: bool

@@ -5,8 +5,9 @@ The shape is one typed model, ``gpufleet.inventory.stack.StackOutputs``, which
 
 - ``cluster``, ``provider``, ``region``, ``zone``, ``fabric``, ``expires_at``
 - ``head_node``: the name of the controller/login host
-- ``hosts``: a list of ``{name, roles, private_ip, instance_type, gpus, gpu_model, fabric_interfaces,
-  cpus, memory_mb}``
+- ``hosts``: a list of ``{name, roles, private_ip, instance_type, gpus, gpu_model, gpu_arch, nvswitch,
+  gpu_stack, fabric_interfaces, cpus, memory_mb}``; ``gpu_stack`` is "verify" where the image carries the
+  GPU stack (the program knows which image it booted), "install" on other GPU nodes, "none" without GPUs
 - ``filesystem``: ``{kind, mount_point, ...}`` with ``dns_name`` and ``mount_name`` for FSx for Lustre,
   ``mount_source`` for Managed Lustre and Filestore (what ``mount`` takes); ``{kind: none}`` without one.
 """
@@ -38,15 +39,25 @@ def host_record(
     instance_type: str,
     item: InstanceType | None,
     fabric_interfaces: int,
+    image_has_gpu_stack: bool = False,
 ) -> dict[str, Any]:
-    """One entry of ``hosts``; ``private_ip`` may be a ``pulumi.Output``."""
+    """One entry of ``hosts``; ``private_ip`` may be a ``pulumi.Output``.
+
+    ``image_has_gpu_stack``: the node boots an image that carries the NVIDIA stack (a DLAMI, a GCP
+    accelerator image), so the GPU roles verify it instead of installing over it.
+    """
+    gpu = item.gpu if item else None
+    stack = "none" if gpu is None else ("verify" if image_has_gpu_stack else "install")
     return {
         "name": name,
         "roles": [role.value for role in roles],
         "private_ip": private_ip,
         "instance_type": instance_type,
-        "gpus": item.gpu_count if item else 0,
-        "gpu_model": item.gpu.model if item and item.gpu else None,
+        "gpus": gpu.count if gpu else 0,
+        "gpu_model": gpu.model if gpu else None,
+        "gpu_arch": gpu.arch if gpu else None,
+        "nvswitch": gpu.nvswitch if gpu else False,
+        "gpu_stack": stack,
         "fabric_interfaces": fabric_interfaces,
         "cpus": item.cpus if item and item.cpus else 2,
         "memory_mb": slurm_memory_mb(item),

@@ -1,12 +1,17 @@
 """Judge each compute node's health line against what the inventory says the node should have.
 
-The script (``node_health.py``) reports what it finds; this module decides. A node fails when it did
-not answer, Slurm does not consider it usable, its GPU or fabric device count is short of the
-inventory's ``gpufleet_gpus`` / ``gpufleet_fabric_interfaces``, it has uncorrected ECC errors, remapped-
-row failures or a serious XID, DCGM's level-1 diagnostic failed, it has fewer CPUs or less memory than it
-declares to Slurm, munge/slurmd are not running, or the inventory's shared filesystem is not mounted at
-its mount point with the filesystem type its kind means, or cannot be written. Tools that are absent are
-"not present" (not a failure) unless the inventory expects GPUs.
+The script (``node_health.py``) reports what it finds; its ``judge`` holds the rules, which the node also
+applies to itself (``gpufleet-node-check --check``, Slurm's HealthCheckProgram), so both always agree.
+This module adds Slurm's view, the checks that need the inventory's fabric facts (what ``fi_info``,
+``ibstat`` and ``ip -j link`` printed, parsed by ``fabric_facts``) and the shared filesystem, and turns the
+results into ``Check``s. A node fails when it did not answer, Slurm does not consider it usable, its GPU or
+fabric device count is short of the inventory's ``gpufleet_gpus`` / ``gpufleet_fabric_interfaces``, it has
+uncorrected ECC errors, remapped-row failures or a serious XID, DCGM's level-1 diagnostic failed, a GPU runs
+without persistence mode, an NVSwitch node (``gpufleet_nvswitch``) has no running nvidia-fabricmanager, it
+has fewer CPUs or less memory than it declares to Slurm, munge/slurmd are not running, a fabric port or NIC
+is missing, down or at the wrong rate or MTU, or the inventory's shared filesystem is not mounted at its
+mount point with the filesystem type its kind means, or cannot be written. Tools that are absent are "not
+present" (not a failure) unless the inventory expects GPUs.
 """
 
 from __future__ import annotations
@@ -24,12 +29,19 @@ from gpufleet.validate.fabric_facts import (
     parse_ip_link,
     port_problems,
 )
-from gpufleet.validate.gate import FAIL, INFO, PASS, WARN, Check
+from gpufleet.validate.gate import FAIL, PASS, Check
+from gpufleet.validate.node_health import SERIOUS_XIDS, judge
 from gpufleet.validate.slurm import HealthRun
 
-# XIDs that mean the hardware (not the application) is in trouble: double-bit ECC, row remapping,
-# NVLink, fallen off the bus, uncontained errors, GSP failures (NVIDIA's XID catalog).
-SERIOUS_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+__all__ = [
+    "SERIOUS_XIDS",
+    "HealthReport",
+    "NodeHealth",
+    "driver_branch",
+    "evaluate_health",
+    "evaluate_node",
+    "expectations",
+]
 
 # The filesystem type each kind of gpufleet_filesystem mounts (None: any; the local volume is a bind mount
 # of whatever the host's disk is).
@@ -117,12 +129,32 @@ def _cell(value: Any) -> str:
 
 
 def evaluate_health(
-    hosts: list[Host], run: HealthRun, filesystem: Mapping[str, Any] | None = None
+    hosts: list[Host],
+    run: HealthRun,
+    filesystem: Mapping[str, Any] | None = None,
+    *,
+    driver_branch: int | None = None,
 ) -> HealthReport:
-    return HealthReport([evaluate_node(host, run, filesystem) for host in hosts], filesystem)
+    """``filesystem``: the inventory's; ``driver_branch``: the pinned driver branch (the inventory's
+    software), the loaded driver's minimum."""
+    return HealthReport(
+        [evaluate_node(host, run, filesystem, driver_branch=driver_branch) for host in hosts], filesystem
+    )
 
 
-def evaluate_node(host: Host, run: HealthRun, filesystem: Mapping[str, Any] | None = None) -> NodeHealth:
+def driver_branch(software: dict[str, Any]) -> int | None:
+    """The branch of ``software.nvidia_driver`` ("580" or "580.95.05"), if the inventory has one."""
+    text = str(software.get("nvidia_driver") or "").split(".")[0]
+    return int(text) if text.isdigit() else None
+
+
+def evaluate_node(
+    host: Host,
+    run: HealthRun,
+    filesystem: Mapping[str, Any] | None = None,
+    *,
+    driver_branch: int | None = None,
+) -> NodeHealth:
     result = NodeHealth(host.name)
     checks = result.checks
     state = run.states.get(host.name)
@@ -143,107 +175,26 @@ def evaluate_node(host: Host, run: HealthRun, filesystem: Mapping[str, Any] | No
             )
         return result
     result.raw = raw
-    _gpus(host, raw, checks)
-    _ecc(raw, checks)
-    _xid(raw, checks)
-    _dcgm(raw, checks)
-    _fabric(host, raw, checks)
-    _size(host, raw, checks)
-    _services(raw, checks)
+    expect = expectations(host, driver_branch)
+    checks.extend(Check(name, status, message) for name, status, message in judge(raw, expect))
+    fabric = raw.get("fabric") or {}
+    _fabric_tools(host, str(fabric.get("kind")), fabric.get("raw") or {}, checks)
     _filesystem(filesystem or {}, raw, checks)
     return result
 
 
-def _gpus(host: Host, raw: dict[str, Any], checks: list[Check]) -> None:
-    gpus = raw.get("gpus") or {}
-    if not gpus.get("present"):
-        if host.gpus:
-            checks.append(
-                Check("gpus", FAIL, f"nvidia-smi not present, but the inventory expects {host.gpus} GPUs")
-            )
-        else:
-            checks.append(Check("gpus", INFO, "GPUs: not present (none expected)"))
-        return
-    count = gpus.get("count")
-    if count is None:
-        checks.append(Check("gpus", FAIL, f"nvidia-smi failed: {gpus.get('error', 'no output')}"))
-    elif count < host.gpus:
-        checks.append(Check("gpus", FAIL, f"{count} GPUs visible, the inventory expects {host.gpus}"))
-    elif count > host.gpus:
-        checks.append(Check("gpus", WARN, f"{count} GPUs visible, the inventory expects {host.gpus}"))
-    else:
-        checks.append(Check("gpus", PASS, f"{count} GPUs"))
-
-
-def _ecc(raw: dict[str, Any], checks: list[Check]) -> None:
-    ecc = raw.get("ecc") or {}
-    if not ecc.get("present"):
-        return
-    if ecc.get("error"):
-        checks.append(Check("ecc", WARN, f"ECC counters not readable: {ecc['error']}"))
-        return
-    uncorrected = ecc.get("uncorrected")
-    if uncorrected:
-        bad = [str(g["gpu"]) for g in ecc.get("per_gpu") or [] if g.get("uncorrected")]
-        checks.append(Check("ecc", FAIL, f"{uncorrected} uncorrected ECC errors (GPU {', '.join(bad)})"))
-    elif uncorrected is None:
-        checks.append(Check("ecc", INFO, "ECC counters not reported (ECC off?)"))
-    else:
-        checks.append(Check("ecc", PASS, "no uncorrected ECC errors"))
-    if ecc.get("remap_failures"):
-        checks.append(Check("ecc", FAIL, f"row remapping failed on {ecc['remap_failures']} GPU(s)"))
-
-
-def _xid(raw: dict[str, Any], checks: list[Check]) -> None:
-    xid = raw.get("xid") or {}
-    if not xid.get("readable"):
-        checks.append(Check("xid", INFO, "kernel log not readable: XID errors not checked"))
-        return
-    codes = set(xid.get("codes") or [])
-    serious = sorted(codes & SERIOUS_XIDS)
-    if serious:
-        last = (xid.get("last") or [""])[-1]
-        checks.append(
-            Check("xid", FAIL, f"XID {', '.join(map(str, serious))} in the kernel log (e.g. {last})")
-        )
-    elif codes:
-        checks.append(Check("xid", WARN, f"XID {', '.join(map(str, sorted(codes)))} in the kernel log"))
-    else:
-        checks.append(Check("xid", PASS, "no XID errors"))
-
-
-def _dcgm(raw: dict[str, Any], checks: list[Check]) -> None:
-    dcgm = raw.get("dcgm") or {}
-    if not dcgm.get("present"):
-        return
-    if dcgm.get("passed"):
-        checks.append(Check("dcgm", PASS, "DCGM level-1 diagnostic passed"))
-    else:
-        checks.append(
-            Check("dcgm", FAIL, f"DCGM level-1 diagnostic failed: {str(dcgm.get('summary'))[:200]}")
-        )
-
-
-def _fabric(host: Host, raw: dict[str, Any], checks: list[Check]) -> None:
-    fabric = raw.get("fabric") or {}
-    devices = fabric.get("devices")
-    if devices is None:
-        checks.append(Check("fabric", WARN, f"fabric devices not counted: {fabric.get('error', 'no data')}"))
-        return
-    if host.fabric_interfaces and devices < host.fabric_interfaces:
-        checks.append(
-            Check(
-                "fabric",
-                FAIL,
-                f"{devices} {fabric.get('kind')} devices, the inventory expects {host.fabric_interfaces} "
-                f"({fabric.get('method')})",
-            )
-        )
-    elif host.fabric_interfaces:
-        checks.append(Check("fabric", PASS, f"{devices} {fabric.get('kind')} devices"))
-    else:
-        checks.append(Check("fabric", INFO, f"{devices} {fabric.get('kind')} devices (none expected)"))
-    _fabric_tools(host, str(fabric.get("kind")), fabric.get("raw") or {}, checks)
+def expectations(host: Host, driver_branch: int | None = None) -> dict[str, Any]:
+    """What the inventory says ``host`` has, in the shape ``node_health.judge`` (and the node) reads."""
+    expect: dict[str, Any] = {
+        "gpus": host.gpus,
+        "fabric_interfaces": host.fabric_interfaces,
+        "cpus": host.cpus,
+        "memory_mb": host.memory_mb,
+        "nvswitch": host.nvswitch,
+    }
+    if driver_branch is not None:
+        expect["driver_branch"] = driver_branch
+    return expect
 
 
 def _fabric_tools(host: Host, kind: str, raw: dict[str, str], checks: list[Check]) -> None:
@@ -269,26 +220,6 @@ def _fabric_tools(host: Host, kind: str, raw: dict[str, str], checks: list[Check
             checks.append(Check("fabric", FAIL, f"{tool}: {'; '.join(problems[:6])}"))
         else:
             checks.append(Check("fabric", PASS, f"{tool}: as the inventory says"))
-
-
-def _size(host: Host, raw: dict[str, Any], checks: list[Check]) -> None:
-    cpus, memory = raw.get("cpus"), raw.get("memory_mb")
-    if isinstance(cpus, int) and cpus < host.cpus:
-        checks.append(Check("cpus", FAIL, f"{cpus} CPUs, but the node declares {host.cpus} to Slurm"))
-    if isinstance(memory, int) and memory < host.memory_mb:
-        checks.append(
-            Check("memory", FAIL, f"{memory} MB of memory, but the node declares {host.memory_mb} MB")
-        )
-
-
-def _services(raw: dict[str, Any], checks: list[Check]) -> None:
-    services = raw.get("services") or {}
-    for name in ("munge", "slurmd"):
-        state = services.get(name, "unknown")
-        if state in ("active", "running (no systemd)"):
-            continue
-        status = WARN if state == "not present" else FAIL
-        checks.append(Check(name, status, f"{name} is {state}"))
 
 
 def _filesystem(filesystem: Mapping[str, Any], raw: dict[str, Any], checks: list[Check]) -> None:

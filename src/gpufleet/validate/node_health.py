@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Per-node health check, run on every compute node by the validation suite (``srun ... python3 -c``).
 
 Standalone on purpose: the standard library only, Python 3.8+, no gpufleet import, so that it runs on
@@ -11,9 +12,21 @@ diagnostic when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband dev
 driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the
 right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the
 raw output of ``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory;
-the munge and slurmd services; with ``--mount PATH``, the shared filesystem there: mounted or not, its
-type and source (``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread
-with a deadline, so a hung network filesystem is reported, not waited on forever).
+the munge and slurmd services; persistence mode per GPU (``nvidia-smi --query-gpu``); the loaded driver
+(``/proc/driver/nvidia/version``); the nvidia-fabricmanager service; with ``--mount PATH``, the shared
+filesystem there: mounted or not, its type and source (``/proc/self/mountinfo``), and whether a file can
+be written and removed (in a thread with a deadline, so a hung network filesystem is reported, not
+waited on forever).
+
+The rules that turn a report into a verdict live here too (``judge``), so that the node itself and
+gpufleet judge alike: ``health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same file,
+installed on every GPU node by the ``gpu_health`` role as ``/usr/local/sbin/gpufleet-node-check``, runs
+with ``--check``: it reads what the node should have from ``/etc/gpufleet/node-check.json`` (written from
+the inventory), prints one line (``OK ...`` or ``FAIL <reason>``) and exits 1 on a failure; with
+``--drain`` it also drains the node in Slurm with that reason (Slurm's HealthCheckProgram).
+
+The parsers of NVIDIA's tools' output (``parse_*``) are tested against real captured outputs
+(tests/validate/data/gpu/SOURCES.md).
 """
 
 from __future__ import annotations
@@ -26,10 +39,21 @@ import socket
 import subprocess
 import sys
 import threading
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 MARKER = "GPUFLEET_HEALTH "
 XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+# XIDs that mean the hardware (not the application) is in trouble: double-bit ECC, row remapping,
+# NVLink, fallen off the bus, uncontained errors, GSP failures (NVIDIA's XID catalog).
+SERIOUS_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+EXPECT_FILE = "/etc/gpufleet/node-check.json"
+PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
+_VERSION = re.compile(
+    r"NVRM version: NVIDIA UNIX (?:Open Kernel Module for (?P<arch>\S+)|(?P<parch>\S+) Kernel Module)"
+    r"\s+(?P<version>\d+(?:\.\d+)+)"
+)
+_NA = ("N/A", "[N/A]", "[Not Supported]", "Not Supported", "")
 
 
 def run(argv: list[str], timeout: float = 60.0) -> tuple[int, str]:
@@ -52,6 +76,133 @@ def read(path: str | Path) -> str | None:
         return Path(path).read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return None
+
+
+# ---- parsers of NVIDIA's tools ------------------------------------------------------------------
+
+
+def _value(text: str | None) -> str | None:
+    text = (text or "").strip()
+    return None if text in _NA else text
+
+
+def _count(text: str | None) -> int | None:
+    value = _value(text)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def parse_driver_version(text: str) -> dict[str, object] | None:
+    """``/proc/driver/nvidia/version``: the loaded kernel module's version, branch and flavour."""
+    match = _VERSION.search(text or "")
+    if match is None:
+        return None
+    version = match.group("version")
+    return {
+        "version": version,
+        "branch": int(version.split(".")[0]),
+        "open": match.group("arch") is not None,
+        "arch": match.group("arch") or match.group("parch"),
+    }
+
+
+def parse_query_csv(text: str, fields: list[str] | None = None) -> list[dict[str, str | None]]:
+    """``nvidia-smi --query-gpu=... --format=csv`` (header row) or ``csv,noheader`` with ``fields``.
+
+    Keys are the query names without the unit nvidia-smi appends to the header (``fan.speed [%]``);
+    values are stripped, ``N/A`` / ``[N/A]`` / ``[Not Supported]`` become None.
+    """
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if fields is None:
+        if not lines:
+            return []
+        fields = [name.split(" [")[0].strip() for name in lines[0].split(",")]
+        lines = lines[1:]
+    rows = []
+    for line in lines:
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) == len(fields):
+            rows.append({fields[i]: _value(parts[i]) for i in range(len(fields))})
+    return rows
+
+
+def _ecc_uncorrected(gpu: ET.Element) -> int | None:
+    """Volatile uncorrected ECC errors: dram+sram (Ampere and later) or the older total."""
+    volatile = gpu.find("ecc_errors/volatile")
+    if volatile is None:
+        return None
+    counts = [_count(volatile.findtext(tag)) for tag in ("dram_uncorrectable", "sram_uncorrectable")]
+    known = [count for count in counts if count is not None]
+    if known:
+        return sum(known)
+    return _count(volatile.findtext("double_bit/total"))
+
+
+def parse_smi_xml(text: str) -> dict[str, object]:
+    """``nvidia-smi -q -x``: driver and CUDA version, and per GPU what the health check judges."""
+    root = ET.fromstring(text)
+    gpus = []
+    for index, gpu in enumerate(root.findall("gpu")):
+        remap = gpu.find("remapped_rows")
+        failure = remap.findtext("remapped_row_failure") if remap is not None else None
+        pending = remap.findtext("remapped_row_pending") if remap is not None else None
+        gpus.append(
+            {
+                "index": index,
+                "name": _value(gpu.findtext("product_name")),
+                "bus_id": gpu.get("id"),
+                "persistence": {"Enabled": True, "Disabled": False}.get(
+                    (gpu.findtext("persistence_mode") or "").strip()
+                ),
+                "ecc_enabled": {"Enabled": True, "Disabled": False}.get(
+                    (gpu.findtext("ecc_mode/current_ecc") or "").strip()
+                ),
+                "uncorrected_volatile": _ecc_uncorrected(gpu),
+                "remap_failure": None if _value(failure) is None else failure.strip() == "Yes",
+                "remap_pending": None if _value(pending) is None else pending.strip() == "Yes",
+            }
+        )
+    attached = _count(root.findtext("attached_gpus"))
+    return {
+        "driver_version": _value(root.findtext("driver_version")),
+        "cuda_version": _value(root.findtext("cuda_version")),
+        "attached_gpus": attached if attached is not None else len(gpus),
+        "gpus": gpus,
+    }
+
+
+def _test_status(test: dict) -> str:
+    summary = test.get("test_summary")
+    if isinstance(summary, dict) and summary.get("status"):
+        return str(summary["status"])
+    statuses = [str(r.get("status", "")) for r in test.get("results") or [] if isinstance(r, dict)]
+    for word in ("fail", "warn", "pass"):
+        if any(status.lower() == word for status in statuses):
+            return word.capitalize()
+    return statuses[0] if statuses else "Skip"
+
+
+def parse_dcgm_diag(text: str) -> dict[str, object] | None:
+    """``dcgmi diag -r N -j`` (DCGM 3.x "DCGM GPU Diagnostic" and 4.x "DCGM Diagnostic" shapes)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    body = data.get("DCGM Diagnostic") or data.get("DCGM GPU Diagnostic")
+    if not isinstance(body, dict):
+        return None
+    tests = {}
+    for category in body.get("test_categories") or []:
+        for test in category.get("tests") or []:
+            tests[str(test.get("name"))] = _test_status(test)
+    failed = [name for name, status in tests.items() if status.lower() == "fail"]
+    return {
+        "tests": tests,
+        "failed": failed,
+        "warned": [name for name, status in tests.items() if status.lower() == "warn"],
+        "passed": bool(tests) and not failed,
+    }
 
 
 def gpus() -> dict[str, object]:
@@ -118,14 +269,42 @@ def dcgm() -> dict[str, object]:
     if rc == 127:
         return {"present": False, "note": "dcgmi not present"}
     text = out.strip()
-    failed = rc != 0 or '"Fail"' in text or '"fail"' in text
-    summary = ""
-    try:
-        data = json.loads(text)
-        summary = json.dumps(data)[:400]
-    except ValueError:
+    parsed = parse_dcgm_diag(text)
+    failed = rc != 0 or '"Fail"' in text or '"fail"' in text or bool(parsed and parsed["failed"])
+    if parsed and parsed["failed"]:
+        summary = "failed: " + ", ".join(parsed["failed"])  # type: ignore[arg-type]
+    elif parsed is None:
         summary = text[-400:]
+    else:
+        summary = json.dumps(json.loads(text))[:400]
     return {"present": True, "passed": not failed, "exit": rc, "summary": summary}
+
+
+def persistence() -> dict[str, object]:
+    rc, out = run(["nvidia-smi", "--query-gpu=index,persistence_mode", "--format=csv,noheader"])
+    if rc == 127:
+        return {"present": False, "note": "nvidia-smi not present"}
+    if rc != 0:
+        return {"present": True, "error": out.strip()[-300:]}
+    rows = parse_query_csv(out, ["index", "persistence_mode"])
+    modes = {
+        row["index"]: row["persistence_mode"]
+        for row in rows
+        if row["persistence_mode"] in ("Enabled", "Disabled")
+    }
+    return {
+        "present": True,
+        "disabled": sorted(i for i, m in modes.items() if m == "Disabled"),
+        "gpus": len(modes),
+    }
+
+
+def driver() -> dict[str, object]:
+    text = read("/proc/driver/nvidia/version")
+    if text is None:
+        return {"present": False, "note": "no NVIDIA kernel module loaded"}
+    parsed = parse_driver_version(text)
+    return {"present": True, **parsed} if parsed else {"present": True, "error": text[:200]}
 
 
 def _driver(path: Path) -> str:
@@ -303,9 +482,185 @@ def service(name: str) -> str:
     return "running (no systemd)" if rc == 0 else "not running"
 
 
-def main(argv: list[str]) -> int:
-    kind = argv[argv.index("--fabric") + 1] if "--fabric" in argv else "ethernet"
-    mount_point = argv[argv.index("--mount") + 1] if "--mount" in argv else None
+# ---- judging ---------------------------------------------------------------------------------------
+# A check is (name, status, message); status is pass, fail, warn or info. ``expect`` holds what the
+# inventory says the node has: gpus, fabric_interfaces, cpus, memory_mb, nvswitch, driver_branch.
+
+
+def _judge_gpus(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    gpus, want = raw.get("gpus") or {}, int(expect.get("gpus") or 0)
+    if not gpus.get("present"):
+        if want:
+            return [("gpus", FAIL, f"nvidia-smi not present, but the inventory expects {want} GPUs")]
+        return [("gpus", INFO, "GPUs: not present (none expected)")]
+    count = gpus.get("count")
+    if count is None:
+        return [("gpus", FAIL, f"nvidia-smi failed: {gpus.get('error', 'no output')}")]
+    if count < want:
+        return [("gpus", FAIL, f"{count} GPUs visible, the inventory expects {want}")]
+    if count > want:
+        return [("gpus", WARN, f"{count} GPUs visible, the inventory expects {want}")]
+    return [("gpus", PASS, f"{count} GPUs")]
+
+
+def _judge_ecc(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    ecc = raw.get("ecc") or {}
+    if not ecc.get("present"):
+        return []
+    if ecc.get("error"):
+        return [("ecc", WARN, f"ECC counters not readable: {ecc['error']}")]
+    checks = []
+    uncorrected = ecc.get("uncorrected")
+    if uncorrected:
+        bad = [str(g["gpu"]) for g in ecc.get("per_gpu") or [] if g.get("uncorrected")]
+        checks.append(("ecc", FAIL, f"{uncorrected} uncorrected ECC errors (GPU {', '.join(bad)})"))
+    elif uncorrected is None:
+        checks.append(("ecc", INFO, "ECC counters not reported (ECC off?)"))
+    else:
+        checks.append(("ecc", PASS, "no uncorrected ECC errors"))
+    if ecc.get("remap_failures"):
+        checks.append(("ecc", FAIL, f"row remapping failed on {ecc['remap_failures']} GPU(s)"))
+    return checks
+
+
+def _judge_xid(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    xid = raw.get("xid") or {}
+    if not xid.get("readable"):
+        return [("xid", INFO, "kernel log not readable: XID errors not checked")]
+    codes = set(xid.get("codes") or [])
+    serious = sorted(codes & SERIOUS_XIDS)
+    if serious:
+        last = (xid.get("last") or [""])[-1]
+        return [("xid", FAIL, f"XID {', '.join(map(str, serious))} in the kernel log (e.g. {last})")]
+    if codes:
+        return [("xid", WARN, f"XID {', '.join(map(str, sorted(codes)))} in the kernel log")]
+    return [("xid", PASS, "no XID errors")]
+
+
+def _judge_dcgm(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    dcgm = raw.get("dcgm") or {}
+    if not dcgm.get("present"):
+        return []
+    if dcgm.get("passed"):
+        return [("dcgm", PASS, "DCGM level-1 diagnostic passed")]
+    return [("dcgm", FAIL, f"DCGM level-1 diagnostic failed: {str(dcgm.get('summary'))[:200]}")]
+
+
+def _judge_persistence(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    state = raw.get("persistence") or {}
+    if not state.get("present") or not expect.get("gpus") or not state.get("gpus"):
+        return []
+    off = state.get("disabled") or []
+    if off:
+        return [
+            (
+                "persistence",
+                FAIL,
+                f"persistence mode off on GPU {', '.join(map(str, off))}: start nvidia-persistenced "
+                "(systemctl enable --now nvidia-persistenced)",
+            )
+        ]
+    return [("persistence", PASS, "persistence mode on")]
+
+
+def _judge_fabricmanager(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    if not expect.get("nvswitch"):
+        return []
+    state = raw.get("fabricmanager") or "not present"
+    if state in ("active", "running (no systemd)"):
+        return [("fabricmanager", PASS, "nvidia-fabricmanager active")]
+    return [
+        (
+            "fabricmanager",
+            FAIL,
+            f"nvidia-fabricmanager is {state} on an NVSwitch node: CUDA cannot use the GPUs until it runs "
+            "(systemctl enable --now nvidia-fabricmanager; journalctl -u nvidia-fabricmanager)",
+        )
+    ]
+
+
+def _judge_driver(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    loaded, want = raw.get("driver") or {}, expect.get("driver_branch")
+    if not loaded.get("present") or not want or not loaded.get("branch"):
+        return []
+    if int(loaded["branch"]) < int(want):
+        return [
+            (
+                "driver",
+                FAIL,
+                f"driver {loaded['version']} is older than the pinned branch {want}: "
+                "install a newer driver (or an image that carries one) and reboot",
+            )
+        ]
+    return [
+        ("driver", PASS, f"driver {loaded['version']} ({'open' if loaded.get('open') else 'proprietary'})")
+    ]
+
+
+def _judge_fabric(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    fabric, want = raw.get("fabric") or {}, int(expect.get("fabric_interfaces") or 0)
+    devices = fabric.get("devices")
+    if devices is None:
+        return [("fabric", WARN, f"fabric devices not counted: {fabric.get('error', 'no data')}")]
+    if want and devices < want:
+        return [
+            (
+                "fabric",
+                FAIL,
+                f"{devices} {fabric.get('kind')} devices, the inventory expects {want} "
+                f"({fabric.get('method')})",
+            )
+        ]
+    if want:
+        return [("fabric", PASS, f"{devices} {fabric.get('kind')} devices")]
+    return [("fabric", INFO, f"{devices} {fabric.get('kind')} devices (none expected)")]
+
+
+def _judge_size(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    checks = []
+    cpus, memory = raw.get("cpus"), raw.get("memory_mb")
+    if isinstance(cpus, int) and expect.get("cpus") and cpus < expect["cpus"]:
+        checks.append(("cpus", FAIL, f"{cpus} CPUs, but the node declares {expect['cpus']} to Slurm"))
+    if isinstance(memory, int) and expect.get("memory_mb") and memory < expect["memory_mb"]:
+        message = f"{memory} MB of memory, but the node declares {expect['memory_mb']} MB"
+        checks.append(("memory", FAIL, message))
+    return checks
+
+
+def _judge_services(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    checks = []
+    services = raw.get("services") or {}
+    for name in ("munge", "slurmd"):
+        state = services.get(name, "unknown")
+        if state in ("active", "running (no systemd)"):
+            continue
+        checks.append((name, WARN if state == "not present" else FAIL, f"{name} is {state}"))
+    return checks
+
+
+JUDGES = (
+    _judge_gpus,
+    _judge_ecc,
+    _judge_xid,
+    _judge_dcgm,
+    _judge_persistence,
+    _judge_fabricmanager,
+    _judge_driver,
+    _judge_fabric,
+    _judge_size,
+    _judge_services,
+)
+
+
+def judge(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    """Every check of one node's report against what the node should have (see the section comment)."""
+    return [check for rule in JUDGES for check in rule(raw, expect)]
+
+
+# ---- command line -----------------------------------------------------------------------------------
+
+
+def collect(kind: str, skip: tuple[str, ...] = (), mount_point: str | None = None) -> dict[str, object]:
     report: dict[str, object] = {
         "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
         "fqdn": socket.getfqdn(),
@@ -315,6 +670,9 @@ def main(argv: list[str]) -> int:
         "ecc": ecc,
         "xid": xids,
         "dcgm": dcgm,
+        "persistence": persistence,
+        "driver": driver,
+        "fabricmanager": lambda: service("nvidia-fabricmanager"),
         "fabric": lambda: fabric(kind),
         "cpus": cpus,
         "memory_mb": memory_mb,
@@ -323,10 +681,70 @@ def main(argv: list[str]) -> int:
     if mount_point:
         checks["mount"] = lambda: mount(mount_point)
     for key, check in checks.items():
+        if key in skip:
+            continue
         try:
             report[key] = check()
         except Exception as exc:  # a check that breaks is reported, the others still run
             report[key] = {"error": f"{type(exc).__name__}: {exc}"}
+    return report
+
+
+def _option(argv: list[str], name: str, default: str | None = None) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else default
+
+
+def _expectations(argv: list[str]) -> dict[str, object]:
+    path = _option(argv, "--expect", EXPECT_FILE)
+    try:
+        expect = json.loads(Path(str(path)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        expect = {}
+    for flag, key in (
+        ("--gpus", "gpus"),
+        ("--fabric-interfaces", "fabric_interfaces"),
+        ("--driver-branch", "driver_branch"),
+    ):
+        if flag in argv:
+            expect[key] = int(str(_option(argv, flag, "0")))
+    if "--nvswitch" in argv:
+        expect["nvswitch"] = True
+    return expect
+
+
+# ``--skip`` takes report keys; these produce checks under other names.
+_CHECKS_OF = {"services": ("munge", "slurmd"), "memory_mb": ("memory",)}
+
+
+def check_node(argv: list[str]) -> int:
+    """``--check``: judge this node, print one line, exit 1 on a failure (and drain with ``--drain``)."""
+    expect = _expectations(argv)
+    skip = tuple(filter(None, str(_option(argv, "--skip", "")).split(",")))
+    report = collect(str(_option(argv, "--fabric", str(expect.get("fabric", "ethernet")))), skip)
+    skipped = {name for key in skip for name in _CHECKS_OF.get(key, (key,))}
+    checks = [check for check in judge(report, expect) if check[0] not in skipped]
+    failures = [message for _name, status, message in checks if status == FAIL]
+    node = str(report["hostname"])
+    if not failures:
+        passed = [message for _name, status, message in checks if status == PASS]
+        print(f"gpufleet-node-check: OK {node}: {'; '.join(passed) or 'nothing to check'}")
+        return 0
+    reason = "; ".join(failures)
+    print(f"gpufleet-node-check: FAIL {node}: {reason}")
+    if "--drain" in argv:
+        drain_reason = ("gpufleet-node-check: " + failures[0])[:200]
+        rc, out = run(
+            ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={drain_reason}"], timeout=30
+        )
+        if rc != 0:
+            print(f"gpufleet-node-check: could not drain {node} (scontrol exit {rc}): {out.strip()[:200]}")
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    if "--check" in argv:
+        return check_node(argv)
+    report = collect(str(_option(argv, "--fabric", "ethernet")), mount_point=_option(argv, "--mount"))
     sys.stdout.write(MARKER + json.dumps(report, sort_keys=True) + "\n")
     sys.stdout.flush()
     return 0

@@ -26,7 +26,7 @@ from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
 from gpufleet.validate.gate import FAIL, GateConfig, Verdict, judge
-from gpufleet.validate.health import HealthReport, evaluate_health
+from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
@@ -250,7 +250,9 @@ def run_suite(
         filesystem = inventory.filesystem
         mounted = filesystem.get("kind", "none") != "none" and filesystem.get("mount_point")
         health_run = runner.run_health(nodes, mount_point=str(filesystem["mount_point"]) if mounted else None)
-        health = evaluate_health(hosts, health_run, filesystem)
+        health = evaluate_health(
+            hosts, health_run, filesystem, driver_branch=driver_branch(inventory.software)
+        )
         unusable = {
             node.node
             for node in health.nodes

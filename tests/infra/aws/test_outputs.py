@@ -65,3 +65,23 @@ def test_login_group_serves_login(plan_aws):
     roles = {h["name"]: h["roles"] for h in outputs["hosts"]}
     assert roles["fleet-head"] == ["controller"] and roles["fleet-login"] == ["login"], roles
     assert outputs["head_node"] == "fleet-head"
+
+
+def test_gpu_facts_and_stack_mode_follow_catalog_and_image(plan_aws):
+    """A DLAMI carries the driver, CUDA and NCCL: its GPU hosts are verified; plain Ubuntu gets install."""
+    provider = {"kind": "aws", "region": "us-east-1", "zone": "us-east-1a"}
+    for family, mode in (("ubuntu-22.04", "install"), ("dlami-base-ubuntu-24.04", "verify")):
+        spec = aws_spec(provider={**provider, "ami": {"family": family}})
+        inventory = Inventory.from_stack_outputs(plan_aws(spec).outputs)
+        facts = {h.name: (h.gpu_arch, h.nvswitch, h.gpu_stack) for h in inventory.hosts}
+        assert facts == {
+            "fleet-head": (None, False, "none"),
+            "fleet-gpu-0": ("sm_90", True, mode),
+            "fleet-gpu-1": ("sm_90", True, mode),
+        }, (family, facts)
+    g5 = Inventory.from_stack_outputs(
+        plan_aws(
+            aws_spec(gpu={"instance_type": "g5.48xlarge"}),
+        ).outputs
+    )
+    assert [(h.gpu_arch, h.nvswitch) for h in g5.compute] == [("sm_86", False)] * 2

@@ -335,3 +335,23 @@ def test_gpu_vms_boot_the_image_family_cluster_toolkit_builds_on(record, machine
     for vm in compute_vms(rec):
         image = vm.inputs["bootDisk"]["initializeParams"]["image"]
         assert f"/images/{family}-v" in image, f"{vm.urn}: boots {image}"
+
+
+@pytest.mark.parametrize("item", GPU_TYPES, ids=_ids(GPU_TYPES))
+def test_gpu_facts_and_stack_mode_follow_catalog_and_image(record, item: InstanceType):
+    """Google's accelerator images carry the driver: GPU hosts booted from one are verified, not installed."""
+    inventory = Inventory.from_stack_outputs(record(gcp_spec(item.name)).outputs)
+    accelerator_image = series_of(item.name).image_project == "ubuntu-os-accelerator-images"
+    assert item.gpu is not None
+    for host in inventory.compute:
+        want = (item.gpu.arch, item.gpu.nvswitch, "verify" if accelerator_image else "install")
+        assert (host.gpu_arch, host.nvswitch, host.gpu_stack) == want, host
+    assert (inventory.controller.gpu_arch, inventory.controller.gpu_stack) == (None, "none")
+
+
+def test_a_fixed_accelerator_image_means_verify(record):
+    family = "ubuntu-accelerator-2404-amd64-with-nvidia-580"
+    image = f"projects/ubuntu-os-accelerator-images/global/images/family/{family}"
+    provider = {"kind": "gcp", "project": "test-project-1", "region": "us-central1", "zone": "us-central1-a"}
+    inventory = Inventory.from_stack_outputs(record(gcp_spec(provider={**provider, "image": image})).outputs)
+    assert {h.gpu_stack for h in inventory.compute} == {"verify"}

@@ -25,12 +25,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.catalog import aws as rules
 from gpufleet.catalog import aws_interfaces as interfaces
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
 from gpufleet.infra.aws import capacity, fsx, iam, network, security
-from gpufleet.infra.aws.ami import Images
+from gpufleet.infra.aws.ami import Images, family_for
 from gpufleet.infra.aws.fleet import build_fleet, fleet_hosts, launched_by_fleet
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.userdata import authorized_keys, render_user_data
@@ -136,6 +137,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=efa,
+                        image_has_gpu_stack=family_for(provider_spec.ami, item) in rules.GPU_STACK_FAMILIES,
                     )
                 )
 

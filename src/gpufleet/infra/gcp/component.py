@@ -93,6 +93,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=layout.gpu_nics,
+                        image_has_gpu_stack=images.carries_gpu_stack(group.instance_type),
                     )
                 )
 

@@ -21,7 +21,13 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
-from gpufleet.catalog.gcp import VM_SCOPES, NicLayout, compact_max_distance, series_of
+from gpufleet.catalog.gcp import (
+    ACCELERATOR_IMAGE_PROJECT,
+    VM_SCOPES,
+    NicLayout,
+    compact_max_distance,
+    series_of,
+)
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
@@ -75,6 +81,12 @@ class Images:
             )
             self._found[key] = image.self_link
         return self._found[key]
+
+    def carries_gpu_stack(self, instance_type: str) -> bool:
+        """Whether the type's image is one of Google's accelerator images (NVIDIA driver inside)."""
+        if self._fixed:
+            return ACCELERATOR_IMAGE_PROJECT in self._fixed
+        return series_of(instance_type).image_project == ACCELERATOR_IMAGE_PROJECT
 
 
 def _scheduling(group: NodeGroup, gpu: bool, compact: bool) -> gcp.compute.InstanceSchedulingArgs | None:
