@@ -3,8 +3,9 @@
 ``FakeSlurm.run(command, timeout)`` reads the shell command (``shlex``) and answers:
 
 - ``sinfo -N -h -o '%N|%T|%E' --nodes=...``: one line per node (``down*`` for nodes marked down);
-- ``srun ... python3 -c <script> --fabric F``: one ``GPUFLEET_HEALTH`` line per node, as node_health.py
-  prints it, with the problems the test asked for;
+- ``srun ... python3 -c <script> --fabric F [--nccl-tests DIR]``: one ``GPUFLEET_HEALTH`` line per node,
+  as node_health.py prints it (with a passing nccl-tests smoke run when asked for one), with the problems
+  the test asked for;
 - ``[env K=V ...] srun ... <bindir>/<collective>_perf -b B -e E -f F ...`` (or wrapped in ``bash -c``):
   an nccl-tests log in the exact print format of nccl-tests 2.17 (util.cu's printf formats), whose
   busbw figures come from a real fixture log (14: all_reduce, 13: all_gather), for the ranks and hosts
@@ -180,6 +181,9 @@ class FakeSlurm:
             if self.gpus == 0:
                 data["gpus"] = {"present": False, "count": None, "note": "nvidia-smi not present"}
                 data["ecc"] = {"present": False}
+            if "--nccl-tests" in task:
+                binary = f"{task[task.index('--nccl-tests') + 1]}/all_reduce_perf"
+                data["nccl_tests"] = {"present": True, "binary": binary, "exit": 0, "passed": True}
             for key, value in self.health.get(node, {}).items():
                 data[key] = value
             out.append(f"{node}: GPUFLEET_HEALTH " + json.dumps(data))

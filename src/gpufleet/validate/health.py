@@ -3,9 +3,10 @@
 The script (``node_health.py``) reports what it finds; this module decides. A node fails when it did
 not answer, Slurm does not consider it usable, its GPU or fabric device count is short of the
 inventory's ``gpufleet_gpus`` / ``gpufleet_fabric_interfaces``, it has uncorrected ECC errors, remapped-
-row failures or a serious XID, DCGM's level-1 diagnostic failed, it has fewer CPUs or less memory than it
-declares to Slurm, or munge/slurmd are not running. Tools that are absent are "not present" (not a
-failure) unless the inventory expects GPUs.
+row failures or a serious XID, DCGM's level-1 diagnostic failed, the one-rank nccl-tests smoke run failed
+(with the binary's own error, e.g. "CUDA driver version is insufficient for CUDA runtime version"), it
+has fewer CPUs or less memory than it declares to Slurm, or munge/slurmd are not running. Tools that
+are absent are "not present" (not a failure) unless the inventory expects GPUs.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def evaluate_node(host: Host, run: HealthRun) -> NodeHealth:
     _ecc(raw, checks)
     _xid(raw, checks)
     _dcgm(raw, checks)
+    _nccl_tests(raw, checks)
     _fabric(host, raw, checks)
     _size(host, raw, checks)
     _services(raw, checks)
@@ -189,6 +191,27 @@ def _dcgm(raw: dict[str, Any], checks: list[Check]) -> None:
     else:
         checks.append(
             Check("dcgm", FAIL, f"DCGM level-1 diagnostic failed: {str(dcgm.get('summary'))[:200]}")
+        )
+
+
+def _nccl_tests(raw: dict[str, Any], checks: list[Check]) -> None:
+    smoke = raw.get("nccl_tests")
+    if smoke is None:  # not asked for: the node has no GPU stack
+        return
+    if "error" in smoke and "present" not in smoke:
+        checks.append(Check("nccl_tests", FAIL, f"nccl-tests smoke run broke: {smoke['error']}"))
+    elif not smoke.get("present"):
+        checks.append(Check("nccl_tests", FAIL, f"nccl-tests not installed: {smoke.get('note')}"))
+    elif smoke.get("passed"):
+        checks.append(Check("nccl_tests", PASS, "nccl-tests all_reduce_perf ran one rank"))
+    else:
+        checks.append(
+            Check(
+                "nccl_tests",
+                FAIL,
+                f"nccl-tests all_reduce_perf cannot run one rank (exit {smoke.get('exit')}): "
+                f"{smoke.get('error', 'no output')}",
+            )
         )
 
 

@@ -10,7 +10,10 @@ failures (``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl 
 diagnostic when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa
 driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the
 right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route); CPU count
-and memory; the munge and slurmd services.
+and memory; the munge and slurmd services; with ``--nccl-tests DIR``, a one-rank smoke run of
+``DIR/all_reduce_perf`` (8 bytes, one iteration) started as its own process, outside Slurm's MPI, so a
+node whose CUDA, NCCL or driver cannot run the binaries says why (e.g. "CUDA driver version is
+insufficient for CUDA runtime version").
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ MARKER = "GPUFLEET_HEALTH "
 XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
 
 
-def run(argv: list[str], timeout: float = 60.0) -> tuple[int, str]:
+def run(argv: list[str], timeout: float = 60.0, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run a command; (exit code, stdout+stderr). 127 when the tool is not installed, 124 on timeout."""
     if shutil.which(argv[0]) is None:
         return 127, ""
     try:
         done = subprocess.run(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False, env=env
         )
     except subprocess.TimeoutExpired:
         return 124, ""
@@ -191,6 +194,32 @@ def fabric(kind: str) -> dict[str, object]:
     return {"kind": kind, "devices": len(names), "names": names, "method": "network interfaces"}
 
 
+NCCL_TESTS_SMOKE = ["-b", "8", "-e", "8", "-g", "1", "-n", "1", "-w", "0"]
+_FAILURE = re.compile(r"(failure|error|insufficient|not found|cannot)", re.IGNORECASE)
+
+
+def nccl_tests(bindir: str) -> dict[str, object]:
+    """One rank of all_reduce_perf on this node's GPU 0: does the installed stack run at all?"""
+    binary = Path(bindir) / "all_reduce_perf"
+    if not binary.is_file():
+        return {"present": False, "binary": str(binary), "note": f"{binary} not present"}
+    # A singleton MPI process: without Slurm's or PMIx's variables, Open MPI does not look for a launcher.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLURM_", "PMIX_", "PMI_", "OMPI_"))
+    }
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    rc, out = run([str(binary), *NCCL_TESTS_SMOKE], timeout=120, env=env)
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    failures = [line for line in lines if _FAILURE.search(line) and not line.startswith("#")]
+    passed = rc == 0 and any("Out of bounds values : 0 OK" in line for line in lines)
+    result: dict[str, object] = {"present": True, "binary": str(binary), "exit": rc, "passed": passed}
+    if not passed:
+        result["error"] = (failures[-1] if failures else (lines[-1] if lines else "no output"))[:300]
+    return result
+
+
 def memory_mb() -> int | None:
     for line in (read("/proc/meminfo") or "").splitlines():
         if line.startswith("MemTotal:"):
@@ -222,6 +251,7 @@ def service(name: str) -> str:
 
 def main(argv: list[str]) -> int:
     kind = argv[argv.index("--fabric") + 1] if "--fabric" in argv else "ethernet"
+    bindir = argv[argv.index("--nccl-tests") + 1] if "--nccl-tests" in argv else None
     report: dict[str, object] = {
         "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
         "fqdn": socket.getfqdn(),
@@ -236,6 +266,8 @@ def main(argv: list[str]) -> int:
         "memory_mb": memory_mb,
         "services": lambda: {"munge": service("munge"), "slurmd": service("slurmd")},
     }
+    if bindir:
+        checks["nccl_tests"] = lambda: nccl_tests(bindir)
     for key, check in checks.items():
         try:
             report[key] = check()

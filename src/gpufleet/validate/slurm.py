@@ -201,12 +201,21 @@ def collective_command(
     return shlex.join([*prefix, *_srun(nodes, gpus_per_node or 1, gpus_per_node, immediate), *task])
 
 
-def health_command(nodes: Sequence[str], fabric: FabricKind, *, script: str, immediate: int = 120) -> str:
-    """Run the node health script once per node (one task per node)."""
+def health_command(
+    nodes: Sequence[str],
+    fabric: FabricKind,
+    *,
+    script: str,
+    immediate: int = 120,
+    nccl_tests_dir: str | None = None,
+) -> str:
+    """Run the node health script once per node (one task per node); with ``nccl_tests_dir``, the script
+    also makes a one-rank smoke run of the nccl-tests binaries there."""
     argv = _srun(nodes, 1, 0, immediate)
     argv.remove("--mpi=pmix")
     argv.remove("--kill-on-bad-exit=1")
-    return shlex.join([*argv, "python3", "-c", script, "--fabric", fabric.value])
+    smoke = ["--nccl-tests", nccl_tests_dir] if nccl_tests_dir else []
+    return shlex.join([*argv, "python3", "-c", script, "--fabric", fabric.value, *smoke])
 
 
 def sinfo_command(nodes: Sequence[str]) -> str:
@@ -350,14 +359,20 @@ class SlurmRunner:
                 states[parts[0]] = SlurmState(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
         return states
 
-    def run_health(self, nodes: Sequence[str]) -> HealthRun:
-        """Slurm's view of each node, then the health script on every usable node (one task per node)."""
+    def run_health(self, nodes: Sequence[str], *, smoke_nccl_tests: bool = False) -> HealthRun:
+        """Slurm's view of each node, then the health script on every usable node (one task per node);
+        ``smoke_nccl_tests``: each node also runs one rank of the nccl-tests binaries in ``bindir``."""
         states = self.slurm_states(nodes)
         usable = [node for node in nodes if node not in states or states[node].usable]
         answers: dict[str, dict[str, Any]] = {}
         rc, stdout, stderr = 0, "", ""
         if usable:
-            command = health_command(usable, self.fabric, script=node_health_script())
+            command = health_command(
+                usable,
+                self.fabric,
+                script=node_health_script(),
+                nccl_tests_dir=self.bindir if smoke_nccl_tests else None,
+            )
             rc, stdout, stderr = self._run(command, self.timeout)
             answers = parse_health_output(stdout)
         return HealthRun(states=states, answers=answers, rc=rc, stderr=stderr)
