@@ -216,7 +216,7 @@ def nccl_tests(bindir: str) -> dict[str, object]:
     passed = rc == 0 and any("Out of bounds values : 0 OK" in line for line in lines)
     result: dict[str, object] = {"present": True, "binary": str(binary), "exit": rc, "passed": passed}
     if not passed:
-        result["error"] = (failures[-1] if failures else (lines[-1] if lines else "no output"))[:300]
+        result["error"] = (failures[0] if failures else (lines[-1] if lines else "no output"))[:300]
     return result
 
 
