@@ -10,10 +10,11 @@ import pytest
 
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra import automation
+from gpufleet.infra.backend import backend_for
 from gpufleet.infra.program import plan_spec
-from gpufleet.lifecycle.state import ClusterState
 from gpufleet.progress import SilentReporter
 from gpufleet.spec import load_spec
+from gpufleet.state import ClusterState
 
 ROOT = Path(__file__).resolve().parents[2]
 CREATED = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
@@ -44,10 +45,10 @@ def test_missing_pulumi_cli_says_how_to_install(no_pulumi):
     assert failure.value.exit_code == 8
 
 
-@pytest.mark.parametrize("verb", ["deploy", "down"])
+@pytest.mark.parametrize("verb", ["deploy", "destroy"])
 def test_up_and_down_stop_before_anything_without_the_cli(no_pulumi, spec, state, verb):
     with pytest.raises(EnvironmentProblem, match="Pulumi CLI is missing"):
-        getattr(automation, verb)(spec, state, SilentReporter())
+        getattr(backend_for(spec), verb)(spec, state, SilentReporter())
     assert not state.backend_dir("pulumi").exists(), "nothing may be written before the CLI is found"
 
 
@@ -71,11 +72,11 @@ def test_missing_aws_credentials(monkeypatch, tmp_path, spec):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(EnvironmentProblem, match="no AWS credentials") as failure:
-        automation.check_credentials(spec)
+        backend_for(spec).check_credentials(spec)
     assert "OIDC" in (failure.value.hint or "")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
-    automation.check_credentials(spec)
+    backend_for(spec).check_credentials(spec)
 
 
 def test_missing_gcp_credentials(monkeypatch, tmp_path):
@@ -85,19 +86,19 @@ def test_missing_gcp_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     gcp = load_spec(ROOT / "examples" / "gcp-a3-mega.yaml")
     with pytest.raises(EnvironmentProblem, match="no Google Cloud credentials"):
-        automation.check_credentials(gcp)
+        backend_for(gcp).check_credentials(gcp)
     (tmp_path / "gcloud").mkdir()
     (tmp_path / "gcloud" / "application_default_credentials.json").write_text("{}", encoding="utf-8")
-    automation.check_credentials(gcp)
+    backend_for(gcp).check_credentials(gcp)
 
 
 def test_stack_config(spec):
-    assert automation.stack_config(spec, CREATED) == {
+    assert backend_for(spec).stack_config(spec, CREATED) == {
         "gpufleet:createdAt": "2026-11-22T09:00:00+00:00",
         "aws:region": "us-east-1",
     }
     gcp = load_spec(ROOT / "examples" / "gcp-a3-mega.yaml")
-    config = automation.stack_config(gcp, CREATED)
+    config = backend_for(gcp).stack_config(gcp, CREATED)
     assert (config["gcp:project"], config["gcp:region"], config["gcp:zone"]) == (
         gcp.provider.project,
         gcp.provider.region,
@@ -133,7 +134,7 @@ def test_nodes_authorize_the_cluster_key_and_the_users_key(spec, state):
 
 def test_outputs_to_inventory_through_ssm(spec, state):
     outputs = plan_spec(spec, CREATED).outputs
-    inventory = automation.inventory_from_outputs(spec, state, outputs)
+    inventory = backend_for(spec).inventory_from_outputs(spec, state, outputs)
     assert [h.name for h in inventory.compute] == ["llm-p5-gpu-0", "llm-p5-gpu-1"]
     assert {h.fabric_interfaces for h in inventory.compute} == {32}
     assert inventory.filesystem["dns_name"].endswith(".fsx.us-east-1.amazonaws.com")
@@ -154,7 +155,7 @@ def test_gcp_nodes_are_reached_through_an_iap_tunnel_by_instance_name(tmp_path, 
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "gcp-a3-mega.yaml")
     gcp_state = ClusterState.for_name(spec.name)
     outputs = plan_spec(spec, CREATED).outputs
-    inventory = automation.inventory_from_outputs(spec, gcp_state, outputs)
+    inventory = backend_for(spec).inventory_from_outputs(spec, gcp_state, outputs)
     for host in inventory.hosts:
         assert host.address == host.name, "IAP tunnels name the instance"
         assert host.private_ip != host.name

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpufleet.errors import SpecError
-from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.model import Connection, Host, Inventory, with_software
 from gpufleet.spec.model import FabricKind, Role
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,7 +169,6 @@ def test_gpu_stack_mode_follows_the_gpus_unless_set() -> None:
 
 
 def test_software_reaches_the_roles_and_reads_back(tmp_path: Path) -> None:
-    from gpufleet.infra.backend import with_software
     from gpufleet.spec.load import parse_spec
 
     spec = parse_spec((ROOT / "examples" / "local.yaml").read_text())

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.app import app
 from gpufleet.lifecycle.reap import expired_states, reap
-from gpufleet.lifecycle.state import ClusterState
 from gpufleet.spec import load_spec
+from gpufleet.state import ClusterState
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,12 +69,25 @@ def test_reap_tears_down_the_expired_one_only(made) -> None:
 
 def test_a_failed_teardown_exits_1(made, monkeypatch) -> None:
     from gpufleet.errors import ProvisionError
-    from gpufleet.infra import backend
+    from gpufleet.lifecycle import teardown
 
     def broken(spec, state, reporter):
         raise ProvisionError("the cloud said no")
 
-    monkeypatch.setattr(backend, "down", broken)
+    monkeypatch.setattr(teardown, "down", broken)
     result = CliRunner().invoke(app, ["reap", "--json"])
     assert result.exit_code == 1, result.output
     assert "failed: the cloud said no" in result.stdout
+
+
+def test_reap_lists_expired_gcp_clusters_by_their_labels(made, monkeypatch) -> None:
+    from gpufleet.infra.gcp import leftovers
+    from gpufleet.infra.leftovers import ExpiredCluster
+
+    when = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
+    monkeypatch.setattr(leftovers, "find_expired", lambda project: [ExpiredCluster("ci-run", when, 3)])
+    result = CliRunner().invoke(app, ["reap", "--dry-run", "--json", "--gcp-project", "my-proj-1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["gcp"] == [
+        {"project": "my-proj-1", "cluster": "ci-run", "expires_at": when.isoformat(), "resources": 3}
+    ]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpufleet.catalog import load_catalog
-from gpufleet.infra.aws.rules import fsx_size_ok, fsx_sizes_near
+from gpufleet.catalog.aws import fsx_size_ok, fsx_sizes_near
 from gpufleet.preflight import Level, run_checks
 from gpufleet.spec.model import ClusterSpec
 
@@ -80,11 +80,11 @@ def test_aws_checks(change, expected):
     spec = spec_with(change)
     findings = aws_findings(spec, Level.WARNING if expected is None else Level.INFO)
     if expected is None:
-        assert findings == [], [f.as_json() for f in findings]
+        assert findings == [], [f.to_json() for f in findings]
         return
     level, path, fragment = expected
     matching = [f for f in findings if f.level.value == level and f.path == path and fragment in f.message]
-    assert matching, f"wanted {level} at {path} with {fragment!r}; got {[f.as_json() for f in findings]}"
+    assert matching, f"wanted {level} at {path} with {fragment!r}; got {[f.to_json() for f in findings]}"
 
 
 def test_type_not_offered_in_the_region_or_zone():
@@ -116,7 +116,7 @@ def test_address_space_of_a_huge_ena_fleet():
         for i in range(8)
     ]
     findings = aws_findings(ClusterSpec.model_validate(data), Level.ERROR)
-    assert [f.check for f in findings] == ["aws_address_space"], [f.as_json() for f in findings]
+    assert [f.check for f in findings] == ["aws_address_space"], [f.to_json() for f in findings]
 
 
 @pytest.mark.parametrize(
@@ -127,3 +127,33 @@ def test_fsx_steps(size, ok):
     if not ok and size > 1200:
         below, above = fsx_sizes_near(size)
         assert fsx_size_ok(below) and fsx_size_ok(above) and below < size < above
+
+
+@pytest.mark.parametrize(
+    ("head_type", "message"),
+    [
+        ("m7i.xlargee", "'m7i.xlargee' is not an EC2 instance type"),  # a typo: did-you-mean names the type
+        ("m9z.mega", "'m9z.mega' is not an EC2 instance type"),
+        ("c7i.2xlarge", None),  # real, though not in gpufleet's catalog
+    ],
+)
+def test_instance_types_are_checked_against_botocores_ec2_model(head_type, message):
+    findings = [
+        f
+        for f in run_checks(spec_with({"head": {"instance_type": head_type}}), load_catalog())
+        if f.check == "aws_instance_type_exists"
+    ]
+    if message is None:
+        assert findings == []
+        return
+    assert [f.level for f in findings] == [Level.ERROR], findings
+    assert message in findings[0].message and findings[0].path == "node_groups[0].instance_type"
+    if head_type == "m7i.xlargee":
+        assert "did you mean m7i.xlarge" in findings[0].message, findings[0].message
+
+
+def test_the_ec2_model_knows_the_newest_gpu_types():
+    from gpufleet.preflight.aws import ec2_instance_types
+
+    known = ec2_instance_types()
+    assert {"p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge"} <= known

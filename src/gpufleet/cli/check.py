@@ -24,7 +24,7 @@ def check(
     findings = run_checks(spec, min_level=level)
     failed = bool(errors(findings))
     if json_out:
-        print_json({"spec": str(spec_path), "ok": not failed, "findings": [f.as_json() for f in findings]})
+        print_json({"spec": str(spec_path), "ok": not failed, "findings": [f.to_json() for f in findings]})
     else:
         if findings:
             table = Table(title=f"preflight: {spec.name} ({spec.provider.kind})", show_lines=False)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from gpufleet import pipeline
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.cli.progress import RichReporter
-from gpufleet.errors import ExitCode, StateError
-from gpufleet.infra import backend
+from gpufleet.errors import ExitCode
 from gpufleet.inventory.model import Inventory
-from gpufleet.lifecycle.state import ClusterState
+from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState
+
+if TYPE_CHECKING:
+    from gpufleet.configure.runner import PlayResult
 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="print every step's detail")]
 
@@ -25,24 +29,15 @@ def reporter_for(json_out: bool, verbose: bool) -> RichReporter:
     return RichReporter(err_console if json_out else console, verbose=verbose)
 
 
-def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
-    state = ClusterState.for_name(spec.name)
-    state.load()
-    if not state.inventory_file.exists():
-        raise StateError(
-            f"cluster '{spec.name}' has no inventory yet (its 'up' did not finish)",
-            hint="run 'gpufleet up SPEC' (it is safe to re-run)",
-        )
-    return state, Inventory.read(state.inventory_file)
-
-
 def up(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
     spec = read_spec(spec_path)
     require_no_errors(spec)
-    state = ClusterState.for_name(spec.name)
-    reporter = reporter_for(json_out, verbose)
-    inventory = backend.up(spec, state, reporter, spec_path)
+    state, inventory = pipeline.up(spec, reporter_for(json_out, verbose), spec_path)
+    render_up(spec, state, inventory, json_out)
+
+
+def render_up(spec: ClusterSpec, state: ClusterState, inventory: Inventory, json_out: bool) -> None:
     if json_out:
         print_json(
             {
@@ -72,20 +67,11 @@ def up(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = Fals
 
 def configure(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Run the playbooks (common, munge, mpi, slurm, benchmarks) on the cluster. Safe to re-run."""
-    from gpufleet.configure.runner import run_playbook
-
     spec = read_spec(spec_path)
-    state, _ = load_inventory(spec)
-    reporter = reporter_for(json_out, verbose)
-    with reporter.step("configure: playbooks/site.yml"):
-        result = run_playbook(
-            "site.yml",
-            state.inventory_file,
-            state.logs_dir / "ansible",
-            reporter,
-            extravars={"munge_key_file": str(state.ensure_munge_key())},
-        )
-    state.mark("configure", "done", changed=result.changed)
+    render_configure(spec, pipeline.configure(spec, reporter_for(json_out, verbose)), json_out)
+
+
+def render_configure(spec: ClusterSpec, result: PlayResult, json_out: bool) -> None:
     if json_out:
         print_json(
             {
@@ -104,7 +90,7 @@ def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
     """Show the cluster's nodes, phases and expiry."""
     spec = read_spec(spec_path)
     state = ClusterState.for_name(spec.name)
-    result = backend.status(spec, state)
+    result = pipeline.status(spec)
     if json_out:
         print_json(result)
         return
@@ -130,15 +116,21 @@ def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
 def down(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Destroy everything the cluster made, then check that nothing is left."""
     spec = read_spec(spec_path)
-    state = ClusterState.for_name(spec.name)
-    reporter = reporter_for(json_out, verbose)
-    teardown = backend.down(spec, state, reporter)
+    render_down(spec, pipeline.down(spec, reporter_for(json_out, verbose)), json_out)
+
+
+def render_down(spec: ClusterSpec, teardown: Teardown, json_out: bool) -> None:
+    """Print what teardown removed; exit 9 when something is still there."""
     if json_out:
-        print_json({"cluster": spec.name, **teardown.as_json()})
-        return
+        print_json({"cluster": spec.name, **teardown.to_json()})
+    else:
+        _print_teardown(spec, teardown)
+    if teardown.leftovers:
+        raise typer.Exit(ExitCode.LEFTOVERS)
+
+
+def _print_teardown(spec: ClusterSpec, teardown: Teardown) -> None:
     console.print(f"removed {len(teardown.removed)} item(s) of cluster {spec.name}:")
     for item in teardown.removed:
         console.print(f"  - {escape(item)}")
     console.print("nothing left" if not teardown.leftovers else f"[red]left: {teardown.leftovers}[/]")
-    if teardown.leftovers:
-        raise typer.Exit(ExitCode.LEFTOVERS)

@@ -112,7 +112,7 @@ def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
         print_json(
             {
                 "spec": str(spec_path),
-                "resources": [resource.as_json() for resource in resources],
+                "resources": [resource.to_json() for resource in resources],
                 "counts": dict(sorted(counts.items())),
                 "cost_per_hour_usd": total,
                 "cost_breakdown": lines,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -11,10 +11,11 @@ from rich.table import Table
 from gpufleet.cli.common import JsonOpt, console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
-from gpufleet.infra import backend
+from gpufleet.infra.backend import pulumi_backend_of
+from gpufleet.lifecycle import teardown
 from gpufleet.lifecycle.reap import reap as reap_expired
-from gpufleet.lifecycle.state import ClusterState
 from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState
 
 
 def reap(
@@ -26,47 +27,60 @@ def reap(
         list[str] | None,
         typer.Option("--aws-region", help="also list expired clusters by their AWS tags in this region"),
     ] = None,
+    gcp_project: Annotated[
+        list[str] | None,
+        typer.Option("--gcp-project", help="also list expired clusters by their GCP labels in this project"),
+    ] = None,
 ) -> None:
     """Destroy every cluster made on this machine whose lifetime (spec lifetime.ttl) has passed.
 
-    Exits 1 when a teardown failed. With --aws-region, clusters tagged gpufleet:expires-at in the past
-    are listed too (those made from CI have no state here: destroy them from the stack that made them).
+    Exits 1 when a teardown failed. With --aws-region (--gcp-project), clusters tagged gpufleet:expires-at
+    (labelled gpufleet-expires-at) in the past are listed too (those made from CI have no state here:
+    destroy them from the stack that made them).
     """
     reporter = RichReporter(console)
 
-    def teardown(spec: ClusterSpec, state: ClusterState) -> list[str]:
-        return backend.down(spec, state, reporter).removed
+    def tear_down(spec: ClusterSpec, state: ClusterState) -> list[str]:
+        report = teardown.down(spec, state, reporter)
+        report.raise_for_leftovers()
+        return report.removed
 
-    items = reap_expired(teardown, dry_run=dry_run)
-    cloud = []
-    for region in aws_region or []:
-        from gpufleet.lifecycle.leftovers_aws import find_expired
-
-        cloud.extend(
-            {
-                "region": region,
-                "cluster": e.cluster,
-                "expires_at": e.expires_at.isoformat(),
-                "resources": e.resources,
-            }
-            for e in find_expired(region)
-        )
+    items = reap_expired(tear_down, dry_run=dry_run)
+    cloud = {"aws": _cloud_expired("aws", aws_region or []), "gcp": _cloud_expired("gcp", gcp_project or [])}
     failed = [item for item in items if item.action.startswith("failed")]
     if json_out:
-        print_json({"local": [item.as_json() for item in items], "aws": cloud})
+        print_json({"local": [item.to_json() for item in items], **cloud})
     else:
         table = Table(title="expired clusters")
         for column in ("cluster", "provider", "expired at", "action"):
             table.add_column(column, overflow="fold")
         for item in items:
             table.add_row(item.cluster, item.provider, item.expires_at, escape(item.action))
-        for entry in cloud:
+        listed = [(kind, entry) for kind, entries in cloud.items() for entry in entries]
+        for kind, entry in listed:
             table.add_row(
                 entry["cluster"],
-                f"aws {entry['region']}",
+                f"{kind} {entry[pulumi_backend_of(kind).expiry_scope]}",
                 entry["expires_at"],
                 f"{entry['resources']} tagged resource(s) left: destroy its stack",
             )
-        console.print(table if items or cloud else "no expired cluster")
+        console.print(table if items or listed else "no expired cluster")
     if failed:
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _cloud_expired(kind: str, scopes: list[str]) -> list[dict[str, Any]]:
+    """Expired clusters found by a cloud's tags or labels, in each region (AWS) or project (GCP)."""
+    if not scopes:
+        return []
+    cloud = pulumi_backend_of(kind)
+    return [
+        {
+            cloud.expiry_scope: scope,
+            "cluster": e.cluster,
+            "expires_at": e.expires_at.isoformat(),
+            "resources": e.resources,
+        }
+        for scope in scopes
+        for e in cloud.find_expired(scope)
+    ]

@@ -5,17 +5,22 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from gpufleet import pipeline
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.errors import ExitCode, GpufleetError
+from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.spec.units import format_bytes
+
+if TYPE_CHECKING:
+    from gpufleet.validate.suite import SuiteResult
 
 OutOpt = Annotated[
     Path | None,
@@ -31,17 +36,15 @@ def default_out(spec: ClusterSpec) -> Path:
 
 def run_validation(spec: ClusterSpec, out: Path, json_out: bool, verbose: bool) -> bool:
     """Run the suite on the cluster, print its tables and verdicts; return whether it passed."""
-    from gpufleet.configure.remote import SshExecutor
-    from gpufleet.validate.suite import run_suite
+    result = pipeline.validate(spec, out, cluster_cmd.reporter_for(json_out, verbose))
+    render_validation(spec, result, json_out)
+    return result.passed
 
-    state, inventory = cluster_cmd.load_inventory(spec)
-    reporter = cluster_cmd.reporter_for(json_out, verbose)
-    with reporter.step(f"validate: {', '.join(c.value for c in spec.validation.collectives)} through Slurm"):
-        result = run_suite(spec, inventory, SshExecutor.login(inventory), out)
-    state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
+
+def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) -> None:
     if json_out:
         print_json(json.loads(result.report.json.read_text()))
-        return result.passed
+        return
     for run in result.runs:
         console.rule(f"{run.collective} on {len(run.nodes)} node(s)")
         console.print(escape(run.command), style="dim", soft_wrap=True)
@@ -70,7 +73,6 @@ def run_validation(spec: ClusterSpec, out: Path, json_out: bool, verbose: bool) 
     )
     console.print("report: " + ", ".join(escape(str(path)) for path in files))
     console.print("[green]validation passed[/]" if result.passed else "[bold red]validation failed[/]")
-    return result.passed
 
 
 def validate(
@@ -92,17 +94,20 @@ def run(
     """The whole job: up, configure, validate and report, then down (also when a step fails)."""
     spec = read_spec(spec_path)
     out = out or default_out(spec)
+    reporter = cluster_cmd.reporter_for(False, verbose)
     passed = False
     try:
-        cluster_cmd.up(spec_path, json_out=False, verbose=verbose)
-        cluster_cmd.configure(spec_path, json_out=False, verbose=verbose)
+        require_no_errors(spec)
+        state, inventory = pipeline.up(spec, reporter, spec_path)
+        cluster_cmd.render_up(spec, state, inventory, json_out=False)
+        cluster_cmd.render_configure(spec, pipeline.configure(spec, reporter), json_out=False)
         passed = run_validation(spec, out, json_out=False, verbose=verbose)
     finally:
         if keep:
             console.print(f"cluster {spec.name} left up (--keep); remove it with: gpufleet down {spec_path}")
         else:
             try:
-                cluster_cmd.down(spec_path, json_out=False, verbose=verbose)
+                cluster_cmd.render_down(spec, pipeline.down(spec, reporter), json_out=False)
             except GpufleetError as exc:
                 err_console.print(f"[bold red]teardown failed:[/] {escape(str(exc))}")
                 raise

@@ -1,98 +1,82 @@
-"""Dispatch ``up``, ``status`` and ``down`` to the spec's backend; every backend returns the same inventory.
+"""The one table from a spec's ``provider.kind`` to the backend that makes, shows and destroys its machines.
 
-- local: podman containers on this machine (gpufleet.infra.local)
-- aws, gcp: the Pulumi program through the Automation API (gpufleet.infra.automation)
-- baremetal: the machines exist; ``up`` reads the user's inventory, ``down`` destroys nothing
+Every provider folder (``gpufleet.infra.local``, ``baremetal``, ``aws``, ``gcp``) exports ``backend``, an
+object with the methods of ``Backend``; every backend returns the same ``Inventory``. The clouds' backends
+are ``PulumiBackend``s (``gpufleet.infra.automation``): the same cloud-blind Automation API driver, with
+the cloud's own component, mocks, stack config, credentials check, SSH route and leftover finder. This is
+the only place that names the providers; nothing else branches on ``provider.kind``.
+
+Provider folders are imported on first use, so a verb pays only for the SDK of the cloud it touches.
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
-from gpufleet.errors import LeftoversError
-from gpufleet.inventory.model import Inventory
-from gpufleet.lifecycle.state import ClusterState
-from gpufleet.lifecycle.teardown import Teardown
+from gpufleet.infra.automation import PulumiBackend
+from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import BaremetalProvider, ClusterSpec, LocalProvider
+from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState
 
 
-def up(spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None) -> Inventory:
-    state.begin(spec, spec_path)
-    state.ensure_munge_key()
-    kind = spec.provider.kind
-    try:
-        if kind == "local":
-            from gpufleet.infra.local.cluster import LocalCluster
+class Backend(Protocol):
+    """What ``up``, ``status`` and ``down`` need from a provider."""
 
-            inventory = LocalCluster(spec, state, reporter).up()
-        elif kind == "baremetal":
-            inventory = _baremetal_inventory(spec, spec_path)
-        else:
-            from gpufleet.infra import automation
+    kind: str
 
-            inventory = automation.up(spec, state, reporter)
-        inventory = with_software(inventory, spec)
-        inventory.write(state.inventory_file)
-    except BaseException as exc:
-        state.mark("up", "failed", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        raise
-    state.mark("up", "done", hosts=len(inventory.hosts))
-    return inventory
+    def check_credentials(self, spec: ClusterSpec) -> None:
+        """Raise ``EnvironmentProblem`` when the provider's credentials are missing (calls nothing)."""
 
+    def up(
+        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
+    ) -> Inventory:
+        """Make (or keep) the cluster's machines and return the inventory."""
 
-def with_software(inventory: Inventory, spec: ClusterSpec) -> Inventory:
-    """The spec's ``software`` block as the inventory's ``gpufleet_software``, which every role reads.
+    def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
+        """What the provider knows about the cluster (merged into ``gpufleet status``)."""
 
-    A bare-metal inventory may carry its own ``gpufleet_software``; the spec's values win, key by key.
-    The local backend has no NVIDIA repository, so its GPU stack always comes from PyPI.
-    """
-    software = {**inventory.software, **spec.software.model_dump(mode="json")}
-    if isinstance(spec.provider, LocalProvider) and spec.provider.gpu_stack:
-        software["gpu_packages"] = "pypi"
-    return inventory.model_copy(update={"software": software})
+    def destroy(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
+        """Remove what the cluster made; return what was removed (the state folder is not touched)."""
+
+    def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
+        """What is still there for the cluster after ``destroy`` (empty when nothing is)."""
+
+    def forget(self, spec: ClusterSpec, state: ClusterState) -> list[str]:
+        """Drop the provider's own record of the cluster (a Pulumi stack), once nothing is left."""
+
+    def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
+        """How Ansible reaches the nodes (user, key, SSH options)."""
 
 
-def _baremetal_inventory(spec: ClusterSpec, spec_path: Path | None) -> Inventory:
-    assert isinstance(spec.provider, BaremetalProvider)
-    path = Path(spec.provider.inventory).expanduser()
-    if not path.is_absolute() and spec_path is not None:
-        path = spec_path.parent / path
-    return Inventory.read(path)
+class _Entry(NamedTuple):
+    module: str  # the provider folder; it exports ``backend``
+    pulumi: bool  # whether it has a Pulumi program (``gpufleet plan``, ``stacks/``)
 
 
-def status(spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
-    record = state.load() if state.exists() else None
-    result: dict[str, Any] = {"cluster": spec.name, "provider": spec.provider.kind, "state": record}
-    if spec.provider.kind == "local":
-        from gpufleet.infra.local.cluster import LocalCluster
-        from gpufleet.progress import SilentReporter
-
-        result.update(LocalCluster(spec, state, SilentReporter()).status())
-    elif spec.provider.kind in ("aws", "gcp") and record is not None:
-        from gpufleet.infra import automation
-
-        result.update(automation.status(spec, state))
-    return result
+BACKENDS: dict[str, _Entry] = {
+    "local": _Entry("gpufleet.infra.local", pulumi=False),
+    "baremetal": _Entry("gpufleet.infra.baremetal", pulumi=False),
+    "aws": _Entry("gpufleet.infra.aws", pulumi=True),
+    "gcp": _Entry("gpufleet.infra.gcp", pulumi=True),
+}
+PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 
 
-def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> Teardown:
-    kind = spec.provider.kind
-    if kind == "local":
-        from gpufleet.infra.local.cluster import LocalCluster
+def backend_for(spec: ClusterSpec) -> Backend:
+    """The backend of the spec's provider."""
+    return backend_of(spec.provider.kind)
 
-        return LocalCluster(spec, state, reporter).down()
-    if kind == "baremetal":
-        removed = state.remove()
-        return Teardown(removed=removed)
-    from gpufleet.infra import automation
 
-    teardown = automation.down(spec, state, reporter)
-    if teardown.leftovers:
-        raise LeftoversError(
-            "destroy finished but resources tagged for the cluster remain: " + ", ".join(teardown.leftovers),
-            hint="run 'gpufleet down' again; the state folder is kept until nothing is left",
-        )
-    teardown.removed.extend(state.remove())
-    return teardown
+def backend_of(kind: str) -> Backend:
+    """The backend of a provider kind."""
+    return importlib.import_module(BACKENDS[kind].module).backend
+
+
+def pulumi_backend_of(kind: str) -> PulumiBackend:
+    """The backend of a cloud with a Pulumi program (``PULUMI_KINDS``)."""
+    found = backend_of(kind)
+    assert isinstance(found, PulumiBackend), kind
+    return found

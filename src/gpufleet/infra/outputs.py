@@ -1,7 +1,7 @@
 """Stack outputs: the stable keys every cloud program exports, in the inventory's shape.
 
-``gpufleet.inventory.Inventory.from_stack_outputs`` reads exactly this shape, so everything after
-provisioning is cloud-blind. Keys:
+The shape is one typed model, ``gpufleet.inventory.stack.StackOutputs``, which
+``Inventory.from_stack_outputs`` validates, so everything after provisioning is cloud-blind. Keys:
 
 - ``cluster``, ``provider``, ``region``, ``zone``, ``fabric``, ``expires_at``
 - ``head_node``: the name of the controller/login host
@@ -17,19 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet.catalog import InstanceType
+from gpufleet.inventory.stack import OUTPUT_KEYS
 from gpufleet.spec.model import Role
-
-OUTPUT_KEYS = (
-    "cluster",
-    "provider",
-    "region",
-    "zone",
-    "fabric",
-    "expires_at",
-    "head_node",
-    "hosts",
-    "filesystem",
-)
 
 # slurmd drains a node that declares more memory than it finds; leave room for the OS and the driver.
 _SLURM_MEMORY_FRACTION = 0.92
@@ -62,6 +51,9 @@ def host_record(
         "cpus": item.cpus if item and item.cpus else 2,
         "memory_mb": slurm_memory_mb(item),
     }
+
+
+__all__ = ["OUTPUT_KEYS", "export_outputs", "host_record", "slurm_memory_mb"]
 
 
 def export_outputs(outputs: Mapping[str, Any]) -> None:

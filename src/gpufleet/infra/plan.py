@@ -26,7 +26,7 @@ class PlannedResource:
     inputs: dict[str, Any]
     urn: str
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name, "inputs": self.inputs}
 
 

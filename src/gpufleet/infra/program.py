@@ -13,10 +13,20 @@ from typing import Any
 
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
+from gpufleet.infra.automation import PulumiBackend
+from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
 from gpufleet.infra.plan import MockCloud, Plan, run_offline
 from gpufleet.spec.model import ClusterSpec
 
-CLOUDS = ("aws", "gcp")
+
+def pulumi_backend(spec: ClusterSpec) -> PulumiBackend:
+    """The backend of a spec whose provider has a Pulumi program, or ``SpecError``."""
+    if spec.provider.kind not in PULUMI_KINDS:
+        raise SpecError(
+            f"provider '{spec.provider.kind}' has no Pulumi program; only {', '.join(PULUMI_KINDS)} do",
+            hint="the local and baremetal backends need no plan: run 'gpufleet up' directly",
+        )
+    return pulumi_backend_of(spec.provider.kind)
 
 
 def cluster_program(spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str] = ()) -> dict[str, Any]:
@@ -24,36 +34,11 @@ def cluster_program(spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[
 
     ``ssh_keys`` are public keys authorized on every node besides the spec's own.
     """
-    kind = spec.provider.kind
-    if kind == "aws":
-        from gpufleet.infra.aws import GpuClusterAws, GpuClusterAwsArgs
-
-        return GpuClusterAws(
-            spec.name, GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
-        ).stack_outputs
-    if kind == "gcp":
-        from gpufleet.infra.gcp import GpuClusterGcp, GpuClusterGcpArgs
-
-        return GpuClusterGcp(
-            spec.name, GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
-        ).stack_outputs
-    raise SpecError(
-        f"provider '{kind}' has no Pulumi program; only {', '.join(CLOUDS)} do",
-        hint="the local backend needs no plan: run 'gpufleet up' directly",
-    )
+    return pulumi_backend(spec).program(spec, created_at, tuple(ssh_keys))
 
 
 def mock_cloud(spec: ClusterSpec) -> MockCloud:
-    kind = spec.provider.kind
-    if kind == "aws":
-        from gpufleet.infra.aws.mocks import AwsMockCloud
-
-        return AwsMockCloud(spec)
-    if kind == "gcp":
-        from gpufleet.infra.gcp.mocks import GcpMockCloud
-
-        return GcpMockCloud(spec)
-    raise SpecError(f"provider '{kind}' has no Pulumi program to plan; only {', '.join(CLOUDS)} do")
+    return pulumi_backend(spec).mock_cloud(spec)
 
 
 def plan_spec(spec: ClusterSpec, created_at: datetime) -> Plan:

@@ -17,6 +17,7 @@ AWS_EXPIRES_TAG = "gpufleet:expires-at"
 GCP_CLUSTER_LABEL = "gpufleet-cluster"
 GCP_EXPIRES_LABEL = "gpufleet-expires-at"
 _GCP_TIME = "%Y%m%dt%H%Mz"
+_ISO_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def expires_at(spec: ClusterSpec, created_at: datetime) -> datetime:
@@ -25,10 +26,15 @@ def expires_at(spec: ClusterSpec, created_at: datetime) -> datetime:
     return created + spec.lifetime.ttl
 
 
+def expires_at_text(spec: ClusterSpec, created_at: datetime) -> str:
+    """The expiry as the stack outputs and AWS's tag write it: ISO 8601 in UTC, ``2026-11-22T09:30:00Z``."""
+    return expires_at(spec, created_at).strftime(_ISO_TIME)
+
+
 def aws_tags(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
     tags = dict(spec.tags)
     tags[AWS_CLUSTER_TAG] = spec.name
-    tags[AWS_EXPIRES_TAG] = expires_at(spec, created_at).strftime("%Y-%m-%dT%H:%M:%SZ")
+    tags[AWS_EXPIRES_TAG] = expires_at_text(spec, created_at)
     return tags
 
 
@@ -42,7 +48,7 @@ def gcp_labels(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
 def parse_expiry(value: str) -> datetime:
     """Read an expiry written by ``aws_tags`` or ``gcp_labels`` back into an aware datetime."""
     value = value.strip()
-    for fmt in ("%Y-%m-%dT%H:%M:%SZ", _GCP_TIME):
+    for fmt in (_ISO_TIME, _GCP_TIME):
         try:
             return datetime.strptime(value, fmt).replace(tzinfo=UTC)
         except ValueError:

@@ -2,8 +2,9 @@
 
 cloud-config that sets the host name from the spec, installs python3 and authorizes the SSH public keys
 (the spec's ``access.ssh_public_key`` and the keys the caller adds, such as the cluster's own key that
-``gpufleet up`` makes) for the image's default user (ubuntu) and, with ``disable_root: false``, for
-root. Drivers, EFA, Slurm and everything else are the Ansible roles' work.
+``gpufleet up`` makes) for the image's default user (``IMAGE_USER``, which has passwordless sudo).
+Root takes no SSH login (``disable_root: true``): Ansible connects as the image's user and becomes root.
+Drivers, EFA, Slurm and everything else are the Ansible roles' work.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from collections.abc import Sequence
 import yaml
 
 from gpufleet.spec.model import ClusterSpec
+
+# The default user of every image gpufleet boots on AWS and GCP (Ubuntu's, and the DLAMIs built on it).
+IMAGE_USER = "ubuntu"
 
 
 def authorized_keys(spec: ClusterSpec, extra: Sequence[str] = ()) -> list[str]:
@@ -27,7 +31,7 @@ def render_user_data(host: str, keys: list[str]) -> str:
         "preserve_hostname": False,
         "manage_etc_hosts": True,
         "packages": ["python3"],
-        "disable_root": False,
+        "disable_root": True,
         "ssh_authorized_keys": keys,
     }
     return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=1000)

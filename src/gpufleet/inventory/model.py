@@ -10,13 +10,16 @@ users who write an inventory by hand.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpufleet.errors import SpecError
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import ClusterSpec, FabricKind, LocalProvider, Role
+
+if TYPE_CHECKING:
+    from gpufleet.inventory.stack import StackOutputs
 
 GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
 ROLE_OF_GROUP = {group: role for role, group in GROUP_OF_ROLE.items()}
@@ -71,6 +74,7 @@ class Connection(BaseModel):
     user: str = "root"
     private_key_file: str | None = None
     ssh_common_args: str | None = None
+    become: bool = False  # connect as ``user`` and become root (ansible_become) for every task
 
 
 class Inventory(BaseModel):
@@ -120,6 +124,8 @@ class Inventory(BaseModel):
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
             all_vars["ansible_ssh_common_args"] = self.connection.ssh_common_args
+        if self.connection.become:
+            all_vars["ansible_become"] = True
         all_vars.update(self.extra_vars)
         children: dict[str, Any] = {}
         for role, group in GROUP_OF_ROLE.items():
@@ -182,6 +188,7 @@ class Inventory(BaseModel):
             user=all_vars.pop("ansible_user", "root"),
             private_key_file=all_vars.pop("ansible_ssh_private_key_file", None),
             ssh_common_args=all_vars.pop("ansible_ssh_common_args", None),
+            become=bool(all_vars.pop("ansible_become", False)),
         )
         return cls(
             cluster=all_vars.pop("gpufleet_cluster"),
@@ -206,29 +213,33 @@ class Inventory(BaseModel):
 
     @classmethod
     def from_stack_outputs(
-        cls, outputs: dict[str, Any], *, connection: Connection | None = None
+        cls, outputs: dict[str, Any] | StackOutputs, *, connection: Connection | None = None
     ) -> Inventory:
-        """Build the inventory from a cloud stack's outputs (the shape ``gpufleet.infra.outputs`` defines)."""
+        """Build the inventory from a cloud stack's outputs (``gpufleet.inventory.stack.StackOutputs``)."""
+        from gpufleet.inventory.stack import StackOutputs
+
+        stack = outputs if isinstance(outputs, StackOutputs) else StackOutputs.model_validate(outputs)
         hosts = [
-            Host(
-                name=h["name"],
-                roles=[Role(r) for r in h["roles"]],
-                address=h.get("address") or h["private_ip"],
-                private_ip=h["private_ip"],
-                instance_type=h["instance_type"],
-                gpus=h.get("gpus", 0),
-                gpu_model=h.get("gpu_model"),
-                fabric_interfaces=h.get("fabric_interfaces", 0),
-                cpus=h["cpus"],
-                memory_mb=h["memory_mb"],
-            )
-            for h in outputs["hosts"]
+            Host(**host.model_dump(exclude={"address"}), address=host.address or host.private_ip)
+            for host in stack.hosts
         ]
         return cls(
-            cluster=outputs["cluster"],
-            provider=outputs["provider"],
-            fabric=FabricKind(outputs["fabric"]),
+            cluster=stack.cluster,
+            provider=stack.provider,
+            fabric=stack.fabric,
             hosts=hosts,
-            filesystem=outputs.get("filesystem") or {"kind": "none"},
+            filesystem=stack.filesystem or {"kind": "none"},
             connection=connection or Connection(),
         )
+
+
+def with_software(inventory: Inventory, spec: ClusterSpec) -> Inventory:
+    """The spec's ``software`` block as the inventory's ``gpufleet_software``, which every role reads.
+
+    A bare-metal inventory may carry its own ``gpufleet_software``; the spec's values win, key by key.
+    The local backend has no NVIDIA repository, so its GPU stack always comes from PyPI.
+    """
+    software = {**inventory.software, **spec.software.model_dump(mode="json")}
+    if isinstance(spec.provider, LocalProvider) and spec.provider.gpu_stack:
+        software["gpu_packages"] = "pypi"
+    return inventory.model_copy(update={"software": software})

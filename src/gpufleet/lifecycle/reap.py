@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import GpufleetError
-from gpufleet.lifecycle.state import ClusterState, state_root
 from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState, state_root
 
 
 @dataclass
@@ -28,7 +28,7 @@ class ReapItem:
     action: str  # "destroyed", "would destroy", "kept (on_expiry: warn)", "failed: ...", "skipped: ..."
     removed: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
             "provider": self.provider,

@@ -1,18 +1,21 @@
-"""AWS preflight checks: EFA layout, placement vs reserved capacity, FSx sizes, zones and regions.
+"""AWS preflight checks: instance types that exist, EFA layout, placement vs reserved capacity, FSx sizes,
+zones and regions.
 
-Offline, from the spec and the catalog; the AWS rules come from ``gpufleet.infra.aws.rules`` and
-``gpufleet.infra.aws.interfaces`` (pure modules, no cloud SDK), the same code the Pulumi program uses.
+Offline, from the spec and the catalog; the AWS rules come from ``gpufleet.catalog.aws`` and
+``gpufleet.catalog.aws_interfaces`` (pure modules, no cloud SDK), the same code the Pulumi program uses.
 ``GpuClusterAws`` runs these (with the common checks) before it registers anything.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
+from functools import cache
 
 from gpufleet.catalog import Catalog
-from gpufleet.infra.aws import rules
-from gpufleet.infra.aws.interfaces import EFA_LAYOUT_DOC, efa_count, group_layout
+from gpufleet.catalog import aws as rules
+from gpufleet.catalog.aws_interfaces import EFA_LAYOUT_DOC, efa_count, group_layout
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.preflight.common import _group_path as _path
 from gpufleet.spec.model import (
@@ -29,6 +32,35 @@ AWS = ("aws",)
 def _provider(spec: ClusterSpec) -> AwsProvider:
     assert isinstance(spec.provider, AwsProvider)
     return spec.provider
+
+
+@cache
+def ec2_instance_types() -> frozenset[str]:
+    """Every EC2 instance type, from botocore's offline EC2 service model (the ``InstanceType`` enum that
+    ships with the installed botocore; no call is made). Newer types than the installed botocore are
+    unknown here: upgrading boto3/botocore teaches them."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("ec2")
+    return frozenset(model.shape_for("InstanceType").enum)
+
+
+@check("aws_instance_type_exists", providers=AWS)
+def instance_type_exists(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """A type EC2 does not have is an error here, not at ``pulumi up``."""
+    known = ec2_instance_types()
+    for group in spec.node_groups:
+        if group.instance_type in known:
+            continue
+        close = difflib.get_close_matches(group.instance_type, sorted(known), n=3, cutoff=0.75)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        yield Finding(
+            Level.ERROR,
+            "aws_instance_type_exists",
+            f"{_path(spec, group.name)}.instance_type",
+            f"'{group.instance_type}' is not an EC2 instance type (botocore's EC2 model lists "
+            f"{len(known)}){hint}",
+        )
 
 
 @check("aws_efa_layout", providers=AWS)
@@ -91,6 +123,15 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 @check("aws_placement", providers=AWS)
 def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """Which compute groups go into the cluster placement group, and what reserved capacity implies."""
+    for group in spec.node_groups:
+        if group.capacity.mode is CapacityMode.FLEX_START:
+            yield Finding(
+                Level.ERROR,
+                "aws_placement",
+                f"{_path(spec, group.name)}.capacity.mode",
+                "flex_start is GCP's Dynamic Workload Scheduler; on AWS, time-bound GPU capacity is a "
+                "Capacity Block: use mode: capacity_block with its reservation id",
+            )
     for group in spec.compute_groups:
         mode = group.capacity.mode
         path = f"{_path(spec, group.name)}.capacity"
@@ -102,6 +143,15 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "a Capacity Block is already co-located by AWS: no placement group is created for "
                 f"group '{group.name}' ({rules.CAPACITY_BLOCK_DOC})",
             )
+        elif mode is CapacityMode.RESERVATION and group.capacity.placement_group is not None:
+            yield Finding(
+                Level.INFO,
+                "aws_placement",
+                path,
+                f"group '{group.name}' launches into the existing placement group "
+                f"'{group.capacity.placement_group}', where its capacity reservation was made "
+                f"({rules.ODCR_PLACEMENT_DOC})",
+            )
         elif mode is CapacityMode.RESERVATION:
             yield Finding(
                 Level.WARNING,
@@ -109,9 +159,8 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 path,
                 f"group '{group.name}' targets a capacity reservation, so gpufleet creates no placement "
                 "group for it: nodes are as close as the reservation's capacity is. A reservation made "
-                "inside a cluster placement group only matches instances launched into that group, which "
-                f"gpufleet does not do ({rules.ODCR_PLACEMENT_DOC}); use a reservation made without one, "
-                "or a Capacity Block",
+                "inside a cluster placement group only matches instances launched into that group "
+                f"({rules.ODCR_PLACEMENT_DOC}): name it in capacity.placement_group",
             )
         if mode is CapacityMode.SPOT and group.count > 1:
             yield Finding(

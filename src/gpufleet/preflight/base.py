@@ -33,7 +33,7 @@ class Finding:
     path: str
     message: str
 
-    def as_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, str]:
         data = asdict(self)
         data["level"] = self.level.value
         return data

@@ -1,8 +1,5 @@
-"""GCP preflight checks, and the one table of what each Compute Engine machine series can do.
-
-``SERIES`` is written down once and read twice: the checks below judge a spec against it, and the Pulumi
-component (``gpufleet.infra.gcp``) takes its choices from it (boot disk type, image, compact placement
-and its max distance). Per machine type figures (NICs, MTU, RoCE profile, zones) live in the catalog.
+"""GCP preflight checks: a spec judged against the GCP facts of ``gpufleet.catalog.gcp`` (machine series,
+NIC layout, filesystem sizes) and the catalog.
 
 Checks (all offline, from the spec and the catalog):
 - ``gcp_nic_layout``: host gVNICs plus GPU NICs per type, the VPC layout they need, nic types;
@@ -12,21 +9,30 @@ Checks (all offline, from the spec and the catalog):
 - ``gcp_mtu``: the MTU of every VPC the cluster creates;
 - ``gcp_filesystem_size``: Managed Lustre and Filestore capacity minimums, maximums and steps;
 - ``gcp_vpc_count``: how many VPC networks the cluster creates (a per-project quota).
-
-Sources (read 2026-11-22): Managed Lustre performance tiers
-https://cloud.google.com/managed-lustre/docs/performance-tiers; Filestore service tiers
-https://cloud.google.com/filestore/docs/service-tiers; placement policies
-https://cloud.google.com/compute/docs/instances/placement-policies-overview; RDMA network profiles
-https://cloud.google.com/vpc/docs/rdma-network-profiles; MTU https://cloud.google.com/vpc/docs/mtu.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from datetime import timedelta
 
-from gpufleet.catalog import Catalog, InstanceType
+from gpufleet.catalog import Catalog
+from gpufleet.catalog.gcp import (
+    FLEX_START_DOC,
+    FLEX_START_MAX_RUN,
+    MAX_NICS_PER_VM,
+    ON_DEMAND_DOC,
+    RESERVATION_NAME,
+    ROCE_MTU,
+    VPC_MTU_RANGE,
+    GcpSeries,
+    compact_max_distance,
+    filestore_size_problem,
+    lustre_size_problem,
+    nic_layout,
+    series_of,
+    vpc_count,
+)
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import (
     CapacityMode,
@@ -37,120 +43,6 @@ from gpufleet.spec.model import (
     NodeGroup,
     Role,
 )
-
-# --------------------------------------------------------------------------------------------------
-# What each machine series can do
-
-
-@dataclass(frozen=True)
-class GcpSeries:
-    """Rules of one Compute Engine machine series (matched by machine type prefix)."""
-
-    prefix: str
-    label: str
-    boot_disk_type: str
-    image_project: str
-    image_family: str
-    compact_placement: bool = False
-    compact_max_vms: int | None = None
-    max_distance: tuple[int, ...] = ()  # values a compact policy accepts; () = not supported
-    spot: bool = True
-
-
-_UBUNTU = ("ubuntu-os-cloud", "ubuntu-2204-lts")
-# Google's accelerator images carry the RDMA (MRDMA) and gVNIC drivers A3 Ultra and A4 need.
-_UBUNTU_ACCEL = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-570")
-
-SERIES: tuple[GcpSeries, ...] = (
-    # A3 Ultra and A4 boot only from Hyperdisk.
-    GcpSeries("a4-highgpu", "A4", "hyperdisk-balanced", *_UBUNTU_ACCEL, True, 1500, (2, 3)),
-    GcpSeries("a3-ultragpu", "A3 Ultra", "hyperdisk-balanced", *_UBUNTU_ACCEL, True, 1500, (2, 3)),
-    GcpSeries("a3-megagpu", "A3 Mega", "pd-balanced", *_UBUNTU, True, 1500, (2, 3)),
-    GcpSeries("a3-highgpu", "A3 High", "pd-balanced", *_UBUNTU, True, 1500, (2, 3)),
-    GcpSeries("a2-", "A2", "pd-balanced", *_UBUNTU, True, 1500, ()),
-    GcpSeries("c3-", "C3", "pd-balanced", *_UBUNTU, True, 1500, ()),
-    GcpSeries("n2-", "N2", "pd-balanced", *_UBUNTU, True, 1500, ()),
-)
-_DEFAULT_SERIES = GcpSeries("", "other", "pd-balanced", *_UBUNTU)
-
-
-def series_of(instance_type: str) -> GcpSeries:
-    """The rules for a machine type (the first prefix that matches; a conservative default otherwise)."""
-    return next((s for s in SERIES if instance_type.startswith(s.prefix)), _DEFAULT_SERIES)
-
-
-# Max NICs a VM can have: 10 on the machine types with many vCPUs (every GPU type here).
-MAX_NICS_PER_VM = 10
-# VPC MTU range (bytes) and the MTU the RoCE network profile uses.
-VPC_MTU_RANGE = (1300, 8896)
-ROCE_MTU = 8896
-# Host VPC MTU: the largest a VPC allows, which Managed Lustre recommends (about 10 % faster).
-HOST_MTU = 8896
-# Google's documented Managed Lustre tiers (MB/s per TiB): min and max GiB, and the step that applies
-# up to a threshold (None: everywhere above). Above the threshold, the capacity is a multiple of the
-# larger step.
-LUSTRE_TIERS: dict[int, tuple[int, int, tuple[tuple[int | None, int], ...]]] = {
-    1000: (9_000, 10_008_000, ((1_530_000, 9_000), (None, 72_000))),
-    500: (18_000, 20_016_000, ((3_060_000, 18_000), (None, 144_000))),
-    250: (36_000, 40_032_000, ((6_120_000, 36_000), (None, 288_000))),
-    125: (72_000, 12_240_000, ((None, 72_000),)),
-}
-# Filestore tiers: ranges of (min GiB, max GiB, step GiB). Basic tiers take any whole GiB; Regional's
-# lower range documents no step here, so only its bounds are checked.
-FILESTORE_TIERS: dict[str, tuple[tuple[int, int, int], ...]] = {
-    "BASIC_HDD": ((1_024, 65_434, 1),),
-    "BASIC_SSD": ((2_560, 65_434, 1),),
-    "ZONAL": ((1_024, 9_984, 256), (10_240, 102_400, 2_560)),
-    "REGIONAL": ((1_024, 10_239, 1), (10_240, 102_400, 2_560)),
-}
-_RESERVATION = re.compile(
-    r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
-)
-
-
-# --------------------------------------------------------------------------------------------------
-# The network layout a spec gets (shared with the component, so checks and resources agree)
-
-
-@dataclass(frozen=True)
-class NicLayout:
-    """The NICs one node of a group gets: host gVNICs, then GPU NICs."""
-
-    host_nics: int
-    gpu_nics: int
-    gpu_nic_type: str | None
-    gpu_mtu: int | None
-    roce: bool
-
-    @property
-    def total(self) -> int:
-        return self.host_nics + self.gpu_nics
-
-
-def nic_layout(spec: ClusterSpec, group: NodeGroup, item: InstanceType | None) -> NicLayout:
-    """Compute nodes get the catalog's layout (GPU NICs only when the spec asks for a fabric);
-    every other node gets a single gVNIC on the host VPC."""
-    if Role.COMPUTE not in group.roles or item is None:
-        return NicLayout(1, 0, None, None, False)
-    fabric = item.fabric
-    gpu_nics = 0 if spec.fabric.kind is FabricKind.ETHERNET else fabric.interfaces
-    return NicLayout(
-        host_nics=fabric.host_nics or 1,
-        gpu_nics=gpu_nics,
-        gpu_nic_type=fabric.gpu_nic_type if gpu_nics else None,
-        gpu_mtu=fabric.mtu if gpu_nics else None,
-        roce=bool(gpu_nics) and fabric.network_profile == "roce",
-    )
-
-
-def vpc_count(spec: ClusterSpec, catalog: Catalog) -> int:
-    """VPC networks the cluster creates: the host VPC, a second one for a second host NIC, one per
-    TCPX/TCPXO GPU NIC, or one RoCE VPC."""
-    layouts = [nic_layout(spec, g, catalog.get(g.instance_type)) for g in spec.node_groups]
-    host = max(layout.host_nics for layout in layouts)
-    gpu = max((1 if layout.roce else layout.gpu_nics) for layout in layouts)
-    return host + gpu
-
 
 # --------------------------------------------------------------------------------------------------
 # Checks
@@ -280,6 +172,13 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "capacity_block is AWS's; on GCP a calendar-mode future reservation delivers a reservation: "
                 "use mode: reservation with its name",
             )
+        if capacity.placement_group is not None:
+            yield Finding(
+                Level.ERROR,
+                "gcp_capacity",
+                f"{path}.placement_group",
+                "placement_group is AWS only; on GCP a reservation brings its own compact placement policy",
+            )
         if capacity.reservation_group_arn is not None:
             yield Finding(
                 Level.ERROR,
@@ -288,7 +187,7 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "reservation_group_arn is AWS only; on GCP name one reservation in 'reservation'",
             )
         if capacity.mode is CapacityMode.RESERVATION and capacity.reservation is not None:
-            if not _RESERVATION.match(capacity.reservation):
+            if not RESERVATION_NAME.match(capacity.reservation):
                 yield Finding(
                     Level.ERROR,
                     "gcp_capacity",
@@ -306,6 +205,17 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                     "reservation's own compact placement policy, if it has one); create the reservation "
                     "with a compact placement policy for dense placement",
                 )
+        if capacity.mode is CapacityMode.ON_DEMAND and not series.on_demand:
+            yield Finding(
+                Level.ERROR,
+                "gcp_capacity",
+                f"{path}.mode",
+                f"{series.label} ({group.instance_type}) has no on-demand capacity: use mode: reservation "
+                "with a reservation's name, mode: spot, or mode: flex_start with max_run_duration (Dynamic "
+                f"Workload Scheduler) ({ON_DEMAND_DOC})",
+            )
+        if capacity.mode is CapacityMode.FLEX_START:
+            yield from _flex_start(spec, group, series)
         if capacity.mode is CapacityMode.SPOT:
             if not series.spot:
                 yield Finding(
@@ -322,6 +232,33 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                     "the controller runs on a Spot VM: a preemption stops slurmctld for the whole "
                     "cluster; use on_demand for the controller group",
                 )
+
+
+def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Iterator[Finding]:
+    path = _path(spec, group, "capacity")
+    if not series.flex_start:
+        yield Finding(
+            Level.ERROR,
+            "gcp_capacity",
+            f"{path}.mode",
+            f"{series.label} machine types are not offered as flex-start VMs ({FLEX_START_DOC})",
+        )
+    duration = group.capacity.max_run_duration
+    if duration is not None and not timedelta(seconds=1) <= duration <= FLEX_START_MAX_RUN:
+        yield Finding(
+            Level.ERROR,
+            "gcp_capacity",
+            f"{path}.max_run_duration",
+            f"a flex-start VM runs for at most {FLEX_START_MAX_RUN.days} days; got {duration}",
+        )
+    if Role.CONTROLLER in group.roles:
+        yield Finding(
+            Level.ERROR,
+            "gcp_capacity",
+            f"{path}.mode",
+            "the controller would be a flex-start VM, deleted at the end of its max_run_duration with "
+            "slurmctld's state; use on_demand for the controller group",
+        )
 
 
 @check("gcp_placement", providers=("gcp",))
@@ -355,7 +292,9 @@ def gcp_placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "gcp_placement",
                 _path(spec, group, "instance_type"),
                 f"the compact placement policy of group '{group.name}' sets max distance "
-                f"{max(series.max_distance)} (a Preview field; some projects need access granted for "
+                f"{compact_max_distance(group.instance_type, group.count)}, the closest that holds "
+                f"{group.count} VM(s) as slurm-gcp sizes placement groups (a Preview field; some projects "
+                "need access granted for "
                 f"{series.label}); VMs that cannot be placed that close fail to create rather than spread",
             )
 
@@ -406,36 +345,6 @@ def gcp_filesystem_size(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
         return
     if problem:
         yield Finding(Level.ERROR, "gcp_filesystem_size", "filesystem.size_gib", problem)
-
-
-def lustre_size_problem(size_gib: int, throughput: int) -> str | None:
-    low, high, steps = LUSTRE_TIERS[throughput]
-    tier = f"the {throughput} MB/s per TiB Managed Lustre tier"
-    if not low <= size_gib <= high:
-        return f"{tier} takes {low}-{high} GiB; got {size_gib}"
-    step = next(s for limit, s in steps if limit is None or size_gib <= limit)
-    if size_gib % step:
-        below = size_gib - size_gib % step
-        above = below + step
-        nearest = f"{above}" if below < low else f"{below} or {above}"
-        return f"{tier} grows in steps of {step} GiB at this size; got {size_gib}, use {nearest}"
-    return None
-
-
-def filestore_size_problem(size_gib: int, tier: str) -> str | None:
-    ranges = FILESTORE_TIERS[tier]
-    for low, high, step in ranges:
-        if low <= size_gib <= high:
-            if size_gib % step:
-                below = size_gib - size_gib % step
-                options = f"{below} or {below + step}" if below >= low else f"{below + step}"
-                return (
-                    f"Filestore {tier} takes steps of {step} GiB from {low} GiB; got {size_gib}, "
-                    f"use {options}"
-                )
-            return None
-    spans = ", ".join(f"{low}-{high}" for low, high, _ in ranges)
-    return f"Filestore {tier} takes {spans} GiB; got {size_gib}"
 
 
 @check("gcp_vpc_count", providers=("gcp",))

@@ -231,6 +231,7 @@ class CapacityMode(StrEnum):
     SPOT = "spot"
     RESERVATION = "reservation"
     CAPACITY_BLOCK = "capacity_block"
+    FLEX_START = "flex_start"  # GCP: Dynamic Workload Scheduler flex-start VMs, bounded by max_run_duration
 
 
 class Capacity(SpecModel):
@@ -245,9 +246,36 @@ class Capacity(SpecModel):
     reservation_group_arn: str | None = Field(
         default=None, description="AWS only: a capacity reservation resource group instead of one id"
     )
+    placement_group: (
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")] | None
+    ) = Field(
+        default=None,
+        description="AWS only, mode reservation: the existing cluster placement group the capacity "
+        "reservation was created in (its instances must launch into that group)",
+    )
+    max_run_duration: Duration | None = Field(
+        default=None,
+        description="GCP flex_start only: how long the VMs run before Compute Engine deletes them "
+        "(e.g. 3d; at most 7 days)",
+    )
 
     @model_validator(mode="after")
     def _reservation_given(self) -> Capacity:
+        if self.placement_group is not None and self.mode is not CapacityMode.RESERVATION:
+            raise PydanticCustomError(
+                "placement_group_unused",
+                "'placement_group' names the placement group a capacity reservation was made in; it is "
+                "only read with mode 'reservation', not '{mode}'",
+                {"mode": self.mode.value},
+            )
+        flex = self.mode is CapacityMode.FLEX_START
+        if flex != (self.max_run_duration is not None):
+            raise PydanticCustomError(
+                "max_run_duration",
+                "capacity mode 'flex_start' needs 'max_run_duration' (how long the VMs may run), and only "
+                "it takes one; got mode '{mode}'",
+                {"mode": self.mode.value},
+            )
         needs = self.mode in (CapacityMode.RESERVATION, CapacityMode.CAPACITY_BLOCK)
         given = self.reservation is not None or self.reservation_group_arn is not None
         if needs and not given:
@@ -371,9 +399,22 @@ class FsxLustreFilesystem(SpecModel):
     )
     data_repository: S3DataRepository | None = None
     mount_point: AbsolutePath = "/fsx"
+    compression: Literal["LZ4", "NONE"] = Field(
+        default="LZ4", description="data compression (LZ4 saves space and throughput for most data)"
+    )
+    efa: bool = Field(
+        default=False,
+        description="PERSISTENT_2 only: EFA and GPUDirect Storage to the file system (with automatic "
+        "metadata configuration)",
+    )
 
     @model_validator(mode="after")
     def _throughput_for_type(self) -> FsxLustreFilesystem:
+        if self.efa and self.deployment_type != "PERSISTENT_2":
+            raise PydanticCustomError(
+                "fsx_efa",
+                "an EFA-enabled FSx for Lustre is PERSISTENT_2 only: set deployment_type or drop efa",
+            )
         if self.deployment_type == "SCRATCH_2" and self.throughput_per_tib not in (None, 200):
             raise PydanticCustomError(
                 "scratch_throughput",

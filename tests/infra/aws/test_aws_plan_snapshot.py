@@ -24,7 +24,7 @@ def render(path: Path) -> str:
     spec = load_spec(path)
     plan = plan_spec(spec, CREATED_AT)
     data = {
-        "resources": [r.as_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
+        "resources": [r.to_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
         "outputs": plan.outputs,
         "cost_per_hour_usd": hourly_cost(spec)[0],
     }

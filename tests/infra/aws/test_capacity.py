@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aws_specs import aws_spec
 
-from gpufleet.infra.aws.rules import wants_cluster_placement_group
+from gpufleet.catalog.aws import wants_cluster_placement_group
 from gpufleet.spec.model import CapacityMode
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

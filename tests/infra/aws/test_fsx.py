@@ -69,3 +69,42 @@ def test_filesystem_outputs(plan_aws):
     assert fs["dns_name"].endswith(".fsx.us-east-1.amazonaws.com") and fs["dns_name"].startswith("fs-"), fs
     assert fs["mount_name"].isalnum() and len(fs["mount_name"]) == 8, fs
     assert plan_aws(aws_spec()).outputs["filesystem"] == {"kind": "none"}
+
+
+def test_lz4_compression_by_default_and_none_on_request(plan_aws):
+    fs = {"kind": "fsx_lustre", "size_gib": 4800}
+    (lustre,) = plan_aws(aws_spec(filesystem=fs)).of_type(FSX)
+    assert lustre.inputs["dataCompressionType"] == "LZ4", lustre.urn
+    (plain,) = plan_aws(aws_spec(filesystem={**fs, "compression": "NONE"})).of_type(FSX)
+    assert plain.inputs["dataCompressionType"] == "NONE", plain.urn
+
+
+def test_efa_enabled_fsx_gets_metadata_and_all_traffic_with_the_nodes(plan_aws):
+    fs = {"kind": "fsx_lustre", "size_gib": 4800, "efa": True}
+    recorded = plan_aws(aws_spec(filesystem=fs))
+    (lustre,) = recorded.of_type(FSX)
+    assert lustre.inputs["efaEnabled"] is True, lustre.urn
+    assert lustre.inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}, lustre.urn
+    every = [
+        r.name
+        for kind in ("Ingress", "Egress")
+        for r in recorded.of_type(f"aws:vpc/securityGroup{kind}Rule:SecurityGroup{kind}Rule")
+        if r.inputs.get("ipProtocol") == "-1" and "efa" in r.name
+    ]
+    assert sorted(every) == sorted(
+        f"fleet-{label}-efa-{way}"
+        for label in ("fsx-sg-self", "fsx-sg-nodes", "sg-fsx")
+        for way in ("in", "out")
+    ), every
+    (plain,) = plan_aws(aws_spec(filesystem={**fs, "efa": False})).of_type(FSX)
+    assert "efaEnabled" not in plain.inputs and "metadataConfiguration" not in plain.inputs, plain.urn
+
+
+def test_efa_fsx_is_persistent_2_only():
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="PERSISTENT_2 only"):
+        aws_spec(
+            filesystem={"kind": "fsx_lustre", "size_gib": 2400, "deployment_type": "SCRATCH_2", "efa": True}
+        )

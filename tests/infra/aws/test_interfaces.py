@@ -11,7 +11,7 @@ import pytest
 from aws_specs import aws_spec
 
 from gpufleet.catalog import load_catalog
-from gpufleet.infra.aws.interfaces import interface_layout
+from gpufleet.catalog.aws_interfaces import interface_layout
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 AWS_TYPES = sorted(load_catalog().for_provider("aws"), key=lambda i: i.name)

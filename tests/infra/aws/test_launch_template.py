@@ -58,7 +58,7 @@ def test_user_data_only_prepares_for_ansible(plan_aws):
             "preserve_hostname": False,
             "manage_etc_hosts": True,
             "packages": ["python3"],
-            "disable_root": False,
+            "disable_root": True,  # no root SSH login (issue 10, AWS 4)
             "ssh_authorized_keys": [KEY],
         }, f"{instance.urn}: {config}"
 
@@ -81,7 +81,7 @@ def test_images_by_family(plan_aws, family, gpu_name, head_name):
     cloud = AwsMockCloud(spec)
 
     def image_named(fragment: str, owner: str) -> str:
-        from gpufleet.infra.aws.rules import AMI_FAMILIES
+        from gpufleet.catalog.aws import AMI_FAMILIES
 
         query = next(q for q in AMI_FAMILIES.values() if fragment in q.name_pattern)
         assert query.owner == owner

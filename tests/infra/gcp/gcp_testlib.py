@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.catalog import InstanceType, load_catalog
+from gpufleet.catalog.gcp import series_of
 from gpufleet.infra.plan import PlannedResource
 from gpufleet.spec.model import ClusterSpec
 
@@ -22,6 +23,8 @@ def gcp_spec(instance_type: str = "a3-megagpu-8g", **changes: Any) -> ClusterSpe
     """A small valid GCP spec around one compute type; ``changes`` replace top-level keys."""
     item = load_catalog().get(instance_type)
     assert item is not None, f"{instance_type} is not in the catalog"
+    # A3 Ultra and A4 have no on-demand capacity: their groups run on Spot (which keeps compact placement).
+    capacity = {} if series_of(instance_type).on_demand else {"capacity": {"mode": "spot"}}
     data: dict[str, Any] = {
         "name": "t1",
         "provider": {
@@ -32,7 +35,7 @@ def gcp_spec(instance_type: str = "a3-megagpu-8g", **changes: Any) -> ClusterSpe
         },
         "node_groups": [
             {"name": "head", "roles": ["controller", "login"], "instance_type": "n2-standard-8"},
-            {"name": "gpu", "roles": ["compute"], "instance_type": instance_type, "count": 2},
+            {"name": "gpu", "roles": ["compute"], "instance_type": instance_type, "count": 2, **capacity},
         ],
         "fabric": item.fabric.kind.value,
         "tags": {"team": "infra"},

@@ -22,7 +22,7 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "gcp-a3-mega.plan.json"
 def render(path: Path) -> str:
     plan = plan_spec(load_spec(path), CREATED_AT)
     data = {
-        "resources": [r.as_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
+        "resources": [r.to_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
         "outputs": plan.outputs,
     }
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -8,8 +8,8 @@ import pytest
 from gcp_testlib import gcp_gpu_types, gcp_spec
 
 from gpufleet.catalog import Catalog, load_catalog
+from gpufleet.catalog.gcp import filestore_size_problem, lustre_size_problem, vpc_count
 from gpufleet.preflight import Level, run_checks
-from gpufleet.preflight.gcp import filestore_size_problem, lustre_size_problem, vpc_count
 
 
 def findings(spec, catalog: Catalog | None = None, level: Level = Level.WARNING) -> list[str]:

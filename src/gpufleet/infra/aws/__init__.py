@@ -1,22 +1,12 @@
-"""``provider: aws``: the Pulumi component of a GPU cluster on AWS, and its offline mocks.
+"""``provider: aws``: the Pulumi component of a GPU cluster on AWS, its backend and its offline mocks.
 
-``GpuClusterAws`` and ``GpuClusterAwsArgs`` are loaded on first use (PEP 562), so that the pure modules
-of this package (``rules``, ``interfaces``), which the preflight checks read, import no cloud SDK.
+Modules: ``backend.py`` (what ``gpufleet up/status/down`` drive), ``component.py`` (the component) and
+its parts, ``mocks.py``, ``leftovers.py``. The AWS facts it shares with the preflight checks live in
+``gpufleet.catalog.aws`` and ``gpufleet.catalog.aws_interfaces`` (no cloud SDK).
 """
 
-from __future__ import annotations
+from gpufleet.infra.aws.backend import backend
+from gpufleet.infra.aws.component import TYPE_TOKEN, GpuClusterAws, GpuClusterAwsArgs
+from gpufleet.infra.aws.mocks import AwsMockCloud
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from gpufleet.infra.aws.component import GpuClusterAws, GpuClusterAwsArgs
-
-__all__ = ["GpuClusterAws", "GpuClusterAwsArgs"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from gpufleet.infra.aws import component
-
-        return getattr(component, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["TYPE_TOKEN", "AwsMockCloud", "GpuClusterAws", "GpuClusterAwsArgs", "backend"]

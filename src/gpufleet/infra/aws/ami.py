@@ -1,5 +1,8 @@
 """The machine images: found by family (newest match of the owner's name pattern) or pinned by id.
 
+A family's newest image is what the first ``pulumi up`` finds; the launch template keeps it afterwards
+(``launch_template.KEPT_FAMILY_IMAGE``), so a later release does not replace live nodes.
+
 Creates nothing: each distinct image is one ``aws:ec2/getAmi`` lookup. GPU groups get the spec's
 family; groups without GPUs (the head node) get the plain Ubuntu release of that family.
 """
@@ -12,7 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.catalog import InstanceType
-from gpufleet.infra.aws import rules
+from gpufleet.catalog import aws as rules
 from gpufleet.spec.model import AwsAmi
 
 
@@ -20,6 +23,7 @@ from gpufleet.spec.model import AwsAmi
 class Image:
     id: pulumi.Input[str]
     root_device_name: pulumi.Input[str]
+    pinned: bool = False  # the spec names the image (ami.id): a change of it is meant to roll the nodes
 
 
 def family_for(ami: AwsAmi, item: InstanceType | None) -> str:
@@ -59,4 +63,4 @@ class Images:
                 ],
                 opts=self._opts,
             )
-        return Image(id=result.id, root_device_name=result.root_device_name)
+        return Image(id=result.id, root_device_name=result.root_device_name, pinned=self._ami.id is not None)

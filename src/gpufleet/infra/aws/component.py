@@ -23,10 +23,11 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.catalog import aws_interfaces as interfaces
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
-from gpufleet.infra.aws import capacity, fsx, iam, interfaces, network, security
+from gpufleet.infra.aws import capacity, fsx, iam, network, security
 from gpufleet.infra.aws.ami import Images
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.userdata import authorized_keys, render_user_data
@@ -71,7 +72,9 @@ class GpuClusterAws(pulumi.ComponentResource):
 
         net = network.build_network(name, provider_spec, child)
         fs_spec = spec.filesystem if isinstance(spec.filesystem, FsxLustreFilesystem) else None
-        groups = security.build_security_groups(name, spec, net.vpc_id, fs_spec is not None, child)
+        groups = security.build_security_groups(
+            name, spec, net.vpc_id, fs_spec is not None, child, fsx_efa=fs_spec is not None and fs_spec.efa
+        )
         profile = iam.build_instance_profile(name, provider_spec.region, child) if provider_spec.ssm else None
         placement = None
         if capacity.needs_placement_group(spec):
@@ -90,11 +93,10 @@ class GpuClusterAws(pulumi.ComponentResource):
                 image=images.for_type(item),
                 slots=slots,
                 subnet_id=net.subnet_id,
-                security_group_id=groups.nodes.id,
+                security_group_ids=[groups.nodes.id]
+                + ([groups.login.id] if groups.login is not None and group in spec.login_groups else []),
                 instance_profile_arn=profile.arn if profile is not None else None,
-                placement_group=(
-                    placement.name if placement is not None and capacity.in_placement_group(group) else None
-                ),
+                placement_group=capacity.placement_group_of(group, placement),
                 tags=cluster_tags,
                 opts=child,
             )
@@ -133,7 +135,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             "region": provider_spec.region,
             "zone": provider_spec.zone,
             "fabric": spec.fabric.kind.value,
-            "expires_at": cluster_tags[tags.AWS_EXPIRES_TAG],
+            "expires_at": tags.expires_at_text(spec, args.created_at),
             "head_node": spec.host_names(spec.controller_group)[0],
             "hosts": hosts,
             "filesystem": filesystem,

@@ -4,7 +4,10 @@ Creates, when ``filesystem.kind`` is ``fsx_lustre``:
 - ``<name>-fsx``: the file system (PERSISTENT_2 with its ``per_unit_storage_throughput``, or SCRATCH_2),
   Lustre 2.15, SSD, in the private subnet behind ``<name>-fsx-sg``. Encrypted at rest: PERSISTENT_2 with
   the AWS managed key ``aws/fsx`` (no ``kms_key_id`` given), SCRATCH_2 always, with keys FSx manages.
-  No automatic backups and no final backup, so that destroy leaves nothing behind.
+  No automatic backups and no final backup, so that destroy leaves nothing behind. LZ4 data compression
+  unless ``compression: NONE``. With ``efa: true`` (PERSISTENT_2), EFA and GPUDirect Storage with an
+  automatic metadata configuration, as FSx requires for them (FSX_EFA_DOC); the security groups then
+  allow all traffic between the file system and the nodes (``security.py``).
 - ``<name>-fsx-dra``: with ``data_repository``, an S3 data repository association (any Lustre 2.12+
   deployment but SCRATCH_1 supports one).
 
@@ -19,6 +22,7 @@ import pulumi_aws as aws
 from gpufleet.spec.model import FsxLustreFilesystem
 
 EVENTS = ["NEW", "CHANGED", "DELETED"]
+FSX_EFA_DOC = "https://docs.aws.amazon.com/fsx/latest/LustreGuide/efa-file-systems.html"
 
 
 def build_fsx(
@@ -40,6 +44,11 @@ def build_fsx(
         security_group_ids=[security_group_id],
         automatic_backup_retention_days=0 if persistent else None,
         skip_final_backup=True if persistent else None,
+        data_compression_type=fs.compression,
+        efa_enabled=True if fs.efa else None,
+        metadata_configuration=(
+            aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode="AUTOMATIC") if fs.efa else None
+        ),
         tags={"Name": f"{name}-fsx"},
         opts=opts,
     )

@@ -13,7 +13,7 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.infra.aws import rules
+from gpufleet.catalog import aws as rules
 
 IAM_PATH = "/gpufleet/"
 SSM_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html"

@@ -11,6 +11,13 @@ Creates ``<name>-<group>-lt`` for each node group, with:
   group where ``rules.wants_cluster_placement_group`` allows one;
 - tag specifications for the volumes and interfaces EC2 creates at launch (and spot requests), which
   the provider's default tags do not reach.
+
+Instances follow the template's latest version, and a new version replaces them. So nothing that changes
+on its own may reach the template after the first ``pulumi up`` (``KEPT``): an image found by family is
+resolved once and kept in the stack's state (a newer DLAMI release does not roll a live cluster; pin
+``ami.id`` to move to another image), and the launch tag specifications keep the tags of the first up (an
+edited ``lifetime.ttl`` or ``tags`` reaches the instances in place through the provider's default tags,
+not the template).
 """
 
 from __future__ import annotations
@@ -18,16 +25,20 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.infra.aws import capacity, rules
+from gpufleet.catalog import aws as rules
+from gpufleet.catalog.aws_interfaces import InterfaceSlot
+from gpufleet.infra.aws import capacity
 from gpufleet.infra.aws.ami import Image
-from gpufleet.infra.aws.interfaces import InterfaceSlot
 from gpufleet.spec.model import NodeGroup
 
 LAUNCH_TAGGED = ("volume", "network-interface")
+# Template inputs kept from the first 'pulumi up' (see the module doc); "imageId" only for a family lookup.
+KEPT = ("tagSpecifications",)
+KEPT_FAMILY_IMAGE = ("imageId",)
 
 
 def network_interface_args(
-    slot: InterfaceSlot, subnet_id: pulumi.Input[str], security_group_id: pulumi.Input[str]
+    slot: InterfaceSlot, subnet_id: pulumi.Input[str], security_group_ids: list[pulumi.Input[str]]
 ) -> aws.ec2.LaunchTemplateNetworkInterfaceArgs:
     primary = slot.network_card_index == 0 and slot.device_index == 0
     return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
@@ -35,7 +46,7 @@ def network_interface_args(
         device_index=slot.device_index,
         interface_type=slot.interface_type,
         subnet_id=subnet_id,
-        security_groups=[security_group_id],
+        security_groups=security_group_ids,
         delete_on_termination="true",
         associate_public_ip_address="false" if primary else None,
     )
@@ -48,13 +59,14 @@ def build_launch_template(
     image: Image,
     slots: list[InterfaceSlot],
     subnet_id: pulumi.Input[str],
-    security_group_id: pulumi.Input[str],
+    security_group_ids: list[pulumi.Input[str]],
     instance_profile_arn: pulumi.Input[str] | None,
     placement_group: pulumi.Input[str] | None,
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
 ) -> aws.ec2.LaunchTemplate:
     tagged = LAUNCH_TAGGED + capacity.spot_tag_resource_types(group.capacity)
+    kept = KEPT + (() if image.pinned else KEPT_FAMILY_IMAGE)
     return aws.ec2.LaunchTemplate(
         f"{name}-{group.name}-lt",
         description=f"gpufleet {name}: node group {group.name} ({group.instance_type})",
@@ -78,7 +90,7 @@ def build_launch_template(
                 ),
             )
         ],
-        network_interfaces=[network_interface_args(s, subnet_id, security_group_id) for s in slots],
+        network_interfaces=[network_interface_args(s, subnet_id, security_group_ids) for s in slots],
         iam_instance_profile=(
             aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=instance_profile_arn)
             if instance_profile_arn is not None
@@ -93,5 +105,5 @@ def build_launch_template(
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags) for kind in tagged
         ],
         **capacity.market_args(group.capacity),
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=list(kept))),
     )

@@ -13,7 +13,7 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.infra.aws import rules
+from gpufleet.catalog import aws as rules
 from gpufleet.infra.plan import fake_id
 from gpufleet.spec.model import AwsProvider, ClusterSpec
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.infra.aws import rules
+from gpufleet.catalog import aws as rules
 from gpufleet.spec.model import AwsProvider
 
 

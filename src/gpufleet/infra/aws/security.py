@@ -4,11 +4,13 @@ Creates:
 - ``<name>-sg``: the nodes' group. ``<name>-sg-self-in`` / ``<name>-sg-self-out``: all traffic in and out
   to the group itself, as EFA's OS-bypass traffic requires (EFA_SG_DOC); ``<name>-sg-https-out`` and
   ``<name>-sg-http-out``: TCP 443 and 80 out to the internet (through the NAT) for packages and SSM;
-  ``<name>-sg-ssh-<i>``: SSH (22) in from each of ``access.allowed_cidrs`` (none by default: access is
-  through SSM Session Manager)
+- with ``access.allowed_cidrs``, ``<name>-login-sg``, attached to the login node only, and
+  ``<name>-login-sg-ssh-<i>``: SSH (22) in from each CIDR (none by default: access is through SSM Session
+  Manager); compute nodes and a separate controller never take SSH from outside the cluster
 - with FSx for Lustre, ``<name>-fsx-sg``: the file system's group, with the Lustre ports (TCP 988 and
   1018-1023) allowed in from the nodes' group and from itself, and the nodes' group allowed out to it
-  and in from it on the same ports (FSX_ACCESS_DOC)
+  and in from it on the same ports (FSX_ACCESS_DOC); for an EFA-enabled file system, all traffic within
+  the file system's group and between it and the nodes' group (``<name>-*-efa-in``/``-out``)
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.infra.aws import rules
+from gpufleet.catalog import aws as rules
 from gpufleet.spec.model import ClusterSpec
 
 EFA_SG_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security"
@@ -29,10 +31,17 @@ INTERNET_PORTS = {"https": 443, "http": 80}
 class SecurityGroups:
     nodes: aws.ec2.SecurityGroup
     fsx: aws.ec2.SecurityGroup | None
+    login: aws.ec2.SecurityGroup | None = None  # SSH from access.allowed_cidrs, login nodes only
 
 
 def build_security_groups(
-    name: str, spec: ClusterSpec, vpc_id: pulumi.Input[str], with_fsx: bool, opts: pulumi.ResourceOptions
+    name: str,
+    spec: ClusterSpec,
+    vpc_id: pulumi.Input[str],
+    with_fsx: bool,
+    opts: pulumi.ResourceOptions,
+    *,
+    fsx_efa: bool = False,
 ) -> SecurityGroups:
     nodes = aws.ec2.SecurityGroup(
         f"{name}-sg",
@@ -68,19 +77,9 @@ def build_security_groups(
             description=f"{label} out through the NAT (packages, SSM)",
             opts=opts,
         )
-    for index, cidr in enumerate(spec.access.allowed_cidrs):
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-sg-ssh-{index}",
-            security_group_id=nodes.id,
-            cidr_ipv4=str(cidr),
-            ip_protocol="tcp",
-            from_port=22,
-            to_port=22,
-            description="SSH from access.allowed_cidrs",
-            opts=opts,
-        )
+    login = _login_group(name, spec, vpc_id, opts)
     if not with_fsx:
-        return SecurityGroups(nodes=nodes, fsx=None)
+        return SecurityGroups(nodes=nodes, fsx=None, login=login)
 
     fsx = aws.ec2.SecurityGroup(
         f"{name}-fsx-sg",
@@ -134,4 +133,58 @@ def build_security_groups(
             description=f"Lustre {ports} from the file system",
             **common,
         )
-    return SecurityGroups(nodes=nodes, fsx=fsx)
+    if fsx_efa:
+        _fsx_efa_rules(name, nodes, fsx, opts)
+    return SecurityGroups(nodes=nodes, fsx=fsx, login=login)
+
+
+def _fsx_efa_rules(
+    name: str, nodes: aws.ec2.SecurityGroup, fsx: aws.ec2.SecurityGroup, opts: pulumi.ResourceOptions
+) -> None:
+    """An EFA-enabled file system needs all traffic within its group and to and from its clients
+    (fsx.FSX_EFA_DOC), as EFA between nodes does."""
+    pairs = (("fsx-sg-self", fsx, fsx), ("fsx-sg-nodes", fsx, nodes), ("sg-fsx", nodes, fsx))
+    for label, group, peer in pairs:
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-{label}-efa-in",
+            security_group_id=group.id,
+            referenced_security_group_id=peer.id,
+            ip_protocol="-1",
+            description="all traffic for EFA to FSx for Lustre",
+            opts=opts,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-{label}-efa-out",
+            security_group_id=group.id,
+            referenced_security_group_id=peer.id,
+            ip_protocol="-1",
+            description="all traffic for EFA to FSx for Lustre",
+            opts=opts,
+        )
+
+
+def _login_group(
+    name: str, spec: ClusterSpec, vpc_id: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> aws.ec2.SecurityGroup | None:
+    """SSH in from ``access.allowed_cidrs``, for the login node alone (None when no CIDR is listed)."""
+    if not spec.access.allowed_cidrs:
+        return None
+    login = aws.ec2.SecurityGroup(
+        f"{name}-login-sg",
+        vpc_id=vpc_id,
+        description=f"gpufleet cluster {spec.name}: SSH to the login node from access.allowed_cidrs",
+        tags={"Name": f"{name}-login"},
+        opts=opts,
+    )
+    for index, cidr in enumerate(spec.access.allowed_cidrs):
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-login-sg-ssh-{index}",
+            security_group_id=login.id,
+            cidr_ipv4=str(cidr),
+            ip_protocol="tcp",
+            from_port=22,
+            to_port=22,
+            description="SSH from access.allowed_cidrs",
+            opts=opts,
+        )
+    return login

@@ -17,15 +17,15 @@ from typing import Any
 import pulumi
 
 from gpufleet.catalog import load_catalog
+from gpufleet.catalog.gcp import nic_layout
 from gpufleet.errors import SpecError
 from gpufleet.infra.gcp.compute import Images, instance, placement_policy
 from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.outputs import host_record
-from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at, gcp_labels
+from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at_text, gcp_labels
 from gpufleet.infra.userdata import authorized_keys, render_user_data
 from gpufleet.preflight import require_no_errors
-from gpufleet.preflight.gcp import nic_layout
 from gpufleet.spec.model import ClusterSpec
 
 TYPE_TOKEN = "gpufleet:gcp:GpuCluster"
@@ -104,7 +104,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
             "region": provider.region,  # type: ignore[union-attr]
             "zone": provider.zone,  # type: ignore[union-attr]
             "fabric": spec.fabric.kind.value,
-            "expires_at": expires_at(spec, args.created_at).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "expires_at": expires_at_text(spec, args.created_at),
             "head_node": spec.host_names(spec.controller_group)[0],
             "hosts": hosts,
             "filesystem": filesystem.output,

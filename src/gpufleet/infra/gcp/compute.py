@@ -6,7 +6,7 @@ Creates:
   group carries it, except in a group that consumes a specific reservation (the reservation decides);
 - ``<name>-<group>[-<i>]``: one VM per host, named as ``ClusterSpec.host_names`` says, with no external IP,
   the NICs of its layout, labels on the VM and its boot disk, and the cloud-config of
-  ``gpufleet.infra.userdata`` (python3, the cluster's SSH key for root) as ``user-data`` metadata.
+  ``gpufleet.infra.userdata`` (python3, the cluster's SSH key for the image's user) as ``user-data`` metadata.
   GPU VMs stop on host maintenance (``on_host_maintenance: TERMINATE``); Spot VMs are stopped when
   preempted. A2/A3/A4 machine types carry
   their GPUs, so no ``guest_accelerators`` block is set.
@@ -21,8 +21,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
+from gpufleet.catalog.gcp import VM_SCOPES, NicLayout, compact_max_distance, series_of
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
-from gpufleet.preflight.gcp import NicLayout, series_of
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -35,7 +35,7 @@ def placement_policy(
     series = series_of(group.instance_type)
     if (
         Role.COMPUTE not in group.roles
-        or group.capacity.mode is CapacityMode.RESERVATION
+        or group.capacity.mode in (CapacityMode.RESERVATION, CapacityMode.FLEX_START)
         or not series.compact_placement
     ):
         return None
@@ -47,7 +47,7 @@ def placement_policy(
         region=provider.region,  # type: ignore[union-attr]
         group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
             collocation="COLLOCATED",
-            max_distance=max(series.max_distance) if series.max_distance else None,
+            max_distance=compact_max_distance(group.instance_type, group.count),
         ),
         description=f"{marker}: compact placement of group {group.name}",
         opts=pulumi.ResourceOptions(parent=parent),
@@ -77,8 +77,14 @@ class Images:
         return self._found[key]
 
 
-def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingArgs | None:
-    if group.capacity.mode is CapacityMode.SPOT:
+def _scheduling(group: NodeGroup, gpu: bool, compact: bool) -> gcp.compute.InstanceSchedulingArgs | None:
+    """How the VM is bought. A reservation's VMs are RESERVATION_BOUND (they only ever run on it, as
+    Cluster Toolkit's A3 Ultra and A4 blueprints set); flex-start VMs (DWS) run for ``max_run_duration``
+    and are deleted then, without automatic restart (pulumi-gcp's InstanceSchedulingArgs). A VM under a
+    compact placement policy cannot live-migrate: it terminates on host maintenance, GPUs or not (as
+    slurm-gcp's resume.py sets whenever a VM carries resource policies)."""
+    mode = group.capacity.mode
+    if mode is CapacityMode.SPOT:
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="SPOT",
             preemptible=True,
@@ -86,7 +92,25 @@ def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingAr
             instance_termination_action="STOP",
             on_host_maintenance="TERMINATE",
         )
-    if gpu:
+    if mode is CapacityMode.FLEX_START:
+        duration = group.capacity.max_run_duration
+        assert duration is not None  # the spec requires it with flex_start
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="FLEX_START",
+            automatic_restart=False,
+            instance_termination_action="DELETE",
+            on_host_maintenance="TERMINATE",
+            max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(
+                seconds=int(duration.total_seconds())
+            ),
+        )
+    if mode is CapacityMode.RESERVATION:
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="RESERVATION_BOUND",
+            on_host_maintenance="TERMINATE" if gpu or compact else None,
+            automatic_restart=True,
+        )
+    if gpu or compact:
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="STANDARD", on_host_maintenance="TERMINATE", automatic_restart=True
         )
@@ -95,6 +119,9 @@ def _scheduling(group: NodeGroup, gpu: bool) -> gcp.compute.InstanceSchedulingAr
 
 def _reservation(group: NodeGroup) -> gcp.compute.InstanceReservationAffinityArgs | None:
     capacity = group.capacity
+    if capacity.mode is CapacityMode.FLEX_START:
+        # Flex-start capacity comes from DWS, never from a reservation (FLEX_START_DOC's gcloud example).
+        return gcp.compute.InstanceReservationAffinityArgs(type="NO_RESERVATION")
     if capacity.mode is not CapacityMode.RESERVATION or capacity.reservation is None:
         return None
     return gcp.compute.InstanceReservationAffinityArgs(
@@ -142,9 +169,10 @@ def instance(
             ),
         ),
         network_interfaces=network.interfaces(layout),
-        scheduling=_scheduling(group, gpu),
+        scheduling=_scheduling(group, gpu, compact=policy is not None),
         reservation_affinity=_reservation(group),
         resource_policies=policy.self_link if policy is not None else None,
+        service_account=gcp.compute.InstanceServiceAccountArgs(scopes=list(VM_SCOPES)),
         labels=dict(labels),
         metadata=dict(metadata),
         tags=tags,

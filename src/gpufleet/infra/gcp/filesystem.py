@@ -2,7 +2,8 @@
 
 Managed Lustre (``filesystem.kind: managed_lustre``) creates:
 - ``<name>-lustre-range``: a global internal address range for private services access (VPC_PEERING);
-- ``<name>-psa``: the private services access connection (peering with servicenetworking);
+- ``<name>-psa``: the private services access connection (peering with servicenetworking), deleted with
+  ``REMOVE_PEERING`` (see ``PSA_DELETION_POLICY``) so that ``pulumi destroy`` can delete the VPC after it;
 - ``<name>-lnet``: a firewall rule letting the Lustre servers reach the nodes on TCP 988 (LNet);
 - ``<name>-lustre``: the Managed Lustre instance in the cluster's zone.
 
@@ -29,6 +30,16 @@ LUSTRE_RANGE = ("10.252.0.0", 20)
 FILESTORE_RANGE = {"basic": "10.253.0.0/29", "other": "10.253.0.0/26"}
 # NFS: portmapper, the lock and status daemons (Filestore's file locking calls back to the client).
 _NFS_PORTS = ["111", "2046", "2049", "2050", "4045"]
+
+# Deleting a private services access connection fails while the producer (Managed Lustre here) still
+# holds resources behind it, which it may do for a while after the instance is gone; the connection's VPC
+# peering then stays and blocks deleting the VPC. REMOVE_PEERING deletes the connection and, when the API
+# refuses, removes the peering from the network so the VPC can go (ABANDON would leave the peering).
+# pulumi-gcp 10.2 documents it (servicenetworking.Connection.deletion_policy); upstream:
+# https://github.com/GoogleCloudPlatform/magic-modules/pull/18476 and pulumi/pulumi-gcp#3354.
+# update_on_creation_fail re-uses the shadow peering a previous cluster of the same VPC name left, as
+# Cluster Toolkit's private-service-access module does (GoogleCloudPlatform/cluster-toolkit#4744).
+PSA_DELETION_POLICY = "REMOVE_PEERING"
 
 
 @dataclass
@@ -85,6 +96,8 @@ def _lustre(
         network=host.id,
         service="servicenetworking.googleapis.com",
         reserved_peering_ranges=[peering_range.name],
+        deletion_policy=PSA_DELETION_POLICY,
+        update_on_creation_fail=True,
         opts=opts,
     )
     firewall = ingress_rule(

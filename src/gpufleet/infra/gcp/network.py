@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.preflight.gcp import HOST_MTU, NicLayout
+from gpufleet.catalog.gcp import HOST_MTU, NicLayout
 from gpufleet.spec.model import ClusterSpec
 
 IAP_RANGE = "35.235.240.0/20"

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.errors import LeftoversError, ProvisionError
+from gpufleet.errors import ProvisionError
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
 from gpufleet.inventory.model import Connection, Host, Inventory
-from gpufleet.lifecycle.state import ClusterState
-from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, LocalProvider, Role
+from gpufleet.state import ClusterState
 
 LABEL = "gpufleet.cluster"
 MPI_PERF_DIR = "/opt/gpufleet/mpi-perf/bin"
@@ -213,6 +212,13 @@ class LocalCluster:
             return {"gpu_stack": "install", "gpu_arch": self.provider.gpu_arch}
         return {"gpu_stack": "none"}
 
+    def connection(self) -> Connection:
+        return Connection(
+            user="root",
+            private_key_file=str(self.state.private_key),
+            ssh_common_args=" ".join(self._ssh_common()[2:6]),
+        )
+
     def inventory(self, addresses: dict[str, str]) -> Inventory:
         hosts = [
             Host(
@@ -236,11 +242,7 @@ class LocalCluster:
             fabric=self.spec.fabric.kind,
             hosts=hosts,
             filesystem=filesystem,
-            connection=Connection(
-                user="root",
-                private_key_file=str(self.state.private_key),
-                ssh_common_args=" ".join(self._ssh_common()[2:6]),
-            ),
+            connection=self.connection(),
             extra_vars={
                 # Unprivileged containers see cgroup v1 controllers read-only (docs/local.md).
                 "slurm_proctrack_type": "proctrack/linuxproc",
@@ -279,29 +281,22 @@ class LocalCluster:
             "volume": self.volume if self.podman.exists("volume", self.volume) else None,
         }
 
-    def down(self) -> Teardown:
-        report = Teardown()
+    def destroy(self) -> list[str]:
+        removed: list[str] = []
         with self.reporter.step("remove nodes, network and volume"):
             # One podman call per node ('podman rm -f a b c' with one name missing has left the others
             # running), the calls side by side: each waits up to 2 s for systemd in the node to stop.
             names = self.podman.names_with_label("container", self.label)
             with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
                 list(pool.map(self._remove_container, names))
-            report.removed.extend(f"container {name}" for name in names)
+            removed.extend(f"container {name}" for name in names)
             for name in self.podman.names_with_label("volume", self.label):
                 self.podman.run("volume", "rm", "-f", name, what=f"removing volume {name}")
-                report.removed.append(f"volume {name}")
+                removed.append(f"volume {name}")
             for name in self.podman.names_with_label("network", self.label):
                 self.podman.run("network", "rm", "-f", name, what=f"removing network {name}")
-                report.removed.append(f"network {name}")
-        report.removed.extend(self.state.remove())
-        report.leftovers = self.leftovers()
-        if report.leftovers:
-            raise LeftoversError(
-                "teardown finished but these are still there: " + ", ".join(report.leftovers),
-                hint="run 'gpufleet down' again; if they stay, remove them with podman rm / network rm",
-            )
-        return report
+                removed.append(f"network {name}")
+        return removed
 
     def _remove_container(self, name: str) -> None:
         self.podman.run("rm", "-f", "-t", "2", name, check=False, what=f"removing {name}")
@@ -312,6 +307,4 @@ class LocalCluster:
         found = [f"container {n}" for n in self.podman.names_with_label("container", self.label)]
         found += [f"volume {n}" for n in self.podman.names_with_label("volume", self.label)]
         found += [f"network {n}" for n in self.podman.names_with_label("network", self.label)]
-        if self.state.root.exists():
-            found.append(f"state folder {self.state.root}")
         return found

@@ -17,6 +17,15 @@ CAPACITY_BLOCK_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capaci
 ODCR_PLACEMENT_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html"
 
 
+# CapacityReservationPreference 'capacity-reservations-only': "The instance will only run in a Capacity
+# Reservation or Capacity Reservation group. If capacity isn't available, the instance will fail to launch."
+RESERVATION_ONLY = "capacity-reservations-only"
+RESERVATION_ONLY_DOC = (
+    "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/"
+    "aws-properties-ec2-launchtemplate-capacityreservationspecification.html"
+)
+
+
 def wants_cluster_placement_group(mode: CapacityMode) -> bool:
     """Whether gpufleet creates a cluster placement group for a group bought this way.
 
@@ -28,7 +37,8 @@ def wants_cluster_placement_group(mode: CapacityMode) -> bool:
       an EC2 UltraCluster, and a new placement group would not match the block (CAPACITY_BLOCK_DOC);
     - a targeted On-Demand Capacity Reservation matches on type, platform, zone and tenancy; one made
       in a cluster placement group matches only instances launched into *that* group, which gpufleet
-      does not own, and a new empty group would not match it (ODCR_PLACEMENT_DOC).
+      does not own, and a new empty group would not match it (ODCR_PLACEMENT_DOC): the spec names it in
+      ``capacity.placement_group`` and the group's instances launch into it.
     """
     return mode in (CapacityMode.ON_DEMAND, CapacityMode.SPOT)
 

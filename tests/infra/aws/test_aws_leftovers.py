@@ -10,8 +10,8 @@ import pytest
 
 moto = pytest.importorskip("moto")
 
+from gpufleet.infra.aws.leftovers import IAM_PATH, find_expired, find_leftovers  # noqa: E402
 from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG  # noqa: E402
-from gpufleet.lifecycle.leftovers_aws import IAM_PATH, find_expired, find_leftovers  # noqa: E402
 
 REGION = "us-east-1"
 

@@ -16,12 +16,11 @@ Everything here only reads.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG, parse_expiry
-from gpufleet.lifecycle.leftovers import Leftover
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover, expired_clusters
+from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG
 
 IAM_PATH = "/gpufleet/"  # the path gpufleet.infra.aws.iam gives its roles and instance profiles
 
@@ -40,13 +39,6 @@ _DESCRIBED = {
     "fsx:file-system",
     "fsx:association",
 }
-
-
-@dataclass(frozen=True)
-class ExpiredCluster:
-    cluster: str
-    expires_at: datetime
-    resources: int
 
 
 def _tags(items: Iterable[dict[str, Any]] | None) -> dict[str, str]:
@@ -150,19 +142,10 @@ class AwsLeftovers:
 
     def expired(self, now: datetime | None = None) -> list[ExpiredCluster]:
         """Clusters in this region with at least one resource whose expiry tag has passed."""
-        now = now or datetime.now(UTC)
-        seen: dict[str, tuple[datetime, int]] = {}
+        pairs: list[tuple[str | None, str | None]] = []
 
         def note(tags: dict[str, str]) -> None:
-            cluster, stamp = tags.get(AWS_CLUSTER_TAG), tags.get(AWS_EXPIRES_TAG)
-            if not cluster or not stamp:
-                return
-            try:
-                when = parse_expiry(stamp)
-            except ValueError:
-                return
-            earliest, count = seen.get(cluster, (when, 0))
-            seen[cluster] = (min(earliest, when), count + 1)
+            pairs.append((tags.get(AWS_CLUSTER_TAG), tags.get(AWS_EXPIRES_TAG)))
 
         tagging = self.client("resourcegroupstaggingapi")
         filters = [{"Key": AWS_EXPIRES_TAG}]
@@ -177,10 +160,7 @@ class AwsLeftovers:
         for reservation in _paged(ec2, "describe_instances", "Reservations", Filters=live):
             for instance in reservation["Instances"]:
                 note(_tags(instance.get("Tags")))
-        return sorted(
-            (ExpiredCluster(name, when, count) for name, (when, count) in seen.items() if when <= now),
-            key=lambda c: c.expires_at,
-        )
+        return expired_clusters(pairs, now or datetime.now(UTC))
 
 
 def _arn_type(arn: str) -> str:

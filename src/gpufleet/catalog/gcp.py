@@ -1,0 +1,231 @@
+"""GCP facts the Pulumi program and the preflight checks share: what each machine series can do, the NIC
+layout a node gets, and the filesystem size rules, each with the page it comes from.
+
+``SERIES`` is written down once and read twice: ``gpufleet.preflight.gcp`` judges a spec against it, and
+the Pulumi component (``gpufleet.infra.gcp``) takes its choices from it (boot disk type, image, compact
+placement and its max distance). Per machine type figures (NICs, MTU, RoCE profile, zones) live in the
+catalog. Pure data and functions: no cloud SDK is imported here. Creates nothing.
+
+Sources (read 2026-11-22): Managed Lustre performance tiers
+https://cloud.google.com/managed-lustre/docs/performance-tiers; Filestore service tiers
+https://cloud.google.com/filestore/docs/service-tiers; placement policies
+https://cloud.google.com/compute/docs/instances/placement-policies-overview; RDMA network profiles
+https://cloud.google.com/vpc/docs/rdma-network-profiles; MTU https://cloud.google.com/vpc/docs/mtu.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from gpufleet.catalog.model import Catalog, InstanceType
+from gpufleet.spec.model import ClusterSpec, FabricKind, NodeGroup, Role
+
+# --------------------------------------------------------------------------------------------------
+# What each machine series can do
+
+
+@dataclass(frozen=True)
+class GcpSeries:
+    """Rules of one Compute Engine machine series (matched by machine type prefix)."""
+
+    prefix: str
+    label: str
+    boot_disk_type: str
+    image_project: str
+    image_family: str
+    compact_placement: bool = False
+    compact_max_vms: int | None = None
+    max_distance: tuple[int, ...] = ()  # values a compact policy accepts; () = not supported
+    spot: bool = True
+    on_demand: bool = True  # False: capacity only through a reservation, Spot or DWS flex-start
+    flex_start: bool = False  # DWS flex-start VMs offered
+
+
+_UBUNTU = ("ubuntu-os-cloud", "ubuntu-2204-lts")
+# Google's accelerator images carry the RDMA (MRDMA) and gVNIC drivers A3 Ultra and A4 need.
+_UBUNTU_ACCEL = ("ubuntu-os-accelerator-images", "ubuntu-accelerator-2204-amd64-with-nvidia-570")
+
+SERIES: tuple[GcpSeries, ...] = (
+    # A3 Ultra and A4 boot only from Hyperdisk.
+    # A3 Ultra and A4 have no on-demand capacity (ON_DEMAND_DOC): reservation, Spot or flex-start.
+    GcpSeries(
+        "a4-highgpu",
+        "A4",
+        "hyperdisk-balanced",
+        *_UBUNTU_ACCEL,
+        True,
+        1500,
+        (2, 3),
+        on_demand=False,
+        flex_start=True,
+    ),
+    GcpSeries(
+        "a3-ultragpu",
+        "A3 Ultra",
+        "hyperdisk-balanced",
+        *_UBUNTU_ACCEL,
+        True,
+        1500,
+        (2, 3),
+        on_demand=False,
+        flex_start=True,
+    ),
+    GcpSeries("a3-megagpu", "A3 Mega", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True),
+    GcpSeries("a3-highgpu", "A3 High", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True),
+    GcpSeries("a2-", "A2", "pd-balanced", *_UBUNTU, True, 1500, (), flex_start=True),
+    GcpSeries("c3-", "C3", "pd-balanced", *_UBUNTU, True, 1500, ()),
+    GcpSeries("n2-", "N2", "pd-balanced", *_UBUNTU, True, 1500, ()),
+)
+_DEFAULT_SERIES = GcpSeries("", "other", "pd-balanced", *_UBUNTU)
+# Consumption options per GPU machine type: A3 Ultra and A4 list reservations, Spot and flex-start only.
+ON_DEMAND_DOC = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#consumption-options"
+# DWS flex-start VMs: provisioning model FLEX_START, a max run duration of at most 7 days, deleted at its end.
+FLEX_START_DOC = "https://cloud.google.com/compute/docs/instances/flex-start-vms"
+FLEX_START_MAX_RUN = timedelta(days=7)
+
+
+# VMs one compact placement policy holds at each max distance, as slurm-gcp sizes its placement groups
+# (resume.py, calculate_chunk_size: 22 at 1; 256 for A3 machine types and 150 for others at 2; 1500 at 3).
+SLURM_GCP_RESUME = (
+    "https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/main/community/modules/scheduler/"
+    "schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/resume.py"
+)
+
+
+def vms_within(max_distance: int, instance_type: str) -> int:
+    """How many VMs slurm-gcp puts under one compact policy of this max distance."""
+    if max_distance == 1:
+        return 22
+    if max_distance == 2:
+        return 256 if instance_type.startswith("a3") else 150
+    return 1500
+
+
+def compact_max_distance(instance_type: str, count: int) -> int | None:
+    """The tightest max distance the series accepts that still holds ``count`` VMs (None: the series
+    takes no max distance). Not always 3: a small group gets the closer placement it fits in."""
+    accepted = sorted(series_of(instance_type).max_distance)
+    if not accepted:
+        return None
+    return next((d for d in accepted if count <= vms_within(d, instance_type)), accepted[-1])
+
+
+# OAuth scopes every VM's service account (the project's default compute service account) gets: what the
+# Ops Agent needs to send logs and metrics, and read-write Cloud Storage for data and checkpoints
+# (https://cloud.google.com/stackdriver/docs/solutions/agents/ops-agent/authorization,
+# https://cloud.google.com/compute/docs/access/service-accounts#scopes_best_practice).
+VM_SCOPES = (
+    "https://www.googleapis.com/auth/logging.write",
+    "https://www.googleapis.com/auth/monitoring.write",
+    "https://www.googleapis.com/auth/devstorage.read_write",
+)
+
+
+def series_of(instance_type: str) -> GcpSeries:
+    """The rules for a machine type (the first prefix that matches; a conservative default otherwise)."""
+    return next((s for s in SERIES if instance_type.startswith(s.prefix)), _DEFAULT_SERIES)
+
+
+# Max NICs a VM can have: 10 on the machine types with many vCPUs (every GPU type here).
+MAX_NICS_PER_VM = 10
+# VPC MTU range (bytes) and the MTU the RoCE network profile uses.
+VPC_MTU_RANGE = (1300, 8896)
+ROCE_MTU = 8896
+# Host VPC MTU: the largest a VPC allows, which Managed Lustre recommends (about 10 % faster).
+HOST_MTU = 8896
+# Google's documented Managed Lustre tiers (MB/s per TiB): min and max GiB, and the step that applies
+# up to a threshold (None: everywhere above). Above the threshold, the capacity is a multiple of the
+# larger step.
+LUSTRE_TIERS: dict[int, tuple[int, int, tuple[tuple[int | None, int], ...]]] = {
+    1000: (9_000, 10_008_000, ((1_530_000, 9_000), (None, 72_000))),
+    500: (18_000, 20_016_000, ((3_060_000, 18_000), (None, 144_000))),
+    250: (36_000, 40_032_000, ((6_120_000, 36_000), (None, 288_000))),
+    125: (72_000, 12_240_000, ((None, 72_000),)),
+}
+# Filestore tiers: ranges of (min GiB, max GiB, step GiB). Basic tiers take any whole GiB; Regional's
+# lower range documents no step here, so only its bounds are checked.
+FILESTORE_TIERS: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "BASIC_HDD": ((1_024, 65_434, 1),),
+    "BASIC_SSD": ((2_560, 65_434, 1),),
+    "ZONAL": ((1_024, 9_984, 256), (10_240, 102_400, 2_560)),
+    "REGIONAL": ((1_024, 10_239, 1), (10_240, 102_400, 2_560)),
+}
+RESERVATION_NAME = re.compile(
+    r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# The network layout a spec gets (shared with the component, so checks and resources agree)
+
+
+@dataclass(frozen=True)
+class NicLayout:
+    """The NICs one node of a group gets: host gVNICs, then GPU NICs."""
+
+    host_nics: int
+    gpu_nics: int
+    gpu_nic_type: str | None
+    gpu_mtu: int | None
+    roce: bool
+
+    @property
+    def total(self) -> int:
+        return self.host_nics + self.gpu_nics
+
+
+def nic_layout(spec: ClusterSpec, group: NodeGroup, item: InstanceType | None) -> NicLayout:
+    """Compute nodes get the catalog's layout (GPU NICs only when the spec asks for a fabric);
+    every other node gets a single gVNIC on the host VPC."""
+    if Role.COMPUTE not in group.roles or item is None:
+        return NicLayout(1, 0, None, None, False)
+    fabric = item.fabric
+    gpu_nics = 0 if spec.fabric.kind is FabricKind.ETHERNET else fabric.interfaces
+    return NicLayout(
+        host_nics=fabric.host_nics or 1,
+        gpu_nics=gpu_nics,
+        gpu_nic_type=fabric.gpu_nic_type if gpu_nics else None,
+        gpu_mtu=fabric.mtu if gpu_nics else None,
+        roce=bool(gpu_nics) and fabric.network_profile == "roce",
+    )
+
+
+def vpc_count(spec: ClusterSpec, catalog: Catalog) -> int:
+    """VPC networks the cluster creates: the host VPC, a second one for a second host NIC, one per
+    TCPX/TCPXO GPU NIC, or one RoCE VPC."""
+    layouts = [nic_layout(spec, g, catalog.get(g.instance_type)) for g in spec.node_groups]
+    host = max(layout.host_nics for layout in layouts)
+    gpu = max((1 if layout.roce else layout.gpu_nics) for layout in layouts)
+    return host + gpu
+
+
+def lustre_size_problem(size_gib: int, throughput: int) -> str | None:
+    low, high, steps = LUSTRE_TIERS[throughput]
+    tier = f"the {throughput} MB/s per TiB Managed Lustre tier"
+    if not low <= size_gib <= high:
+        return f"{tier} takes {low}-{high} GiB; got {size_gib}"
+    step = next(s for limit, s in steps if limit is None or size_gib <= limit)
+    if size_gib % step:
+        below = size_gib - size_gib % step
+        above = below + step
+        nearest = f"{above}" if below < low else f"{below} or {above}"
+        return f"{tier} grows in steps of {step} GiB at this size; got {size_gib}, use {nearest}"
+    return None
+
+
+def filestore_size_problem(size_gib: int, tier: str) -> str | None:
+    ranges = FILESTORE_TIERS[tier]
+    for low, high, step in ranges:
+        if low <= size_gib <= high:
+            if size_gib % step:
+                below = size_gib - size_gib % step
+                options = f"{below} or {below + step}" if below >= low else f"{below + step}"
+                return (
+                    f"Filestore {tier} takes steps of {step} GiB from {low} GiB; got {size_gib}, "
+                    f"use {options}"
+                )
+            return None
+    spans = ", ".join(f"{low}-{high}" for low, high, _ in ranges)
+    return f"Filestore {tier} takes {spans} GiB; got {size_gib}"

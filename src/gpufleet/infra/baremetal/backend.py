@@ -1,0 +1,52 @@
+"""``backend`` for ``provider: baremetal``: the user's own inventory (docs/inventory.md) is the cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.progress import Reporter
+from gpufleet.spec.model import BaremetalProvider, ClusterSpec
+from gpufleet.state import ClusterState
+
+
+def inventory_path(spec: ClusterSpec, spec_path: Path | None) -> Path:
+    """``provider.inventory``, relative to the spec file's folder when not absolute."""
+    assert isinstance(spec.provider, BaremetalProvider)
+    path = Path(spec.provider.inventory).expanduser()
+    if not path.is_absolute() and spec_path is not None:
+        path = spec_path.parent / path
+    return path
+
+
+class BaremetalBackend:
+    kind = "baremetal"
+
+    def check_credentials(self, spec: ClusterSpec) -> None:
+        """No credentials: Ansible reaches the machines as the user's inventory says."""
+
+    def up(
+        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
+    ) -> Inventory:
+        return Inventory.read(inventory_path(spec, spec_path))
+
+    def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
+        return {}
+
+    def destroy(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
+        return []
+
+    def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
+        return []
+
+    def forget(self, spec: ClusterSpec, state: ClusterState) -> list[str]:
+        return []
+
+    def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
+        return (
+            Inventory.read(state.inventory_file).connection if state.inventory_file.exists() else Connection()
+        )
+
+
+backend = BaremetalBackend()

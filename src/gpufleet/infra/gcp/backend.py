@@ -1,0 +1,105 @@
+"""``backend`` for ``provider: gcp``: the GCP side of the Pulumi driver (``gpufleet.infra.automation``).
+
+Its program is ``GpuClusterGcp``; the stack's default provider gets the project, region and zone;
+credentials are Application Default Credentials (or a token in the environment); nodes have no external
+IP, so SSH goes through an IAP TCP tunnel, which names the instance: the inventory's address of a host is
+its instance name. The leftover finder is ``gpufleet.infra.gcp.leftovers`` (Cloud Asset Inventory).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gpufleet.errors import EnvironmentProblem
+from gpufleet.infra.automation import PulumiBackend, known_hosts_args
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover
+from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.userdata import IMAGE_USER
+from gpufleet.inventory.model import Connection
+from gpufleet.spec.model import ClusterSpec, GcpProvider
+from gpufleet.state import ClusterState
+
+CREDENTIAL_VARIABLES = (
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CREDENTIALS",
+    "GOOGLE_OAUTH_ACCESS_TOKEN",
+    "CLOUDSDK_AUTH_ACCESS_TOKEN",
+)
+
+
+def _provider(spec: ClusterSpec) -> GcpProvider:
+    assert isinstance(spec.provider, GcpProvider)
+    return spec.provider
+
+
+def credentials_present() -> bool:
+    if any(os.environ.get(variable) for variable in CREDENTIAL_VARIABLES):
+        return True
+    config = Path(os.environ.get("CLOUDSDK_CONFIG") or Path.home() / ".config" / "gcloud")
+    return (config / "application_default_credentials.json").is_file()
+
+
+class GcpBackend(PulumiBackend):
+    kind = "gcp"
+
+    def program(self, spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str]) -> dict[str, Any]:
+        from gpufleet.infra.gcp.component import GpuClusterGcp, GpuClusterGcpArgs
+
+        args = GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
+        return GpuClusterGcp(spec.name, args).stack_outputs
+
+    def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
+        from gpufleet.infra.gcp.mocks import GcpMockCloud
+
+        return GcpMockCloud(spec)
+
+    def provider_config(self, spec: ClusterSpec) -> dict[str, str]:
+        provider = _provider(spec)
+        return {"gcp:project": provider.project, "gcp:region": provider.region, "gcp:zone": provider.zone}
+
+    def check_credentials(self, spec: ClusterSpec) -> None:
+        if not credentials_present():
+            raise EnvironmentProblem(
+                "no Google Cloud credentials found (GOOGLE_APPLICATION_CREDENTIALS, application default "
+                "credentials)",
+                hint="run 'gcloud auth application-default login', or set GOOGLE_APPLICATION_CREDENTIALS to "
+                "a service account key; in CI use workload identity federation",
+            )
+
+    def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
+        """The cluster key through an IAP TCP tunnel ('gcloud compute start-iap-tunnel' takes the
+        instance name, the address ``host_address`` gives every host)."""
+        provider = _provider(spec)
+        key = str(state.private_key) if state.private_key.exists() else None
+        tunnel = (
+            f"gcloud compute start-iap-tunnel %h %p --listen-on-stdin --project={provider.project} "
+            f"--zone={provider.zone} --verbosity=warning"
+        )
+        return Connection(
+            user=IMAGE_USER,
+            become=True,
+            private_key_file=key,
+            ssh_common_args=f'{known_hosts_args(state)} -o ProxyCommand="{tunnel}"',
+        )
+
+    def host_address(self, host: dict[str, Any]) -> str:
+        return str(host["name"])
+
+    expiry_scope = "project"
+
+    def find_expired(self, scope: str) -> list[ExpiredCluster]:
+        from gpufleet.infra.gcp import leftovers
+
+        return leftovers.find_expired(scope)
+
+    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
+        from gpufleet.infra.gcp import leftovers
+
+        return leftovers.find_leftovers(spec.name, _provider(spec).project)
+
+
+backend = GcpBackend()

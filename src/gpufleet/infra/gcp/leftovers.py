@@ -1,0 +1,112 @@
+"""After ``pulumi destroy``: what still exists in the GCP project for a cluster.
+
+Teardown asks Cloud Asset Inventory (``SearchAllResources``, through the ``google-cloud-asset`` client
+library and its own pager) for resources of the cluster. Two searches, because not every resource takes
+labels:
+- ``labels.gpufleet-cluster:<name>``: VMs and their disks, Managed Lustre, Filestore, address ranges;
+- ``description:<marker>``: networks, subnets, firewall rules, routers and placement policies, whose
+  description ``GpuClusterGcp`` starts with ``gpufleet-cluster=<name>``.
+Search matches words, so every result is checked again here for the exact label or marker: cluster
+``demo`` never reports resources of ``demo-2``. Credentials are Application Default Credentials; without
+them, or without the API, the failure says how to fix it. Everything here only reads.
+
+``find_expired(project)`` is the reaper's eye, as on AWS: clusters whose ``gpufleet-expires-at`` label
+(on VMs, disks, filesystems) has passed, from one search for the label's presence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.errors import EnvironmentProblem, ProvisionError
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover, expired_clusters
+from gpufleet.infra.tags import GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL
+
+if TYPE_CHECKING:
+    from google.cloud.asset_v1 import AssetServiceClient
+
+PAGE_SIZE = 500
+_MARKER = re.compile(re.escape(GCP_CLUSTER_LABEL) + r"=([a-z0-9-]+)")
+
+# Search(scope, query) -> every result (``ResourceSearchResult``, all pages). Tests pass canned ones.
+Search = Callable[[str, str], Iterable[Any]]
+
+
+def search_queries(cluster: str) -> list[str]:
+    """The two Cloud Asset queries for a cluster: by label, and by the description marker."""
+    return [f"labels.{GCP_CLUSTER_LABEL}:{cluster}", f'description:"{GCP_CLUSTER_LABEL}={cluster}"']
+
+
+def belongs_to(result: Any, cluster: str) -> bool:
+    """True when a search result carries exactly this cluster's label or description marker."""
+    if dict(result.labels or {}).get(GCP_CLUSTER_LABEL) == cluster:
+        return True
+    return any(match == cluster for match in _MARKER.findall(result.description or ""))
+
+
+def parse_results(results: Iterable[Any], cluster: str) -> Iterator[Leftover]:
+    """The leftovers among search results (those of other clusters dropped)."""
+    for result in results:
+        if not belongs_to(result, cluster):
+            continue
+        where = [str(value) for value in (result.location, result.state) if value]
+        yield Leftover(kind=str(result.asset_type), id=str(result.name), detail=", ".join(where))
+
+
+def find_leftovers(cluster: str, project: str, *, search: Search | None = None) -> list[Leftover]:
+    """Every resource in ``project`` that still belongs to ``cluster``, sorted by type and name."""
+    search = search or client_search(asset_client())
+    found: dict[str, Leftover] = {}
+    for query in search_queries(cluster):
+        for leftover in parse_results(search(f"projects/{project}", query), cluster):
+            found.setdefault(leftover.id, leftover)
+    return sorted(found.values(), key=lambda item: (item.kind, item.id))
+
+
+def find_expired(
+    project: str, *, now: datetime | None = None, search: Search | None = None
+) -> list[ExpiredCluster]:
+    """Clusters in ``project`` with at least one labelled resource whose expiry has passed."""
+    search = search or client_search(asset_client())
+    pairs = []
+    for result in search(f"projects/{project}", f"labels.{GCP_EXPIRES_LABEL}:*"):
+        labels = dict(result.labels or {})
+        pairs.append((labels.get(GCP_CLUSTER_LABEL), labels.get(GCP_EXPIRES_LABEL)))
+    return expired_clusters(pairs, now or datetime.now(UTC))
+
+
+def asset_client() -> AssetServiceClient:
+    """A Cloud Asset client on Application Default Credentials."""
+    import google.auth.exceptions
+    from google.cloud import asset_v1
+
+    try:
+        return asset_v1.AssetServiceClient()
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise EnvironmentProblem(
+            f"no Google credentials for the leftover check: {exc}",
+            hint="run 'gcloud auth application-default login', or use Workload Identity Federation in CI",
+        ) from None
+
+
+def client_search(client: AssetServiceClient) -> Search:
+    """``SearchAllResources`` through the client; its pager fetches the further pages."""
+    from google.api_core import exceptions
+
+    def search(scope: str, query: str) -> Iterator[Any]:
+        request = {"scope": scope, "query": query, "page_size": PAGE_SIZE}
+        try:
+            yield from client.search_all_resources(request=request)
+        except exceptions.GoogleAPICallError as exc:
+            text = str(exc)
+            hint = (
+                "enable the API: gcloud services enable cloudasset.googleapis.com"
+                if "SERVICE_DISABLED" in text or "has not been used" in text
+                else "the caller needs cloudasset.assets.searchAllResources (roles/cloudasset.viewer)"
+            )
+            raise ProvisionError(f"Cloud Asset search failed: {text[:500]}", hint=hint) from None
+
+    return search

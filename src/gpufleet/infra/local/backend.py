@@ -1,0 +1,42 @@
+"""``backend`` for ``provider: local``: a real multi-node cluster of podman containers on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpufleet.infra.local.cluster import LocalCluster
+from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.progress import Reporter, SilentReporter
+from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState
+
+
+class LocalBackend:
+    kind = "local"
+
+    def check_credentials(self, spec: ClusterSpec) -> None:
+        """No credentials: the host prerequisites (podman, root) are preflight's ``local_host`` check."""
+
+    def up(
+        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
+    ) -> Inventory:
+        return LocalCluster(spec, state, reporter).up()
+
+    def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
+        return LocalCluster(spec, state, SilentReporter()).status()
+
+    def destroy(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
+        return LocalCluster(spec, state, reporter).destroy()
+
+    def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
+        return LocalCluster(spec, state, reporter).leftovers()
+
+    def forget(self, spec: ClusterSpec, state: ClusterState) -> list[str]:
+        return []
+
+    def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
+        return LocalCluster(spec, state, SilentReporter()).connection()
+
+
+backend = LocalBackend()

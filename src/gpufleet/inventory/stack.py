@@ -1,0 +1,40 @@
+"""The stack outputs: what every cloud program exports and the inventory reads, as one typed model.
+
+``gpufleet.infra.outputs`` exports these keys (``OUTPUT_KEYS``) from each cloud's component;
+``Inventory.from_stack_outputs`` validates the outputs of a stack (``pulumi stack output --json``, the
+Automation API's, the offline plan's) against ``StackOutputs`` before it builds the inventory. A host of
+the outputs is an inventory ``Host`` whose ``address`` may be left out (then it is the private IP): a
+field added to ``Host`` is a field of the stack outputs too; fill it in ``infra.outputs.host_record``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpufleet.inventory.model import Host
+from gpufleet.spec.model import FabricKind
+
+
+class StackHost(Host):
+    address: str | None = Field(default=None, description="where Ansible connects; default: private_ip")  # type: ignore[assignment]
+
+
+class StackOutputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str
+    provider: str
+    # Every program exports region, zone, expires_at and head_node (export_outputs requires each key);
+    # the inventory does not need them, so outputs written by hand may leave them out.
+    region: str | None = None
+    zone: str | None = None
+    fabric: FabricKind
+    expires_at: str | None = Field(default=None, description="ISO 8601 in UTC, e.g. 2026-11-23T09:00:00Z")
+    head_node: str | None = Field(default=None, description="the name of the controller/login host")
+    hosts: list[StackHost] = Field(min_length=1)
+    filesystem: dict[str, Any] = Field(default_factory=lambda: {"kind": "none"})
+
+
+OUTPUT_KEYS: tuple[str, ...] = tuple(StackOutputs.model_fields)

@@ -1,0 +1,120 @@
+"""The cluster's life as library calls: up -> configure -> validate -> down, with the state kept on the way.
+
+The CLI renders what these return and nothing more; ``run`` is the whole job for a library user (the CLI's
+``gpufleet run`` calls the same steps one by one, to print each as it ends). Each step records its phase in
+the cluster's state folder (``gpufleet.state``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.errors import StateError
+from gpufleet.infra.backend import backend_for
+from gpufleet.inventory.model import Inventory, with_software
+from gpufleet.lifecycle import teardown
+from gpufleet.progress import Reporter
+from gpufleet.spec.model import ClusterSpec
+from gpufleet.state import ClusterState
+
+if TYPE_CHECKING:
+    from gpufleet.configure.runner import PlayResult
+    from gpufleet.validate.suite import SuiteResult
+
+
+def up(
+    spec: ClusterSpec, reporter: Reporter, spec_path: Path | None = None
+) -> tuple[ClusterState, Inventory]:
+    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
+    state = ClusterState.for_name(spec.name)
+    state.begin(spec, spec_path)
+    state.ensure_munge_key()
+    try:
+        inventory = with_software(backend_for(spec).up(spec, state, reporter, spec_path), spec)
+        inventory.write(state.inventory_file)
+    except BaseException as exc:
+        state.mark("up", "failed", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise
+    state.mark("up", "done", hosts=len(inventory.hosts))
+    return state, inventory
+
+
+def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
+    """The state and inventory of a cluster that is up, or ``StateError``."""
+    state = ClusterState.for_name(spec.name)
+    state.load()
+    if not state.inventory_file.exists():
+        raise StateError(
+            f"cluster '{spec.name}' has no inventory yet (its 'up' did not finish)",
+            hint="run 'gpufleet up SPEC' (it is safe to re-run)",
+        )
+    return state, Inventory.read(state.inventory_file)
+
+
+def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
+    """Run playbooks/site.yml on the cluster (safe to re-run)."""
+    from gpufleet.configure.runner import run_playbook
+
+    state, _ = load_inventory(spec)
+    with reporter.step("configure: playbooks/site.yml"):
+        result = run_playbook(
+            "site.yml",
+            state.inventory_file,
+            state.logs_dir / "ansible",
+            reporter,
+            extravars={"munge_key_file": str(state.ensure_munge_key())},
+        )
+    state.mark("configure", "done", changed=result.changed)
+    return result
+
+
+def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
+    """Run the validation suite through Slurm on the login node; the report goes to ``out``."""
+    from gpufleet.configure.remote import SshExecutor
+    from gpufleet.validate.suite import run_suite
+
+    state, inventory = load_inventory(spec)
+    with reporter.step(f"validate: {', '.join(c.value for c in spec.validation.collectives)} through Slurm"):
+        result = run_suite(spec, inventory, SshExecutor.login(inventory), out)
+    state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
+    return result
+
+
+def status(spec: ClusterSpec) -> dict[str, Any]:
+    """The state record and what the backend knows about the cluster."""
+    state = ClusterState.for_name(spec.name)
+    record = state.load() if state.exists() else None
+    result: dict[str, Any] = {"cluster": spec.name, "provider": spec.provider.kind, "state": record}
+    result.update(backend_for(spec).status(spec, state))
+    return result
+
+
+def down(spec: ClusterSpec, reporter: Reporter) -> teardown.Teardown:
+    """Destroy everything the cluster made, then check that nothing is left (see ``lifecycle.teardown``)."""
+    return teardown.down(spec, ClusterState.for_name(spec.name), reporter)
+
+
+@dataclass
+class RunResult:
+    passed: bool
+    validation: SuiteResult | None
+    teardown: teardown.Teardown | None
+
+
+def run(
+    spec: ClusterSpec, out: Path, reporter: Reporter, *, spec_path: Path | None = None, keep: bool = False
+) -> RunResult:
+    """The whole job: up, configure, validate, then down (also when a step fails, unless ``keep``)."""
+    result = RunResult(passed=False, validation=None, teardown=None)
+    try:
+        up(spec, reporter, spec_path)
+        configure(spec, reporter)
+        result.validation = validate(spec, out, reporter)
+        result.passed = result.validation.passed
+    finally:
+        if not keep:
+            result.teardown = down(spec, reporter)
+            result.teardown.raise_for_leftovers()
+    return result

@@ -1,0 +1,117 @@
+"""How GCP VMs are bought: reservation-bound VMs, no on-demand A3 Ultra / A4, DWS flex-start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gcp_testlib import gcp_spec
+from pydantic import ValidationError
+
+from gpufleet.catalog import load_catalog
+from gpufleet.preflight import Level, run_checks
+from gpufleet.spec import ClusterSpec
+
+INSTANCE = "gcp:compute/instance:Instance"
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+
+
+def _groups(instance_type: str, capacity: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"name": "head", "roles": ["controller", "login"], "instance_type": "n2-standard-8"},
+        {
+            "name": "gpu",
+            "roles": ["compute"],
+            "instance_type": instance_type,
+            "count": 2,
+            "capacity": capacity,
+        },
+    ]
+
+
+def _errors(spec: ClusterSpec) -> list[str]:
+    return [f.message for f in run_checks(spec, load_catalog()) if f.level is Level.ERROR]
+
+
+def test_reservation_vms_are_reservation_bound(record):
+    """Cluster Toolkit's A3 Ultra and A4 VM modules set RESERVATION_BOUND with a specific reservation."""
+    spec = gcp_spec(
+        "a3-ultragpu-8g",
+        node_groups=_groups("a3-ultragpu-8g", {"mode": "reservation", "reservation": "a3u-res"}),
+    )
+    rec = record(spec)
+    assert rec.error is None, rec.error
+    for name in ("t1-gpu-0", "t1-gpu-1"):
+        vm = rec.named(name)
+        scheduling = vm.inputs["scheduling"]
+        assert scheduling["provisioningModel"] == "RESERVATION_BOUND", f"{vm.urn}: {scheduling}"
+        assert scheduling["onHostMaintenance"] == "TERMINATE", f"{vm.urn}: {scheduling}"
+        assert vm.inputs["reservationAffinity"]["type"] == "SPECIFIC_RESERVATION", f"{vm.urn}"
+
+
+@pytest.mark.parametrize("instance_type", ["a3-ultragpu-8g", "a4-highgpu-8g"])
+def test_check_refuses_on_demand_a3_ultra_and_a4_naming_the_options(instance_type):
+    spec = gcp_spec(instance_type, node_groups=_groups(instance_type, {"mode": "on_demand"}))
+    errors = [e for e in _errors(spec) if "no on-demand capacity" in e]
+    assert len(errors) == 1, _errors(spec)
+    for option in ("mode: reservation", "mode: spot", "mode: flex_start"):
+        assert option in errors[0], errors[0]
+
+
+def test_on_demand_a3_mega_is_still_fine():
+    spec = gcp_spec("a3-megagpu-8g", node_groups=_groups("a3-megagpu-8g", {"mode": "on_demand"}))
+    assert not [e for e in _errors(spec) if "on-demand" in e], _errors(spec)
+
+
+def test_flex_start_vms_run_for_their_max_run_duration(record):
+    capacity = {"mode": "flex_start", "max_run_duration": "3d"}
+    rec = record(gcp_spec("a4-highgpu-8g", node_groups=_groups("a4-highgpu-8g", capacity)))
+    assert rec.error is None, rec.error
+    for name in ("t1-gpu-0", "t1-gpu-1"):
+        vm = rec.named(name)
+        scheduling = vm.inputs["scheduling"]
+        assert scheduling["provisioningModel"] == "FLEX_START", f"{vm.urn}: {scheduling}"
+        assert scheduling["maxRunDuration"] == {"seconds": 3 * 24 * 3600}, f"{vm.urn}: {scheduling}"
+        assert scheduling["instanceTerminationAction"] == "DELETE", f"{vm.urn}: {scheduling}"
+        assert scheduling["automaticRestart"] is False, f"{vm.urn}: {scheduling}"
+        assert vm.inputs["reservationAffinity"] == {"type": "NO_RESERVATION"}, f"{vm.urn}"
+    assert rec.of_type(POLICY) == [], "flex-start VMs get no gpufleet placement policy"
+
+
+@pytest.mark.parametrize(
+    ("capacity", "message"),
+    [
+        ({"mode": "flex_start"}, "needs 'max_run_duration'"),
+        ({"mode": "spot", "max_run_duration": "1d"}, "needs 'max_run_duration'"),
+    ],
+)
+def test_max_run_duration_goes_with_flex_start_only(capacity, message):
+    with pytest.raises(ValidationError, match=message):
+        gcp_spec("a4-highgpu-8g", node_groups=_groups("a4-highgpu-8g", capacity))
+
+
+@pytest.mark.parametrize(
+    ("capacity", "message"),
+    [
+        ({"mode": "flex_start", "max_run_duration": "8d"}, "at most 7 days"),
+        ({"mode": "flex_start", "max_run_duration": "2d"}, None),
+    ],
+)
+def test_flex_start_duration_limit(capacity, message):
+    errors = _errors(gcp_spec("a4-highgpu-8g", node_groups=_groups("a4-highgpu-8g", capacity)))
+    if message is None:
+        assert not errors, errors
+    else:
+        assert any(message in e for e in errors), errors
+
+
+def test_flex_start_is_refused_on_aws():
+    spec = ClusterSpec.model_validate(
+        {
+            "name": "fleet",
+            "provider": {"kind": "aws", "region": "us-east-1", "zone": "us-east-1a"},
+            "node_groups": _groups("p5.48xlarge", {"mode": "flex_start", "max_run_duration": "1d"}),
+            "fabric": "efa",
+        }
+    )
+    assert any("use mode: capacity_block" in e for e in _errors(spec)), _errors(spec)
