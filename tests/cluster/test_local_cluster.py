@@ -11,33 +11,23 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from cluster_cli import GPUFLEET, Cli, labelled, podman
 
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
 # GPUFLEET_E2E_NAME lets two checkouts on one machine run this test side by side.
 NAME = os.environ.get("GPUFLEET_E2E_NAME", "e2e")
 LABEL = f"gpufleet.cluster={NAME}"
 
 
-def podman(*args: str) -> list[str]:
-    done = subprocess.run(["podman", *args], capture_output=True, text=True, check=True)
-    return [line for line in done.stdout.splitlines() if line.strip()]
-
-
 def leftovers() -> dict[str, list[str]]:
-    return {
-        "containers": podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}"),
-        "networks": podman("network", "ls", "--filter", f"label={LABEL}", "--format", "{{.Name}}"),
-        "volumes": podman("volume", "ls", "--filter", f"label={LABEL}", "--format", "{{.Name}}"),
-    }
+    return labelled(LABEL)
 
 
 def task_results(artifacts: str, task: str) -> dict[str, str]:
@@ -49,33 +39,6 @@ def task_results(artifacts: str, task: str) -> dict[str, str]:
         if event.get("event") == "runner_on_ok" and data.get("task") == task:
             found[data["host"]] = str(data.get("res", {}).get("msg", ""))
     return found
-
-
-class Cli:
-    def __init__(self, workdir: Path, state: Path) -> None:
-        self.workdir = workdir
-        self.env = {**os.environ, "GPUFLEET_STATE_DIR": str(state), "COLUMNS": "200"}
-
-    def __call__(
-        self, *args: str, expect: int = 0, timeout: float = 1800
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [GPUFLEET, *args],
-            cwd=self.workdir,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        assert done.returncode == expect, (
-            f"gpufleet {' '.join(args)} exited {done.returncode}, expected {expect}\n"
-            f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
-        )
-        return done
-
-    def json(self, *args: str, expect: int = 0) -> dict:
-        return json.loads(self(*args, "--json", expect=expect).stdout)
 
 
 @pytest.fixture(scope="module")

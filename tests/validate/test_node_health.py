@@ -384,3 +384,72 @@ def test_gpu_nics_of_a3_mega_are_checked_by_name_and_mtu():
         "ip link: enp6s0 is missing; enp7s0 is missing; enp13s0 is missing; enp14s0 is missing; "
         "enp134s0 is missing; enp135s0 is missing"
     ]
+
+
+# ---- the one-rank nccl-tests smoke run ------------------------------------------------------------
+
+NO_DRIVER = Path(__file__).parent / "data" / "nccl-tests-2.19.6-no-driver.log"
+
+
+def _fake_all_reduce_perf(directory: Path, output: Path, code: int) -> None:
+    """Prints ``output`` as the real binary did; refuses to run when Slurm's or PMIx's variables reach it."""
+    _tool(
+        directory,
+        "all_reduce_perf",
+        f'if env | grep -q -e "^SLURM_" -e "^PMIX_"; then echo "error: started as an MPI rank"; exit 3; fi\n'
+        f"cat {output}; exit {code}",
+    )
+
+
+def test_smoke_run_reports_the_binarys_own_failure(tmp_path):
+    _fake_all_reduce_perf(tmp_path, NO_DRIVER, 2)
+    done = subprocess.run(
+        [sys.executable, "-c", node_health_script(), "--fabric", "ethernet", "--nccl-tests", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node-7", "SLURM_JOB_ID": "12", "PMIX_RANK": "0"},
+        timeout=60,
+        check=True,
+    )
+    smoke = parse_health_output(done.stdout)["node-7"]["nccl_tests"]
+    assert smoke["present"] is True and smoke["passed"] is False and smoke["exit"] == 2
+    # the binary's first failure line, not the generic "Test failure common.cu" that follows it
+    assert "CUDA driver version is insufficient for CUDA runtime version" in smoke["error"]
+    host = Host(name="node-7", roles=[Role.COMPUTE], address="x", private_ip="x", instance_type="local",
+                cpus=1, memory_mb=1, gpu_stack="install")  # fmt: skip
+    report = parse_health_output(done.stdout)["node-7"]
+    node = evaluate_node(host, HealthRun(states={}, answers={"node-7": report}, rc=0, stderr=""))
+    (smoke_check,) = [c for c in node.checks if c.name == "nccl_tests"]
+    assert smoke_check.status == FAIL
+    assert smoke_check.message == (
+        "nccl-tests all_reduce_perf cannot run one rank (exit 2): node-7: Test CUDA failure util.cu:674 "
+        "'CUDA driver version is insufficient for CUDA runtime version'"
+    )
+
+
+def test_smoke_run_outside_slurms_mpi_and_missing_binary(tmp_path):
+    ok = tmp_path / "ok.log"
+    ok.write_text("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.0 \n")
+    _fake_all_reduce_perf(tmp_path, ok, 0)
+    report = _run_script_with("--nccl-tests", str(tmp_path))
+    assert report["nccl_tests"] == {
+        "present": True,
+        "binary": f"{tmp_path}/all_reduce_perf",
+        "exit": 0,
+        "passed": True,
+    }
+    missing = _run_script_with("--nccl-tests", str(tmp_path / "nowhere"))["nccl_tests"]
+    assert missing["present"] is False and "nowhere/all_reduce_perf not present" in missing["note"]
+    assert "nccl_tests" not in _run_script_with()  # not asked for: no smoke run
+
+
+def _run_script_with(*extra: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", node_health_script(), "--fabric", "ethernet", *extra],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node-7", "SLURM_JOB_ID": "12"},
+        timeout=60,
+        check=True,
+    )
+    return parse_health_output(done.stdout)["node-7"]

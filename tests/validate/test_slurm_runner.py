@@ -129,6 +129,8 @@ def test_health_and_drain_commands_are_quoted():
     argv = shlex.split(command)
     assert argv[:4] == ["srun", "-N", "2", "--ntasks-per-node=1"]
     assert argv[-4:] == ["-c", "print('hi; there')", "--fabric", "efa"]
+    smoke = health_command(["n1"], FabricKind.EFA, script="pass", nccl_tests_dir="/opt/nccl tests/build")
+    assert shlex.split(smoke)[-4:] == ["--fabric", "efa", "--nccl-tests", "/opt/nccl tests/build"]
     drain = drain_command(["n1", "n2"], "gpufleet: busbw 3 GB/s < 36; it's slow")
     assert shlex.split(drain) == [
         "scontrol",

@@ -127,7 +127,7 @@ def test_slow_node_is_found_and_drained(tmp_path):
     assert slurm.drained["gpu-011"].startswith("gpufleet all_reduce: failed together with proven-good")
     assert result.drained == ["gpu-011"]
     # the cluster-wide run used one task per GPU, GPUs requested, the IB environment
-    command = next(c for c in slurm.commands if "all_reduce_perf" in c and "-N 16" in c)
+    command = next(c for c in slurm.commands if "all_reduce_perf -b" in c and "-N 16" in c)
     assert "--ntasks-per-node=8 --gpus-per-node=8" in command and "NCCL_DEBUG_SUBSYS=INIT,NET" in command
     markdown = (tmp_path / MARKDOWN_NAME).read_text()
     assert "## Bad nodes (bisection)" in markdown and "- **gpu-011**:" in markdown
@@ -270,3 +270,50 @@ def test_the_configured_transport_passes_when_nccl_used_it(tmp_path):
     assert all(
         env["NCCL_DEBUG"] == "INFO" and env["GPUFLEET_TRANSPORT"] == "IB" for *_, env in slurm.collective_runs
     )
+
+
+DRIVER = "Test CUDA failure util.cu:674 'CUDA driver version is insufficient for CUDA runtime version'"
+
+
+def _smoke_failed(node: str) -> dict:
+    return {
+        "nccl_tests": {
+            "present": True,
+            "binary": "/opt/nccl-tests/build/all_reduce_perf",
+            "exit": 1,
+            "passed": False,
+            "error": f"{node}: {DRIVER}",
+        }
+    }
+
+
+def test_nodes_whose_nccl_tests_cannot_run_fail_health_and_sit_out_the_collectives(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 3, "drain": "false"})
+    inventory = _inventory(3, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm(
+        [h.name for h in inventory.compute], gpus=8, health={"gpu-001": _smoke_failed("gpu-001")}
+    )
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    health_command = next(c for c in slurm.commands if "python3" in c)
+    assert "--nccl-tests /opt/nccl-tests/build" in health_command  # the inventory's GPU stack asks for it
+    assert not result.passed and result.health.failed_nodes == ["gpu-001"]
+    problems = {node.node: node.problems for node in result.health.nodes}
+    assert problems["gpu-001"] == [
+        f"nccl-tests all_reduce_perf cannot run one rank (exit 1): gpu-001: {DRIVER}"
+    ]
+    assert result.nodes == ["gpu-000", "gpu-002"]
+    assert [nodes for _, nodes, _ in slurm.collective_runs] == [["gpu-000", "gpu-002"]]
+
+
+def test_no_node_can_run_nccl_tests_is_a_verdict_not_a_crash(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 2, "drain": "false"})
+    inventory = _inventory(2, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    health = {name: _smoke_failed(name) for name in ("gpu-000", "gpu-001")}
+    slurm = FakeSlurm(["gpu-000", "gpu-001"], gpus=8, health=health)
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert not result.passed and result.health.failed_nodes == ["gpu-000", "gpu-001"]
+    assert slurm.collective_runs == []  # nothing is launched on nodes that cannot run the binary
+    assert "no usable compute node left after the health checks" in json.dumps(
+        json.loads((tmp_path / JSON_NAME).read_text())["tests"]
+    )
+    assert DRIVER in (tmp_path / MARKDOWN_NAME).read_text()

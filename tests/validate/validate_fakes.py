@@ -3,8 +3,9 @@
 ``FakeSlurm.run(command, timeout)`` reads the shell command (``shlex``) and answers:
 
 - ``sinfo -N -h -o '%N|%T|%E' --nodes=...``: one line per node (``down*`` for nodes marked down);
-- ``srun ... python3 -c <script> --fabric F``: one ``GPUFLEET_HEALTH`` line per node, as node_health.py
-  prints it, with the problems the test asked for;
+- ``srun ... python3 -c <script> --fabric F [--nccl-tests DIR]``: one ``GPUFLEET_HEALTH`` line per node,
+  as node_health.py prints it (with a passing nccl-tests smoke run when asked for one), with the problems
+  the test asked for;
 - ``srun ... bash -c '. <env file>; export ...; exec "$0" "$@"' <bindir>/<collective>_perf -b B ...``:
   each node's task "sources" that node's env file (``node_env``: the settings a fabric role would have
   written, GPUFLEET_FABRIC and GPUFLEET_TRANSPORT included; a node in ``no_env_file`` has none and its
@@ -206,6 +207,9 @@ class FakeSlurm:
             if self.gpus == 0:
                 data["gpus"] = {"present": False, "count": None, "note": "nvidia-smi not present"}
                 data["ecc"] = {"present": False}
+            if "--nccl-tests" in task:
+                binary = f"{task[task.index('--nccl-tests') + 1]}/all_reduce_perf"
+                data["nccl_tests"] = {"present": True, "binary": binary, "exit": 0, "passed": True}
             for key, value in self.health.get(node, {}).items():
                 data[key] = value
             out.append(f"{node}: GPUFLEET_HEALTH " + json.dumps(data))

@@ -13,10 +13,13 @@ driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that
 right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the
 raw output of ``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory;
 the munge and slurmd services; persistence mode per GPU (``nvidia-smi --query-gpu``); the loaded driver
-(``/proc/driver/nvidia/version``); the nvidia-fabricmanager service; with ``--mount PATH``, the shared
-filesystem there: mounted or not, its type and source (``/proc/self/mountinfo``), and whether a file can
-be written and removed (in a thread with a deadline, so a hung network filesystem is reported, not
-waited on forever).
+(``/proc/driver/nvidia/version``); the nvidia-fabricmanager service; with ``--nccl-tests DIR``, a
+one-rank smoke run of ``DIR/all_reduce_perf`` (8 bytes, one iteration) started as its own process,
+outside Slurm's MPI, so a node whose CUDA, NCCL or driver cannot run the binaries says why (e.g. "CUDA
+driver version is insufficient for CUDA runtime version"); with ``--mount PATH``, the shared filesystem
+there: mounted or not, its type and source (``/proc/self/mountinfo``), and whether a file can be written
+and removed (in a thread with a deadline, so a hung network filesystem is reported, not waited on
+forever).
 
 The rules that turn a report into a verdict live here too (``judge``), so that the node itself and
 gpufleet judge alike: ``health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same file,
@@ -56,13 +59,13 @@ _VERSION = re.compile(
 _NA = ("N/A", "[N/A]", "[Not Supported]", "Not Supported", "")
 
 
-def run(argv: list[str], timeout: float = 60.0) -> tuple[int, str]:
+def run(argv: list[str], timeout: float = 60.0, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run a command; (exit code, stdout+stderr). 127 when the tool is not installed, 124 on timeout."""
     if shutil.which(argv[0]) is None and not os.access(argv[0], os.X_OK):
         return 127, ""
     try:
         done = subprocess.run(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, check=False, env=env
         )
     except subprocess.TimeoutExpired:
         return 124, ""
@@ -453,6 +456,32 @@ def mount(path: str, timeout: float = 30.0) -> dict[str, object]:
     return result
 
 
+NCCL_TESTS_SMOKE = ["-b", "8", "-e", "8", "-g", "1", "-n", "1", "-w", "0"]
+_FAILURE = re.compile(r"(failure|error|insufficient|not found|cannot)", re.IGNORECASE)
+
+
+def nccl_tests(bindir: str) -> dict[str, object]:
+    """One rank of all_reduce_perf on this node's GPU 0: does the installed stack run at all?"""
+    binary = Path(bindir) / "all_reduce_perf"
+    if not binary.is_file():
+        return {"present": False, "binary": str(binary), "note": f"{binary} not present"}
+    # A singleton MPI process: without Slurm's or PMIx's variables, Open MPI does not look for a launcher.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLURM_", "PMIX_", "PMI_", "OMPI_"))
+    }
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    rc, out = run([str(binary), *NCCL_TESTS_SMOKE], timeout=120, env=env)
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    failures = [line for line in lines if _FAILURE.search(line) and not line.startswith("#")]
+    passed = rc == 0 and any("Out of bounds values : 0 OK" in line for line in lines)
+    result: dict[str, object] = {"present": True, "binary": str(binary), "exit": rc, "passed": passed}
+    if not passed:
+        result["error"] = (failures[0] if failures else (lines[-1] if lines else "no output"))[:300]
+    return result
+
+
 def memory_mb() -> int | None:
     for line in (read("/proc/meminfo") or "").splitlines():
         if line.startswith("MemTotal:"):
@@ -638,11 +667,32 @@ def _judge_services(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
     return checks
 
 
+def _judge_nccl_tests(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    smoke = raw.get("nccl_tests")
+    if smoke is None:  # not asked for: the node has no GPU stack
+        return []
+    if "error" in smoke and "present" not in smoke:
+        return [("nccl_tests", FAIL, f"nccl-tests smoke run broke: {smoke['error']}")]
+    if not smoke.get("present"):
+        return [("nccl_tests", FAIL, f"nccl-tests not installed: {smoke.get('note')}")]
+    if smoke.get("passed"):
+        return [("nccl_tests", PASS, "nccl-tests all_reduce_perf ran one rank")]
+    return [
+        (
+            "nccl_tests",
+            FAIL,
+            f"nccl-tests all_reduce_perf cannot run one rank (exit {smoke.get('exit')}): "
+            f"{smoke.get('error', 'no output')}",
+        )
+    ]
+
+
 JUDGES = (
     _judge_gpus,
     _judge_ecc,
     _judge_xid,
     _judge_dcgm,
+    _judge_nccl_tests,
     _judge_persistence,
     _judge_fabricmanager,
     _judge_driver,
@@ -660,7 +710,9 @@ def judge(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
 # ---- command line -----------------------------------------------------------------------------------
 
 
-def collect(kind: str, skip: tuple[str, ...] = (), mount_point: str | None = None) -> dict[str, object]:
+def collect(
+    kind: str, skip: tuple[str, ...] = (), mount_point: str | None = None, bindir: str | None = None
+) -> dict[str, object]:
     report: dict[str, object] = {
         "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
         "fqdn": socket.getfqdn(),
@@ -680,6 +732,8 @@ def collect(kind: str, skip: tuple[str, ...] = (), mount_point: str | None = Non
     }
     if mount_point:
         checks["mount"] = lambda: mount(mount_point)
+    if bindir:
+        checks["nccl_tests"] = lambda: nccl_tests(bindir)
     for key, check in checks.items():
         if key in skip:
             continue
@@ -744,7 +798,11 @@ def check_node(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if "--check" in argv:
         return check_node(argv)
-    report = collect(str(_option(argv, "--fabric", "ethernet")), mount_point=_option(argv, "--mount"))
+    report = collect(
+        str(_option(argv, "--fabric", "ethernet")),
+        mount_point=_option(argv, "--mount"),
+        bindir=_option(argv, "--nccl-tests"),
+    )
     sys.stdout.write(MARKER + json.dumps(report, sort_keys=True) + "\n")
     sys.stdout.flush()
     return 0

@@ -191,13 +191,16 @@ def health_command(
     script: str,
     immediate: int = 120,
     mount_point: str | None = None,
+    nccl_tests_dir: str | None = None,
 ) -> str:
-    """Run the node health script once per node (one task per node); ``mount_point``: check it too."""
+    """Run the node health script once per node (one task per node); ``mount_point``: check it too;
+    ``nccl_tests_dir``: the script also makes a one-rank smoke run of the nccl-tests binaries there."""
     argv = _srun(nodes, 1, 0, immediate)
     argv.remove("--mpi=pmix")
     argv.remove("--kill-on-bad-exit=1")
-    mount = ["--mount", mount_point] if mount_point else []
-    return shlex.join([*argv, "python3", "-c", script, "--fabric", fabric.value, *mount])
+    extra = ["--mount", mount_point] if mount_point else []
+    extra += ["--nccl-tests", nccl_tests_dir] if nccl_tests_dir else []
+    return shlex.join([*argv, "python3", "-c", script, "--fabric", fabric.value, *extra])
 
 
 def sinfo_command(nodes: Sequence[str]) -> str:
@@ -341,15 +344,23 @@ class SlurmRunner:
                 states[parts[0]] = SlurmState(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
         return states
 
-    def run_health(self, nodes: Sequence[str], mount_point: str | None = None) -> HealthRun:
-        """Slurm's view of each node, then the health script on every usable node (one task per node)."""
+    def run_health(
+        self, nodes: Sequence[str], mount_point: str | None = None, *, smoke_nccl_tests: bool = False
+    ) -> HealthRun:
+        """Slurm's view of each node, then the health script on every usable node (one task per node);
+        ``mount_point``: the shared filesystem to check; ``smoke_nccl_tests``: each node also runs one rank
+        of the nccl-tests binaries in ``bindir``."""
         states = self.slurm_states(nodes)
         usable = [node for node in nodes if node not in states or states[node].usable]
         answers: dict[str, dict[str, Any]] = {}
         rc, stdout, stderr = 0, "", ""
         if usable:
             command = health_command(
-                usable, self.fabric, script=node_health_script(), mount_point=mount_point
+                usable,
+                self.fabric,
+                script=node_health_script(),
+                mount_point=mount_point,
+                nccl_tests_dir=self.bindir if smoke_nccl_tests else None,
             )
             rc, stdout, stderr = self._run(command, self.timeout)
             answers = parse_health_output(stdout)

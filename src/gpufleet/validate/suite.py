@@ -3,7 +3,9 @@
 ``run_suite(spec, inventory, executor, out_dir)``:
 
 1. node health (when ``validation.health_checks``): Slurm's state of every compute node, then the health
-   script on each (``node_health.py``), judged against the inventory (``health.py``);
+   script on each (``node_health.py``), judged against the inventory (``health.py``); on nodes with a GPU
+   stack (``gpufleet_gpu_stack`` install or verify) the script also runs one rank of ``all_reduce_perf``,
+   and a node where that fails (no driver, wrong CUDA) is left out of the collective runs;
 2. each collective of ``validation.collectives`` across all usable compute nodes, parsed and gated
    (``gate.py``) against the spec's floor or the catalog's baseline for the instance type and node count;
 3. the report (JSON, Markdown, plot; ``report.py``) and every raw log, in ``out_dir``;
@@ -249,14 +251,20 @@ def run_suite(
     if validation.health_checks:
         filesystem = inventory.filesystem
         mounted = filesystem.get("kind", "none") != "none" and filesystem.get("mount_point")
-        health_run = runner.run_health(nodes, mount_point=str(filesystem["mount_point"]) if mounted else None)
+        smoke = any(host.gpu_stack not in (None, "none") for host in hosts)
+        health_run = runner.run_health(
+            nodes, mount_point=str(filesystem["mount_point"]) if mounted else None, smoke_nccl_tests=smoke
+        )
         health = evaluate_health(
             hosts, health_run, filesystem, driver_branch=driver_branch(inventory.software)
         )
         unusable = {
             node.node
             for node in health.nodes
-            if any(check.name in ("slurm", "answer") and check.status == FAIL for check in node.checks)
+            if any(
+                check.name in ("slurm", "answer", "nccl_tests") and check.status == FAIL
+                for check in node.checks
+            )
         }
         nodes = [node for node in nodes if node not in unusable]
 

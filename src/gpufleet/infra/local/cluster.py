@@ -31,6 +31,8 @@ from gpufleet.state import ClusterState
 
 LABEL = "gpufleet.cluster"
 MPI_PERF_DIR = "/opt/gpufleet/mpi-perf/bin"
+# With provider.gpu_stack the nccl_tests role builds the real binaries here (its default on every backend).
+NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 _FIRST_HOST_OFFSET = 10
 
 
@@ -247,7 +249,7 @@ class LocalCluster:
                 # Unprivileged containers see cgroup v1 controllers read-only (docs/local.md).
                 "slurm_proctrack_type": "proctrack/linuxproc",
                 "slurm_task_plugin": "task/none",
-                "gpufleet_nccl_tests_dir": MPI_PERF_DIR,
+                "gpufleet_nccl_tests_dir": NCCL_TESTS_DIR if self.provider.gpu_stack else MPI_PERF_DIR,
                 # Open MPI over the podman bridge: shared memory inside a node, TCP on eth0 between nodes.
                 "mpi_mca_params": {
                     "btl": "vader,tcp,self",
