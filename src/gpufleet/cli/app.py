@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from gpufleet.cli import check as check_cmd
 from gpufleet.cli import cluster as cluster_cmd
+from gpufleet.cli import image as image_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import reap as reap_cmd
 from gpufleet.cli import report as report_cmd
@@ -42,6 +43,7 @@ app.command("run")(validate_cmd.run)
 app.command("status")(cluster_cmd.status)
 app.command("down")(cluster_cmd.down)
 app.command("reap")(reap_cmd.reap)
+app.add_typer(image_cmd.app, name="image")
 
 
 @app.callback()

@@ -73,17 +73,22 @@ def up(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = Fals
 def configure(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Run the playbooks (common, munge, mpi, slurm, benchmarks) on the cluster. Safe to re-run."""
     from gpufleet.configure.runner import run_playbook
+    from gpufleet.infra.local.bake import baked_and_current
 
     spec = read_spec(spec_path)
-    state, _ = load_inventory(spec)
+    state, inventory = load_inventory(spec)
     reporter = reporter_for(json_out, verbose)
-    with reporter.step("configure: playbooks/site.yml"):
+    baked = baked_and_current(spec, inventory.extra_vars)
+    if baked:
+        reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")
+    with reporter.step("configure: playbooks/site.yml" + (" (configure phase)" if baked else "")):
         result = run_playbook(
             "site.yml",
             state.inventory_file,
             state.logs_dir / "ansible",
             reporter,
             extravars={"munge_key_file": str(state.ensure_munge_key())},
+            skip_tags="install" if baked else None,
         )
     state.mark("configure", "done", changed=result.changed)
     if json_out:
@@ -93,6 +98,7 @@ def configure(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt
                 "ok": result.ok,
                 "changed": result.changed,
                 "changed_tasks": result.changed_tasks,
+                "install_phase": f"skipped: baked image {baked}" if baked else "ran",
                 "artifacts": str(result.artifacts),
             }
         )

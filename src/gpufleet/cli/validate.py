@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.cli import cluster as cluster_cmd
+from gpufleet.cli import image as image_cmd
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.errors import ExitCode, GpufleetError
 from gpufleet.spec.model import ClusterSpec
@@ -87,12 +88,21 @@ def run(
     spec_path: SpecArg,
     out: OutOpt = None,
     keep: Annotated[bool, typer.Option("--keep", help="leave the cluster up afterwards")] = False,
+    bake: Annotated[
+        bool,
+        typer.Option(
+            "--bake/--no-bake",
+            help="local: first bake the roles' install phase into a node image if none matches",
+        ),
+    ] = True,
     verbose: cluster_cmd.VerboseOpt = False,
 ) -> None:
     """The whole job: up, configure, validate and report, then down (also when a step fails)."""
     spec = read_spec(spec_path)
     out = out or default_out(spec)
     passed = False
+    if bake and spec.provider.kind == "local":
+        image_cmd.build(spec_path, rebuild=False, json_out=False, verbose=verbose)
     try:
         cluster_cmd.up(spec_path, json_out=False, verbose=verbose)
         cluster_cmd.configure(spec_path, json_out=False, verbose=verbose)

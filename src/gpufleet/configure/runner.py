@@ -83,7 +83,10 @@ def run_playbook(
     *,
     extravars: dict[str, Any] | None = None,
     limit: str | None = None,
+    tags: str | None = None,
+    skip_tags: str | None = None,
 ) -> PlayResult:
+    """Run ``playbooks/<playbook>``; ``tags`` / ``skip_tags`` select role phases (install, configure)."""
     import ansible_runner
 
     root = project_root()
@@ -117,6 +120,8 @@ def run_playbook(
         extravars=extravars or {},
         envvars=envvars,
         limit=limit,
+        tags=tags,
+        skip_tags=skip_tags,
         event_handler=progress,
         quiet=True,
         rotate_artifacts=3,
