@@ -2,77 +2,37 @@
 to gone, through the ``gpufleet`` command exactly as a user runs it.
 
 Needs root, podman, runc and debootstrap (``scripts/bootstrap.sh`` installs them). The first run on a
-machine builds the node image (about a minute); later runs reuse it.
+machine builds the node image and bakes the roles' install phase into it (conftest.py, a few minutes);
+later runs reuse both, so the nodes here configure only per-cluster work.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from cluster_cli import GPUFLEET, ROOT, Cli, podman, require_local_backend
+from cluster_cli import leftovers as labelled
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[2]
-GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
 # GPUFLEET_E2E_NAME lets two checkouts on one machine run this test side by side.
 NAME = os.environ.get("GPUFLEET_E2E_NAME", "e2e")
 LABEL = f"gpufleet.cluster={NAME}"
 
 
-def podman(*args: str) -> list[str]:
-    done = subprocess.run(["podman", *args], capture_output=True, text=True, check=True)
-    return [line for line in done.stdout.splitlines() if line.strip()]
-
-
 def leftovers() -> dict[str, list[str]]:
-    return {
-        "containers": podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}"),
-        "networks": podman("network", "ls", "--filter", f"label={LABEL}", "--format", "{{.Name}}"),
-        "volumes": podman("volume", "ls", "--filter", f"label={LABEL}", "--format", "{{.Name}}"),
-    }
-
-
-class Cli:
-    def __init__(self, workdir: Path, state: Path) -> None:
-        self.workdir = workdir
-        self.env = {**os.environ, "GPUFLEET_STATE_DIR": str(state), "COLUMNS": "200"}
-
-    def __call__(
-        self, *args: str, expect: int = 0, timeout: float = 1800
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [GPUFLEET, *args],
-            cwd=self.workdir,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        assert done.returncode == expect, (
-            f"gpufleet {' '.join(args)} exited {done.returncode}, expected {expect}\n"
-            f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
-        )
-        return done
-
-    def json(self, *args: str, expect: int = 0) -> dict:
-        return json.loads(self(*args, "--json", expect=expect).stdout)
+    return labelled(LABEL)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, Path, Path]]:
-    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("podman", "runc", "debootstrap")):
-        pytest.fail(
-            "the local cluster test needs root, podman, runc and debootstrap: run scripts/bootstrap.sh test"
-        )
+    require_local_backend()
     workdir = tmp_path_factory.mktemp("e2e")
     state = workdir / "state"
     spec = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())

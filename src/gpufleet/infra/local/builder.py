@@ -89,5 +89,9 @@ def _bake(
 
 
 def _label_value(value: str) -> str:
-    """A Dockerfile LABEL value: double-quoted, with quotes and backslashes escaped."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A value for ``podman commit --change 'LABEL k=v'``, which keeps quotes and backslashes literally
+    and ends the value at whitespace: the values gpufleet writes (hashes, image names, compact JSON of
+    version pins) have none, and one that had would be cut short, so it is refused."""
+    if any(character.isspace() for character in value):
+        raise ProvisionError(f"an image label value may not contain whitespace: {value!r}")
+    return value

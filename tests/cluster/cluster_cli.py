@@ -1,0 +1,63 @@
+"""What the local-cluster tests share: the ``gpufleet`` command run as a user runs it, and podman."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
+
+
+def require_local_backend() -> None:
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("podman", "runc", "debootstrap")):
+        pytest.fail(
+            "the local cluster tests need root, podman, runc and debootstrap: run scripts/bootstrap.sh test"
+        )
+
+
+def podman(*args: str) -> list[str]:
+    done = subprocess.run(["podman", *args], capture_output=True, text=True, check=True)
+    return [line for line in done.stdout.splitlines() if line.strip()]
+
+
+def leftovers(label: str) -> dict[str, list[str]]:
+    """Containers, networks and volumes carrying ``label`` (``gpufleet.cluster=<name>``)."""
+    return {
+        "containers": podman("ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"),
+        "networks": podman("network", "ls", "--filter", f"label={label}", "--format", "{{.Name}}"),
+        "volumes": podman("volume", "ls", "--filter", f"label={label}", "--format", "{{.Name}}"),
+    }
+
+
+class Cli:
+    def __init__(self, workdir: Path, state: Path) -> None:
+        self.workdir = workdir
+        self.env = {**os.environ, "GPUFLEET_STATE_DIR": str(state), "COLUMNS": "200"}
+
+    def __call__(
+        self, *args: str, expect: int = 0, timeout: float = 1800
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [GPUFLEET, *args],
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == expect, (
+            f"gpufleet {' '.join(args)} exited {done.returncode}, expected {expect}\n"
+            f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
+        )
+        return done
+
+    def json(self, *args: str, expect: int = 0) -> dict:
+        return json.loads(self(*args, "--json", expect=expect).stdout)
