@@ -61,3 +61,15 @@ class Cli:
 
     def json(self, *args: str, expect: int = 0) -> dict:
         return json.loads(self(*args, "--json", expect=expect).stdout)
+
+
+# What a package install changes on a Debian node: apt's history, dpkg's database, the package lists.
+_PACKAGE_STATE = (
+    "md5sum /var/log/apt/history.log /var/lib/dpkg/status; "
+    "find /var/lib/apt/lists /var/cache/apt -maxdepth 1 -newer /var/lib/dpkg/status | sort"
+)
+
+
+def package_state(node: str) -> list[str]:
+    """Checksums of apt's history and dpkg's status, and package-list files newer than the status."""
+    return podman("exec", node, "bash", "-c", _PACKAGE_STATE)

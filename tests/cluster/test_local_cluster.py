@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_cli import GPUFLEET, ROOT, Cli, podman, require_local_backend
+from cluster_cli import GPUFLEET, ROOT, Cli, package_state, podman, require_local_backend
 from cluster_cli import leftovers as labelled
 
 pytestmark = pytest.mark.cluster
@@ -50,7 +50,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, Pat
             )
 
 
-def test_up_configure_validate_reconfigure_down(cluster) -> None:
+def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> None:
     cli, spec, state = cluster
 
     up = cli.json("up", str(spec))
@@ -70,8 +70,18 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
         f"{NAME}-compute-1": True,
     }
 
+    # The nodes run the session's baked image (conftest.py): configure does only the per-cluster work
+    # and installs no package.
+    inventory = yaml.safe_load((state / NAME / "inventory.yml").read_text())
+    assert inventory["all"]["vars"]["gpufleet_baked_image_hash"] == baked_image["hash"]
+    packages = {node: package_state(node) for node in nodes}
+
     first = cli.json("configure", str(spec))
     assert first["ok"] is True and first["changed"] > 0
+    assert first["install_phase"] == f"skipped: baked image {baked_image['hash']}"
+    rendered = [task for task in first["changed_tasks"] if task.endswith(": Render slurm.conf")]
+    assert len(rendered) == len(nodes), first["changed_tasks"]
+    assert {node: package_state(node) for node in nodes} == packages
 
     report = cli.json("validate", str(spec), "--out", str(state.parent / "report"))
     assert report["passed"] is True, json.dumps(report, indent=1)[:4000]
