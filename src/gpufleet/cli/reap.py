@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.cli.common import JsonOpt, console, print_json
+from gpufleet.cli.common import JsonOpt, console, err_console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra import backend
@@ -32,7 +32,8 @@ def reap(
     Exits 1 when a teardown failed. With --aws-region, clusters tagged gpufleet:expires-at in the past
     are listed too (those made from CI have no state here: destroy them from the stack that made them).
     """
-    reporter = RichReporter(console)
+    # With --json, progress goes to stderr so that stdout holds only the JSON document.
+    reporter = RichReporter(err_console if json_out else console)
 
     def teardown(spec: ClusterSpec, state: ClusterState) -> list[str]:
         return backend.down(spec, state, reporter).removed
