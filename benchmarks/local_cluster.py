@@ -12,6 +12,9 @@ For 3 and 5 nodes (1 controller + 2 or 4 compute), in three modes. Every phase r
 
     sudo .venv/bin/python benchmarks/local_cluster.py [--nodes 3 5] [--modes cold warm baked]
 
+"CPU" is the CPU time a phase cost the nodes (their cgroups) and gpufleet with the Ansible it ran:
+unlike wall time, it hardly moves when other work shares the machine.
+
 Targets (issue 11): baked, 3 nodes: up to validated <= 30 s, idempotent re-run <= 10 s with 0 changed;
 5 nodes <= 45 s; cold not slower than before (119.9 s for 3 nodes, docs/benchmarks.md).
 """
@@ -21,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -49,6 +54,45 @@ def podman_images(kind: str) -> list[str]:
 def remove_images(kind: str) -> None:
     for image in podman_images(kind):
         subprocess.run(["podman", "rmi", image], capture_output=True, check=True)
+
+
+def node_cpu_seconds(cluster: str) -> float:
+    """CPU time the cluster's nodes have used since they started (their cgroups' accounting)."""
+    ids = subprocess.run(
+        ["podman", "ps", "-q", "--no-trunc", "--filter", f"label=gpufleet.cluster={cluster}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    total = 0.0
+    for container in ids:
+        cgroup = subprocess.run(
+            ["podman", "inspect", "--format", "{{.State.CgroupPath}}", container],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        v1 = Path("/sys/fs/cgroup/cpuacct") / cgroup.lstrip("/") / "cpuacct.usage"
+        v2 = Path("/sys/fs/cgroup") / cgroup.lstrip("/") / "cpu.stat"
+        if v1.exists():
+            total += int(v1.read_text()) / 1e9
+        elif v2.exists():
+            usage = dict(line.split() for line in v2.read_text().splitlines())
+            total += int(usage["usage_usec"]) / 1e6
+    return total
+
+
+def children_cpu_seconds() -> float:
+    """User + system time of this process's finished children (gpufleet and the Ansible it ran)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_of(cluster: str, run: Callable[[], tuple[float, dict]]) -> tuple[float, dict, float]:
+    """Run one phase; also return the CPU seconds it cost the nodes and gpufleet (load-independent)."""
+    before = node_cpu_seconds(cluster) + children_cpu_seconds()
+    seconds, document = run()
+    return seconds, document, node_cpu_seconds(cluster) + children_cpu_seconds() - before
 
 
 def timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, dict]:
@@ -79,11 +123,13 @@ def cycle(nodes: int, mode: str, workdir: Path, from_scratch: bool) -> dict[str,
     elif mode == "baked":
         timed(["image", "build", str(path)], env, workdir)  # reuses the image when it is there
     up, _ = timed(["up", str(path)], env, workdir)
-    configure, first = timed(["configure", str(path)], env, workdir)
+    configure, first, configure_cpu = cpu_of(
+        spec["name"], lambda: timed(["configure", str(path)], env, workdir)
+    )
     validate, report = timed(
         ["validate", str(path), "--out", str(workdir / f"report{nodes}{mode}")], env, workdir
     )
-    rerun, second = timed(["configure", str(path)], env, workdir)
+    rerun, second, rerun_cpu = cpu_of(spec["name"], lambda: timed(["configure", str(path)], env, workdir))
     down, _ = timed(["down", str(path)], env, workdir)
     if (
         not report["passed"]
@@ -102,6 +148,8 @@ def cycle(nodes: int, mode: str, workdir: Path, from_scratch: bool) -> dict[str,
         "up_to_validated": bake + up + configure + validate,
         "rerun": rerun,
         "rerun_changed": second["changed"],
+        "configure_cpu": configure_cpu,
+        "rerun_cpu": rerun_cpu,
         "down": down,
         "changed_first": first["changed"],
     }
@@ -130,15 +178,16 @@ def main() -> None:
                     flush=True,
                 )
     print(
-        "| nodes | mode | bake | up | configure | validate | up to validated | idempotent re-run (changed) "
-        "| down |"
+        "| nodes | mode | bake | up | configure (CPU) | validate | up to validated "
+        "| idempotent re-run (changed, CPU) | down |"
     )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for nodes, mode, r in rows:
         print(
-            f"| {nodes} | {mode} | {r['bake']:.1f} s | {r['up']:.1f} s | {r['configure']:.1f} s | "
-            f"{r['validate']:.1f} s | "
-            f"{r['up_to_validated']:.1f} s | {r['rerun']:.1f} s ({r['rerun_changed']}) | {r['down']:.1f} s |"
+            f"| {nodes} | {mode} | {r['bake']:.1f} s | {r['up']:.1f} s | "
+            f"{r['configure']:.1f} s ({r['configure_cpu']:.0f} s) | {r['validate']:.1f} s | "
+            f"{r['up_to_validated']:.1f} s | "
+            f"{r['rerun']:.1f} s ({r['rerun_changed']}, {r['rerun_cpu']:.0f} s) | {r['down']:.1f} s |"
         )
 
 
