@@ -56,17 +56,25 @@ def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
 def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     """Run playbooks/site.yml on the cluster (safe to re-run)."""
     from gpufleet.configure.runner import run_playbook
+    from gpufleet.infra.local.bake import baked_and_current
 
     hold_cluster_lock(spec.name, "configure")
-    state, _ = load_inventory(spec)
-    with tracked(state, "configure"), reporter.step("configure: playbooks/site.yml"):
+    state, inventory = load_inventory(spec)
+    baked = baked_and_current(spec, inventory.extra_vars) if spec.provider.kind == "local" else None
+    if baked:
+        reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")
+    step = "configure: playbooks/site.yml" + (" (configure phase)" if baked else "")
+    with tracked(state, "configure"), reporter.step(step):
         result = run_playbook(
             "site.yml",
             state.inventory_file,
             state.logs_dir / "ansible",
             reporter,
             extravars={"munge_key_file": str(state.ensure_munge_key())},
+            skip_tags="install" if baked else None,
         )
+    if baked:
+        result.install_phase = f"skipped: baked image {baked}"
     state.mark("configure", "done", changed=result.changed)
     return result
 

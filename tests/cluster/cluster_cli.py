@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
+
+
+def require_local_backend() -> None:
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("podman", "runc", "debootstrap")):
+        pytest.fail(
+            "the local cluster tests need root, podman, runc and debootstrap: run scripts/bootstrap.sh test"
+        )
 
 
 def podman(*args: str) -> list[str]:
@@ -50,3 +61,15 @@ class Cli:
 
     def json(self, *args: str, expect: int = 0) -> dict:
         return json.loads(self(*args, "--json", expect=expect).stdout)
+
+
+# What a package install changes on a Debian node: apt's history, dpkg's database, the package lists.
+_PACKAGE_STATE = (
+    "md5sum /var/log/apt/history.log /var/lib/dpkg/status; "
+    "find /var/lib/apt/lists /var/cache/apt -maxdepth 1 -newer /var/lib/dpkg/status | sort"
+)
+
+
+def package_state(node: str) -> list[str]:
+    """Checksums of apt's history and dpkg's status, and package-list files newer than the status."""
+    return podman("exec", node, "bash", "-c", _PACKAGE_STATE)

@@ -2,25 +2,24 @@
 to gone, through the ``gpufleet`` command exactly as a user runs it.
 
 Needs root, podman, runc and debootstrap (``scripts/bootstrap.sh`` installs them). The first run on a
-machine builds the node image (about a minute); later runs reuse it.
+machine builds the node image and bakes the roles' install phase into it (conftest.py, a few minutes);
+later runs reuse both, so the nodes here configure only per-cluster work.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from cluster_cli import GPUFLEET, Cli, labelled, podman
+from cluster_cli import GPUFLEET, ROOT, Cli, labelled, package_state, podman, require_local_backend
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 # GPUFLEET_E2E_NAME lets two checkouts on one machine run this test side by side.
 NAME = os.environ.get("GPUFLEET_E2E_NAME", "e2e")
 LABEL = f"gpufleet.cluster={NAME}"
@@ -43,10 +42,7 @@ def task_results(artifacts: str, task: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, Path, Path]]:
-    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("podman", "runc", "debootstrap")):
-        pytest.fail(
-            "the local cluster test needs root, podman, runc and debootstrap: run scripts/bootstrap.sh test"
-        )
+    require_local_backend()
     workdir = tmp_path_factory.mktemp("e2e")
     state = workdir / "state"
     spec = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
@@ -64,7 +60,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, Pat
             )
 
 
-def test_up_configure_validate_reconfigure_down(cluster) -> None:
+def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> None:
     cli, spec, state = cluster
 
     up = cli.json("up", str(spec))
@@ -84,6 +80,12 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
         f"{NAME}-compute-1": True,
     }
 
+    # The nodes run the session's baked image (conftest.py): configure does only the per-cluster work
+    # and installs no package.
+    inventory = yaml.safe_load((state / NAME / "inventory.yml").read_text())
+    assert inventory["all"]["vars"]["gpufleet_baked_image_hash"] == baked_image["hash"]
+    packages = {node: package_state(node) for node in nodes}
+
     first = cli.json("configure", str(spec))
     assert first["ok"] is True and first["changed"] > 0
     # shared_fs: the volume is mounted at /shared on every node, and each node read what another wrote there.
@@ -98,6 +100,10 @@ def test_up_configure_validate_reconfigure_down(cluster) -> None:
     peers = {host: message.split("'")[0].removeprefix("read ") for host, message in shared.items()}
     assert all(peer in every and peer != host for host, peer in peers.items()), peers
     assert podman("exec", f"{NAME}-compute-0", "ls", "-A", "/shared") == [], "probe files were left behind"
+    assert first["install_phase"] == f"skipped: baked image {baked_image['hash']}"
+    rendered = [task for task in first["changed_tasks"] if task.endswith(": Render slurm.conf")]
+    assert len(rendered) == len(nodes), first["changed_tasks"]
+    assert {node: package_state(node) for node in nodes} == packages
 
     report = cli.json("validate", str(spec), "--out", str(state.parent / "report"))
     assert report["passed"] is True, json.dumps(report, indent=1)[:4000]

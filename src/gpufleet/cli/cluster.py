@@ -79,6 +79,7 @@ def render_configure(spec: ClusterSpec, result: PlayResult, json_out: bool) -> N
                 "ok": result.ok,
                 "changed": result.changed,
                 "changed_tasks": result.changed_tasks,
+                "install_phase": result.install_phase,
                 "artifacts": str(result.artifacts),
             }
         )

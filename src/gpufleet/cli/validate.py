@@ -13,6 +13,7 @@ from rich.table import Table
 
 from gpufleet import pipeline
 from gpufleet.cli import cluster as cluster_cmd
+from gpufleet.cli import image as image_cmd
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.errors import ExitCode, GpufleetError
 from gpufleet.preflight import require_no_errors
@@ -89,6 +90,13 @@ def run(
     spec_path: SpecArg,
     out: OutOpt = None,
     keep: Annotated[bool, typer.Option("--keep", help="leave the cluster up afterwards")] = False,
+    bake: Annotated[
+        bool,
+        typer.Option(
+            "--bake/--no-bake",
+            help="local: first bake the roles' install phase into a node image if none matches",
+        ),
+    ] = True,
     verbose: cluster_cmd.VerboseOpt = False,
     slow_node: Annotated[
         bool,
@@ -109,6 +117,8 @@ def run(
         target = slow_node_target(spec)  # refuses a spec that cannot show it, before anything is made
     reporter = cluster_cmd.reporter_for(False, verbose)
     passed = False
+    if bake and spec.provider.kind == "local":
+        image_cmd.build(spec_path, rebuild=False, json_out=False, verbose=verbose)
     try:
         require_no_errors(spec)
         state, inventory = pipeline.up(spec, reporter, spec_path)

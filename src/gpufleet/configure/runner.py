@@ -40,6 +40,7 @@ class PlayResult:
     unreachable: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     artifacts: Path | None = None
+    install_phase: str = "ran"  # or "skipped: baked image <hash>" (nodes from a current baked image)
 
 
 class _Progress:
@@ -83,7 +84,10 @@ def run_playbook(
     *,
     extravars: dict[str, Any] | None = None,
     limit: str | None = None,
+    tags: str | None = None,
+    skip_tags: str | None = None,
 ) -> PlayResult:
+    """Run ``playbooks/<playbook>``; ``tags`` / ``skip_tags`` select role phases (install, configure)."""
     import ansible_runner
 
     root = project_root()
@@ -117,6 +121,8 @@ def run_playbook(
         extravars=extravars or {},
         envvars=envvars,
         limit=limit,
+        tags=tags,
+        skip_tags=skip_tags,
         event_handler=progress,
         quiet=True,
         rotate_artifacts=3,

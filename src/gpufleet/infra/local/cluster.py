@@ -5,7 +5,13 @@
 its host name (``<name>-controller``, ``<name>-compute-0``, ...), all labelled ``gpufleet.cluster=<name>``.
 Nodes run sshd with the cluster's own key; Ansible reaches them over SSH as it would a cloud or bare-metal
 node. ``up`` is re-runnable: what exists and runs is kept. ``down`` removes by label, so it also cleans up
-after a half-made cluster, then checks that nothing labelled is left.
+after a half-made cluster, then checks that nothing labelled is left; it never removes an image (images
+are a cache that other clusters share).
+
+Nodes start from the baked image of the spec's roles and pins when podman has one (gpufleet.infra.local.bake),
+else from the plain node image. Each node made from a baked image carries its hash as a label; the inventory
+records ``gpufleet_baked_image_hash`` only when every node does, and ``configure`` skips the install phase
+only when that hash is still the current one.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import ProvisionError
+from gpufleet.infra.local import bake
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
 from gpufleet.inventory.model import Connection, Host, Inventory
@@ -58,9 +65,18 @@ def plan_nodes(spec: ClusterSpec) -> list[NodePlan]:
 
 
 class LocalCluster:
-    def __init__(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        *,
+        nodes: list[NodePlan] | None = None,
+    ) -> None:
+        """``nodes`` replaces the spec's layout (the image builder's one node in every group)."""
         assert isinstance(spec.provider, LocalProvider)
         self.spec = spec
+        self.nodes = nodes if nodes is not None else plan_nodes(spec)
         self.provider: LocalProvider = spec.provider
         self.state = state
         self.reporter = reporter
@@ -71,9 +87,41 @@ class LocalCluster:
 
     # ---- up ---------------------------------------------------------------------------------------
 
-    def up(self) -> Inventory:
+    def up(self, *, image: str | None = None) -> Inventory:
+        """Start the nodes from ``image``, or else from the spec's baked image, or else the node image."""
         key = self.state.ensure_ssh_key()
         authorized = self._write_authorized_keys()
+        digest = None
+        if image is None:
+            image, digest = self._choose_image()
+        with self.reporter.step(f"start {len(self.nodes)} nodes on network {self.network}"):
+            subnet = self._ensure_network()
+            if self.spec.filesystem.kind == "volume" and not self.podman.exists("volume", self.volume):
+                self.podman.run(
+                    "volume", "create", "--label", self.label, self.volume, what="creating the volume"
+                )
+            addresses = self._addresses(subnet)
+            baked = [
+                self._ensure_node(node, addresses[node.name], image, authorized, digest)
+                for node in self.nodes
+            ]
+        with self.reporter.step("wait for systemd and sshd on every node"):
+            for node in self.nodes:
+                self._wait_ready(node.name, addresses[node.name], key)
+        # Nodes kept from an earlier up may come from another image: the hash holds only if all agree.
+        common = set(baked)
+        return self.inventory(addresses, baked_hash=common.pop() if len(common) == 1 else None)
+
+    def _choose_image(self) -> tuple[str, str | None]:
+        """The baked image of the spec's roles and pins if podman has one, else the plain node image."""
+        digest = bake.spec_hash(self.spec)
+        found = bake.find_image(self.podman, digest)
+        if found is not None:
+            self.reporter.info(
+                f"node image {found.ref}: baked {found.created} from the current roles and pins "
+                f"(hash {digest[:12]}); configure does only the per-cluster work"
+            )
+            return found.ref, digest
         image, cached = ensure_node_image(
             self.podman,
             cache_dir(),
@@ -81,20 +129,12 @@ class LocalCluster:
             mirror=self.provider.mirror,
             reporter=self.reporter,
         )
-        self.reporter.info(f"node image {image} ({'cached' if cached else 'built'})")
-        with self.reporter.step(f"start {len(plan_nodes(self.spec))} nodes on network {self.network}"):
-            subnet = self._ensure_network()
-            if self.spec.filesystem.kind == "volume" and not self.podman.exists("volume", self.volume):
-                self.podman.run(
-                    "volume", "create", "--label", self.label, self.volume, what="creating the volume"
-                )
-            addresses = self._addresses(subnet)
-            for node in plan_nodes(self.spec):
-                self._ensure_node(node, addresses[node.name], image, authorized)
-        with self.reporter.step("wait for systemd and sshd on every node"):
-            for node in plan_nodes(self.spec):
-                self._wait_ready(node.name, addresses[node.name], key)
-        return self.inventory(addresses)
+        self.reporter.info(
+            f"node image {image} ({'cached' if cached else 'built'}); no baked image for the current roles "
+            f"and pins (hash {digest[:12]}): configure installs the software on every node "
+            "('gpufleet image build SPEC' bakes one)"
+        )
+        return image, None
 
     def _write_authorized_keys(self) -> Path:
         path = self.state.ssh_dir / "authorized_keys"
@@ -119,13 +159,16 @@ class LocalCluster:
         return ipaddress.IPv4Network(subnets[0])
 
     def _addresses(self, subnet: ipaddress.IPv4Network) -> dict[str, str]:
-        nodes = plan_nodes(self.spec)
+        nodes = self.nodes
         hosts = list(subnet.hosts())
         if len(hosts) < _FIRST_HOST_OFFSET + len(nodes):
             raise ProvisionError(f"subnet {subnet} is too small for {len(nodes)} nodes")
         return {node.name: str(hosts[_FIRST_HOST_OFFSET - 1 + i]) for i, node in enumerate(nodes)}
 
-    def _ensure_node(self, node: NodePlan, address: str, image: str, authorized: Path) -> None:
+    def _ensure_node(
+        self, node: NodePlan, address: str, image: str, authorized: Path, digest: str | None
+    ) -> str | None:
+        """Create or start the node; return the hash of the baked image it runs from (None: not baked)."""
         if self.podman.exists("container", node.name):
             info = self.podman.inspect("container", node.name)
             if info["Config"]["Labels"].get(LABEL) != self.spec.name:
@@ -135,7 +178,7 @@ class LocalCluster:
                 )
             if not info["State"]["Running"]:
                 self.podman.run("start", node.name, what=f"starting {node.name}")
-            return
+            return info["Config"]["Labels"].get(bake.HASH_LABEL) or None
         args = [
             "run",
             "-d",
@@ -157,11 +200,14 @@ class LocalCluster:
             "-v",
             f"{authorized}:/root/.ssh/authorized_keys:ro",
         ]
+        if digest is not None:
+            args += ["--label", f"{bake.HASH_LABEL}={digest}"]
         if self.spec.filesystem.kind == "volume":
             args += ["-v", f"{self.volume}:{self.spec.filesystem.mount_point}"]
         if self.provider.net_admin:  # tc in the node's own namespace (gpufleet.infra.local.faults)
             args += ["--cap-add", "NET_ADMIN"]
         self.podman.run(*args, image, what=f"starting node {node.name}")
+        return digest
 
     def _wait_ready(self, name: str, address: str, key: Path, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
@@ -221,7 +267,7 @@ class LocalCluster:
             ssh_common_args=" ".join(self._ssh_common()[2:6]),
         )
 
-    def inventory(self, addresses: dict[str, str]) -> Inventory:
+    def inventory(self, addresses: dict[str, str], *, baked_hash: str | None = None) -> Inventory:
         hosts = [
             Host(
                 name=node.name,
@@ -235,7 +281,7 @@ class LocalCluster:
                 memory_mb=self.provider.node_memory_mb,
                 **self._gpu_stack(node.roles),
             )
-            for node in plan_nodes(self.spec)
+            for node in self.nodes
         ]
         filesystem = self.spec.filesystem.model_dump(mode="json")
         return Inventory(
@@ -258,6 +304,9 @@ class LocalCluster:
                     "pml": "ob1",
                 },
                 "gpufleet_nccl_env": {},
+                # The content hash of the baked image every node runs from (null: not baked).
+                # gpufleet configure skips the install phase when it is still the current one.
+                "gpufleet_baked_image_hash": baked_hash,
             },
         )
 

@@ -43,9 +43,10 @@ def node_image_ref(release: str, mirror: str) -> str:
 
 
 @contextmanager
-def _build_lock(cache_dir: Path) -> Iterator[None]:
+def build_lock(cache_dir: Path, name: str = "image-build") -> Iterator[None]:
+    """Hold ``<cache_dir>/<name>.lock``: one build of a given image at a time on this machine."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with (cache_dir / "image-build.lock").open("w") as handle:
+    with (cache_dir / f"{name}.lock").open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -60,7 +61,7 @@ def ensure_node_image(
     ref = node_image_ref(release, mirror)
     if podman.exists("image", ref):
         return ref, True
-    with _build_lock(cache_dir):
+    with build_lock(cache_dir):
         if podman.exists("image", ref):  # another process built it while we waited
             return ref, True
         base = f"{BASE_IMAGE}:{release}"
