@@ -19,9 +19,9 @@ from gpufleet.infra.local import bake
 from gpufleet.infra.local.cluster import LocalCluster, NodePlan, cache_dir
 from gpufleet.infra.local.image import build_lock, ensure_node_image
 from gpufleet.infra.local.podman import Podman
-from gpufleet.state import ClusterState
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import Access, ClusterSpec, LocalProvider, NoFilesystem, Role
+from gpufleet.state import ClusterState
 
 
 @dataclass(frozen=True)
