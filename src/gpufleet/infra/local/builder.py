@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.errors import ProvisionError
+from gpufleet.errors import LeftoversError, ProvisionError
 from gpufleet.infra.local import bake
 from gpufleet.infra.local.cluster import LocalCluster, NodePlan, cache_dir
 from gpufleet.infra.local.image import build_lock, ensure_node_image
@@ -85,7 +85,14 @@ def _bake(
                     changes += ["--change", f"LABEL {key}={_label_value(value)}"]
                 podman.run("commit", "--quiet", *changes, node.name, ref, timeout=1800, what="podman commit")
         finally:
-            builder.down()
+            builder.destroy()
+            state.remove()
+            left = builder.leftovers()
+            if left:
+                raise LeftoversError(
+                    "the image builder's " + ", ".join(left) + " could not be removed",
+                    hint="remove them with podman rm / network rm",
+                )
 
 
 def _label_value(value: str) -> str:
