@@ -453,3 +453,20 @@ def _run_script_with(*extra: str) -> dict:
         check=True,
     )
     return parse_health_output(done.stdout)["node-7"]
+
+
+def test_a_long_report_travels_in_parts_that_survive_interleaving():
+    """srun cuts task output into ~1 KiB pieces; a long report goes out as numbered short parts and is
+    joined per host, even when two nodes' parts interleave."""
+    from gpufleet.validate import node_health
+    from gpufleet.validate.slurm import parse_health_output
+
+    reports = [{"hostname": f"n{i}", "note": f"{i}" * 3000} for i in (1, 2)]
+    first, second = (node_health.report_lines(r).splitlines() for r in reports)
+    assert len(first) == 4 and all(len(line) < 1024 for line in first + second)
+    mixed = [line for pair in zip(first, second, strict=True) for line in pair]
+    assert parse_health_output("\n".join(mixed)) == {"n1": reports[0], "n2": reports[1]}
+    assert parse_health_output("\n".join(first[:-1])) == {}  # a part missing: no report, not a wrong one
+    short = {"hostname": "n3", "gpus": {}}
+    assert node_health.report_lines(short).startswith("GPUFLEET_HEALTH {")
+    assert parse_health_output(node_health.report_lines(short)) == {"n3": short}

@@ -803,9 +803,25 @@ def main(argv: list[str]) -> int:
         mount_point=_option(argv, "--mount"),
         bindir=_option(argv, "--nccl-tests"),
     )
-    sys.stdout.write(MARKER + json.dumps(report, sort_keys=True) + "\n")
+    sys.stdout.write(report_lines(report))
     sys.stdout.flush()
     return 0
+
+
+# srun forwards each task's output in pieces of about 1 KiB: a longer line from one node can be cut and
+# interleaved with another node's output. So a report longer than one piece goes out as numbered parts,
+# each a short line of its own, which the reader joins per host (validate.slurm.parse_health_output).
+PART_MARKER = "GPUFLEET_HEALTH_PART "
+PART_BYTES = 768
+
+
+def report_lines(report: dict[str, object]) -> str:
+    payload = json.dumps(report, sort_keys=True)
+    if len(payload) <= PART_BYTES:
+        return MARKER + payload + "\n"
+    host = str(report.get("hostname"))
+    parts = [payload[i : i + PART_BYTES] for i in range(0, len(payload), PART_BYTES)]
+    return "".join(f"{PART_MARKER}{host} {n} {len(parts)} {part}\n" for n, part in enumerate(parts))
 
 
 if __name__ == "__main__":

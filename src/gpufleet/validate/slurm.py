@@ -38,6 +38,7 @@ from gpufleet.spec.model import FabricKind, ValidationSpec
 
 DEFAULT_NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 HEALTH_MARKER = "GPUFLEET_HEALTH "
+HEALTH_PART_MARKER = "GPUFLEET_HEALTH_PART "
 
 
 class Executor(Protocol):
@@ -381,14 +382,30 @@ class HealthRun:
 
 
 def parse_health_output(stdout: str) -> dict[str, dict[str, Any]]:
-    """Pick the script's JSON lines out of srun's output (which may be labelled or interleaved)."""
-    answers: dict[str, dict[str, Any]] = {}
+    """Pick the script's reports out of srun's output (which may be labelled or interleaved): whole JSON
+    lines, and reports sent as numbered parts (``node_health.report_lines``), joined per host."""
+    payloads: list[str] = []
+    parts: dict[str, dict[int, str]] = {}
+    totals: dict[str, int] = {}
     for line in stdout.splitlines():
-        at = line.find(HEALTH_MARKER)
-        if at < 0:
+        at = line.find(HEALTH_PART_MARKER)
+        if at >= 0:
+            fields = line[at + len(HEALTH_PART_MARKER) :].split(" ", 3)
+            if len(fields) == 4 and fields[1].isdigit() and fields[2].isdigit():
+                host, index, total, chunk = fields
+                parts.setdefault(host, {})[int(index)] = chunk
+                totals[host] = int(total)
             continue
+        at = line.find(HEALTH_MARKER)
+        if at >= 0:
+            payloads.append(line[at + len(HEALTH_MARKER) :])
+    for host, chunks in parts.items():
+        if sorted(chunks) == list(range(totals[host])):
+            payloads.append("".join(chunks[index] for index in range(totals[host])))
+    answers: dict[str, dict[str, Any]] = {}
+    for payload in payloads:
         try:
-            data = json.loads(line[at + len(HEALTH_MARKER) :])
+            data = json.loads(payload)
         except json.JSONDecodeError:
             continue
         if isinstance(data, dict) and data.get("hostname"):
