@@ -188,8 +188,13 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     assert sinfo and sinfo[0].split("|")[1].startswith("drain"), sinfo
     assert "gpufleet" in sinfo[0].split("|")[2], sinfo
 
-    # SIGTERM in the middle of validate: exit 143 within the spec's timeouts, the state says so.
-    again = fleet.start("validate", "--out", str(fleet.workdir / "again"), str(spec))
+    # SIGTERM in the middle of validate: exit 143 within the spec's timeouts, the state says so. The run
+    # is made long (many iterations) so that the signal surely lands while it is still going.
+    long_run = yaml.safe_load(spec.read_text())
+    long_run["validation"]["iterations"] = 2000
+    long_spec = spec.with_name("long-validate.yaml")
+    long_spec.write_text(yaml.safe_dump(long_run))
+    again = fleet.start("validate", "--out", str(fleet.workdir / "again"), str(long_spec))
     wait_for("validate to start", lambda: fleet.phase(name, "validate") == "running", 120)
     time.sleep(10)
     code, _, err = stop(again, signal.SIGTERM, timeout=300)
