@@ -62,6 +62,7 @@ def _present_figures(item: InstanceType) -> list[str]:
         "fabric": item.fabric,
         "price_per_hour_usd": item.price_per_hour_usd,
         "regions": item.regions or item.zones or None,
+        "cpu_arch": item.cpu_arch if item.cpu_arch != "x86_64" else None,
     }
     return [figure for figure in SOURCED_FIGURES if values[figure] is not None]
 

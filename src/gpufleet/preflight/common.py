@@ -49,6 +49,24 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             )
 
 
+@check("instance_type_figures_known")
+def instance_type_figures_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """A type whose catalog entry marks a needed figure unknown (no public source settles it) is refused,
+    not planned on a guess."""
+    for group in spec.node_groups:
+        item = catalog.get(group.instance_type)
+        if item is None or not item.unknown:
+            continue
+        unknown = "; ".join(f"{figure}: {why}" for figure, why in item.unknown.items())
+        yield Finding(
+            Level.ERROR,
+            "instance_type_figures_known",
+            f"{_group_path(spec, group.name)}.instance_type",
+            f"gpufleet cannot plan {group.instance_type} yet: the catalog does not know {unknown}. Pick "
+            "another type, or add the figure with its source to src/gpufleet/catalog/instances.yaml",
+        )
+
+
 @check("fabric_matches_type")
 def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     wanted = spec.fabric.kind
