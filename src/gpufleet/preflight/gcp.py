@@ -4,6 +4,8 @@ NIC layout, filesystem sizes) and the catalog.
 Checks (all offline, from the spec and the catalog):
 - ``gcp_nic_layout``: host gVNICs plus GPU NICs per type, the VPC layout they need, nic types;
 - ``gcp_zone_offered``: the zone (and region) offers the type, where the catalog knows its zones;
+- ``gcp_service_zones``: the zone offers Managed Lustre and the RoCE network profile the spec needs, where
+  ``gcp_zones.yaml`` has the zone's region;
 - ``gcp_capacity``: reservation, Spot and capacity-block rules;
 - ``gcp_placement``: compact placement support, max distance, the VMs-per-policy limit;
 - ``gcp_mtu``: the MTU of every VPC the cluster creates;
@@ -33,6 +35,7 @@ from gpufleet.catalog.gcp import (
     series_of,
     vpc_count,
 )
+from gpufleet.catalog.gcp_zones import ZoneTable, judge_zone, load_gcp_zones
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import (
     CapacityMode,
@@ -156,6 +159,42 @@ def gcp_zone_offered(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 f"the catalog does not know where {group.instance_type} is offered; check that {zone} "
                 "has it: gcloud compute machine-types list --filter='name=" + group.instance_type + "'",
             )
+
+
+def _service_zone(table: ZoneTable, service: str, zone: str, path: str) -> Iterator[Finding]:
+    verdict = judge_zone(table, zone)
+    source = f"{table.source.url}, read {table.source.retrieved}"
+    if verdict.offered is False:
+        region = zone.rsplit("-", 1)[0]
+        where = f"in {region} it runs in" if region in table.regions else "it runs in"
+        yield Finding(
+            Level.ERROR,
+            "gcp_service_zones",
+            path,
+            f"{service} is not offered in {zone}; {where} {', '.join(verdict.alternatives)} ({source}). "
+            "Set provider.zone to one of them",
+        )
+    elif verdict.offered is None:
+        yield Finding(
+            Level.INFO,
+            "gcp_service_zones",
+            path,
+            f"gpufleet's zone data does not cover {zone} for {service} (only part of {source} could be "
+            "read): check the page before 'gpufleet up'",
+        )
+
+
+@check("gcp_service_zones", providers=("gcp",))
+def gcp_service_zones(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """Managed Lustre and the RoCE VPC's network profile are zonal: the cluster's zone must offer them."""
+    zone = spec.provider.zone  # type: ignore[union-attr]
+    zones = load_gcp_zones()
+    if isinstance(spec.filesystem, ManagedLustreFilesystem):
+        yield from _service_zone(zones.managed_lustre, "Managed Lustre", zone, "provider.zone")
+    roce = [g for g in spec.node_groups if nic_layout(spec, g, catalog.get(g.instance_type)).roce]
+    if roce:
+        profile = f"the RoCE network profile {zone}-vpc-roce"
+        yield from _service_zone(zones.roce_network_profile, profile, zone, "provider.zone")
 
 
 @check("gcp_capacity", providers=("gcp",))
