@@ -10,7 +10,8 @@ Checks (all offline, from the spec and the catalog):
 - ``gcp_placement``: compact placement support, max distance, the VMs-per-policy limit;
 - ``gcp_mtu``: the MTU of every VPC the cluster creates;
 - ``gcp_filesystem_size``: Managed Lustre and Filestore capacity minimums, maximums and steps;
-- ``gcp_vpc_count``: how many VPC networks the cluster creates (a per-project quota).
+- ``gcp_vpc_count``: how many VPC networks the cluster creates (a per-project quota);
+- ``gcp_tcpx_kernel``: GPUDirect-TCPX (A3 High) nodes boot an image with the linux-gcp-tcpx kernel.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from gpufleet.catalog.gcp import (
     ON_DEMAND_DOC,
     RESERVATION_NAME,
     ROCE_MTU,
+    TCPX_IMAGE_SOURCE,
+    TCPX_KERNEL_DOC,
+    TCPX_KERNEL_PACKAGE,
     VPC_MTU_RANGE,
     GcpSeries,
     compact_max_distance,
@@ -396,4 +400,38 @@ def gcp_vpc_count(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             "node_groups",
             f"the cluster creates {count} VPC networks; check the project's 'Networks' quota "
             "(gcloud compute project-info describe) leaves room for them",
+        )
+
+
+@check("gcp_tcpx_kernel", providers=("gcp",))
+def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """GPUDirect-TCPX is built for Google's patched kernel, which no public image carries."""
+    if spec.fabric.kind is not FabricKind.TCPX:
+        return
+    tcpx = [
+        g.instance_type
+        for g in spec.compute_groups
+        if (item := catalog.get(g.instance_type)) is not None and item.fabric.kind is FabricKind.TCPX
+    ]
+    if not tcpx:
+        return
+    image = spec.provider.image  # type: ignore[union-attr]
+    types = ", ".join(sorted(set(tcpx)))
+    if image is None:
+        yield Finding(
+            Level.WARNING,
+            "gcp_tcpx_kernel",
+            "provider.image",
+            f"{types} nodes boot {series_of(tcpx[0]).image_family}, whose stock kernel lacks the patches of "
+            f"{TCPX_KERNEL_PACKAGE} that GPUDirect-TCPX is tuned for ({TCPX_KERNEL_DOC}); build an image "
+            f"with it as Cluster Toolkit does ({TCPX_IMAGE_SOURCE}, with the PPA login Google hands out) and "
+            "set provider.image to it",
+        )
+    else:
+        yield Finding(
+            Level.INFO,
+            "gcp_tcpx_kernel",
+            "provider.image",
+            f"{image} must boot the {TCPX_KERNEL_PACKAGE} kernel for GPUDirect-TCPX; the gcp_gpudirect role "
+            "reads uname -r on each node (gcp_gpudirect_tcpx_kernel_required: true makes it fail otherwise)",
         )
