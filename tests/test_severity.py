@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpufleet.preflight import Finding, Level
@@ -43,3 +45,19 @@ def test_check_reads_a_status_word_and_refuses_a_finding_level():
     assert Check("c", "warn", "m").status is Severity.WARN  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="pass, fail, warn or info, not error"):
         Check("c", Severity.ERROR, "m")
+
+
+def test_a_preflight_check_cannot_yield_a_check_status(monkeypatch):
+    """A finding spelled as a validation status (fail) would slip past errors() and the exit code."""
+    import gpufleet.preflight.base as base
+    from gpufleet.spec import parse_spec
+
+    spec = parse_spec(
+        (Path(__file__).resolve().parents[1] / "examples" / "local.yaml").read_text(encoding="utf-8")
+    )
+    stray = base.RegisteredCheck(
+        "stray", frozenset({"local"}), lambda s, c: [Finding(FAIL, "stray", "p", "m")]
+    )
+    monkeypatch.setattr(base, "registered_checks", lambda: [stray])
+    with pytest.raises(ValueError, match="error, warning or info, not fail"):
+        base.run_checks(spec)
