@@ -63,8 +63,8 @@ def instance_type_figures_known(spec: ClusterSpec, catalog: Catalog) -> Iterator
             Level.ERROR,
             "instance_type_figures_known",
             f"{_group_path(spec, group.name)}.instance_type",
-            f"gpufleet cannot plan {group.instance_type} yet: the catalog does not know {unknown}. Pick "
-            "another type, or add the figure with its source to src/gpufleet/catalog/instances.yaml",
+            f"gpufleet cannot plan {group.instance_type} yet, its catalog entry leaves open {unknown}. Pick "
+            "another type, or settle each with its source in src/gpufleet/catalog/instances.yaml",
         )
 
 
