@@ -21,6 +21,8 @@ AWS_GPU = (
     "p5e.48xlarge",
     "p5en.48xlarge",
     "p6-b200.48xlarge",
+    "p6-b300.48xlarge",
+    "p6e-gb200.36xlarge",
     "g5.xlarge",
     "g5.48xlarge",
 )
@@ -62,6 +64,7 @@ def _present_figures(item: InstanceType) -> list[str]:
         "fabric": item.fabric,
         "price_per_hour_usd": item.price_per_hour_usd,
         "regions": item.regions or item.zones or None,
+        "cpu_arch": item.cpu_arch if item.cpu_arch != "x86_64" else None,
     }
     return [figure for figure in SOURCED_FIGURES if values[figure] is not None]
 
@@ -192,6 +195,7 @@ def test_gcp_only_fields_stay_off_other_providers(name):
         ("p5e.48xlarge", 32),
         ("p5en.48xlarge", 16),
         ("p6-b200.48xlarge", 8),
+        ("p6-b300.48xlarge", 16),
         ("g5.48xlarge", 1),
         ("g5.xlarge", 0),
         ("a3-highgpu-8g", 4),
@@ -351,3 +355,39 @@ def test_one_gpu_model_has_one_arch():
     assert {model: archs for model, archs in seen.items() if len(archs) > 1} == {}
     assert seen["NVIDIA H100"] == {"sm_90"} and seen["NVIDIA A100"] == {"sm_80"}
     assert seen["NVIDIA B200"] == {"sm_100"} and seen["NVIDIA A10G"] == {"sm_86"}
+
+
+# -- Blackwell Ultra, Grace Blackwell, CPU architecture, unknown figures --------------------------
+
+
+@pytest.mark.parametrize("name", _types(lambda t: t.fabric.kind is FabricKind.EFA))
+def test_efa_fits_the_cards_that_take_it(name):
+    fabric = CATALOG.instance_types[name].fabric
+    capable = (fabric.network_cards or 1) - (fabric.efa_first_card or 0)
+    assert fabric.interfaces <= capable, f"{name}: {fabric.interfaces} EFA on {capable} EFA-capable cards"
+
+
+def test_p6_b300_facts():
+    item = CATALOG.instance_types["p6-b300.48xlarge"]
+    assert item.gpu is not None and (item.gpu.model, item.gpu.arch, item.gpu.count) == (
+        "NVIDIA B300",
+        "sm_103",
+        8,
+    )
+    assert (item.cpus, item.memory_gib, item.cpu_arch) == (192, 4096, "x86_64")
+    fabric = item.fabric
+    assert (fabric.bandwidth_gbps, fabric.interfaces, fabric.network_cards, fabric.efa_first_card) == (
+        6400,
+        16,
+        17,
+        1,
+    )
+    assert item.unknown == {} and item.baselines == [], "no published nccl-tests result was found for P6-B300"
+
+
+def test_p6e_gb200_records_what_is_sourced_and_names_what_is_not():
+    item = CATALOG.instance_types["p6e-gb200.36xlarge"]
+    assert item.cpu_arch == "arm64" and item.sources.get("cpu_arch") == "aws-ena-express"
+    assert item.gpu is not None and (item.gpu.arch, item.gpu.count) == ("sm_100", 4)
+    assert set(item.unknown) == {"fabric.interfaces", "capacity"}, item.unknown
+    assert all(len(why) > 40 for why in item.unknown.values()), "each unknown says why"

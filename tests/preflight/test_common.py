@@ -90,3 +90,24 @@ def test_every_check_has_a_unique_name_and_providers() -> None:
     assert len({c.name for c in checks}) == len(checks)
     for check in checks:
         assert check.providers <= {"local", "aws", "gcp", "baremetal"}, check.name
+
+
+@pytest.mark.parametrize(
+    ("compute_type", "cuda", "first"),
+    [
+        ("p6-b300.48xlarge", "12.8", "12.9"),  # sm_103: CUDA 12.9 adds it
+        ("p6-b300.48xlarge", "12.9", None),
+        ("p6-b200.48xlarge", "12.6", "12.8"),  # sm_100: 12.8 builds Blackwell cubins
+        ("p6-b200.48xlarge", "13.0", None),
+        ("p5.48xlarge", "12.2", None),  # sm_90 is not in the table: not judged
+        ("p6-b300.48xlarge", "distro", None),
+    ],
+)
+def test_cuda_must_target_the_gpu_architecture(compute_type, cuda, first):
+    spec = spec_with(compute_type=compute_type, software={"cuda": cuda})
+    found = [f for f in run_checks(spec) if f.check == "cuda_targets_gpu"]
+    if first is None:
+        assert found == [], found
+    else:
+        assert [(f.level, f.path) for f in found] == [(Level.ERROR, "software.cuda")], found
+        assert f"the first CUDA that does is {first}" in found[0].message, found[0].message

@@ -157,3 +157,38 @@ def test_the_ec2_model_knows_the_newest_gpu_types():
 
     known = ec2_instance_types()
     assert {"p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge"} <= known
+
+
+def test_p6_b300_passes_with_its_sixteen_efa_cards():
+    spec = spec_with({"gpu": {"instance_type": "p6-b300.48xlarge"}})
+    assert [f for f in run_checks(spec, min_level=Level.ERROR)] == []
+    too_many = spec_with(
+        {"gpu": {"instance_type": "p6-b300.48xlarge"}, "fabric": {"kind": "efa", "interfaces": 17}}
+    )
+    messages = [f.message for f in run_checks(too_many, min_level=Level.ERROR)]
+    assert any("has 16 fabric interfaces" in m for m in messages), messages
+
+
+def test_type_with_unknown_figures_is_refused_naming_them():
+    spec = spec_with({"gpu": {"instance_type": "p6e-gb200.36xlarge", "count": 18}})
+    found = [f for f in run_checks(spec, min_level=Level.ERROR) if f.check == "instance_type_figures_known"]
+    assert len(found) == 1, found
+    assert found[0].path == "node_groups[1].instance_type"
+    assert "fabric.interfaces" in found[0].message and "capacity" in found[0].message, found[0].message
+
+
+def test_pinned_image_cannot_serve_two_architectures(monkeypatch):
+    from gpufleet.catalog import Catalog
+
+    real = load_catalog()
+    arm = real.instance_types["p6-b300.48xlarge"].model_copy(update={"cpu_arch": "arm64"})
+    catalog = Catalog.model_construct(
+        sources=real.sources, instance_types={**real.instance_types, "p6-b300.48xlarge": arm}
+    )
+    pinned = {
+        "provider": {"ami": {"id": "ami-0abc1234def567890"}},
+        "gpu": {"instance_type": "p6-b300.48xlarge"},
+    }
+    found = [f for f in run_checks(spec_with(pinned), catalog) if f.check == "aws_ami_pinned"]
+    assert [(f.level, f.path) for f in found] == [(Level.ERROR, "provider.ami.id")], found
+    assert "arm64, x86_64" in found[0].message, found[0].message

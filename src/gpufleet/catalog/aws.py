@@ -105,29 +105,50 @@ IMDS_DOC = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-dat
 IMDS_HOP_LIMIT = 2
 
 AMI_DOC = "https://documentation.ubuntu.com/aws/aws-how-to/instances/find-ubuntu-images/"
-# Release notes name each image "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) YYYYMMDD"
-# (the arm64 ones say "ARM64 Base", which the name pattern and the x86_64 filter leave out).
+# Release notes name each image "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) YYYYMMDD"; the
+# arm64 (Graviton, Grace) release is "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)
+# YYYYMMDD" (the DLAMI release notes, DLAMI_DOC; ParallelCluster's test utilities look the arm64 DLAMIs up by
+# the same name). Canonical's arm64 images swap "amd64" for "arm64" in the name (AMI_DOC).
 DLAMI_DOC = "https://docs.aws.amazon.com/dlami/latest/devguide/"
 CANONICAL_OWNER = "099720109477"
 AMAZON_OWNER = "amazon"
+# EC2's names for the CPU architectures (DescribeImages' architecture filter), as the catalog's cpu_arch.
+ARCHITECTURES = ("x86_64", "arm64")
 
 
 @dataclass(frozen=True)
 class AmiQuery:
-    """How ``aws.ec2.get_ami`` finds an image family: newest image of this owner with this name."""
+    """How ``aws.ec2.get_ami`` finds an image family: newest image of this owner with this name, for
+    each CPU architecture."""
 
     owner: str
-    name_pattern: str
+    name_pattern: str  # x86_64
+    arm64_name_pattern: str
+
+    def pattern(self, arch: str) -> str:
+        return self.arm64_name_pattern if arch == "arm64" else self.name_pattern
 
 
 AMI_FAMILIES: dict[str, AmiQuery] = {
-    "ubuntu-22.04": AmiQuery(CANONICAL_OWNER, "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
-    "ubuntu-24.04": AmiQuery(CANONICAL_OWNER, "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*"),
+    "ubuntu-22.04": AmiQuery(
+        CANONICAL_OWNER,
+        "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*",
+        "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-arm64-server-*",
+    ),
+    "ubuntu-24.04": AmiQuery(
+        CANONICAL_OWNER,
+        "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*",
+        "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-arm64-server-*",
+    ),
     "dlami-base-ubuntu-22.04": AmiQuery(
-        AMAZON_OWNER, "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+        AMAZON_OWNER,
+        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *",
+        "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *",
     ),
     "dlami-base-ubuntu-24.04": AmiQuery(
-        AMAZON_OWNER, "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *"
+        AMAZON_OWNER,
+        "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *",
+        "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *",
     ),
 }
 # Families whose images carry the NVIDIA driver, CUDA and NCCL: the GPU roles verify them (gpu_stack

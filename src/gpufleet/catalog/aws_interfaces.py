@@ -11,6 +11,10 @@ for types that take EFA-only interfaces (P5, P5e, P5en, P6-B200, ...):
 - network card 0 also carries an EFA-only interface at device index 1;
 - every further network card carries an EFA-only interface at device index 0.
 
+On types whose network card 0 takes no EFA (P6-B300: card 0 is ENA-only, cards 1-16 carry EFA; the
+catalog's ``fabric.efa_first_card: 1``), the page's rule "if the network card index 0 supports EFA" does
+not apply: the primary ENA interface holds card 0 alone and the EFA-only interfaces start at card 1.
+
 So a p5.48xlarge gets 1 ENA + 32 EFA-only interfaces, one EFA per network card, and one IP address
 (EFA-only interfaces take none). Types without EFA-only support (P4d, P4de) follow the same page's
 layout for EFA with ENA: an EFA interface as the primary (card 0, device 0), then an EFA interface at
@@ -52,16 +56,24 @@ def efa_count(spec: ClusterSpec, group: NodeGroup, item: InstanceType | None) ->
     return item.fabric.interfaces if spec.fabric.interfaces is None else spec.fabric.interfaces
 
 
-def interface_layout(efa_interfaces: int, network_cards: int | None, efa_only: bool) -> list[InterfaceSlot]:
-    """The slots for ``efa_interfaces`` EFA interfaces on a type with ``network_cards`` cards."""
+def interface_layout(
+    efa_interfaces: int, network_cards: int | None, efa_only: bool, first_card: int = 0
+) -> list[InterfaceSlot]:
+    """The slots for ``efa_interfaces`` EFA interfaces on a type with ``network_cards`` cards, the first
+    of them able to take EFA being ``first_card``."""
     if efa_interfaces <= 0:
         return [InterfaceSlot(0, 0, ENA)]
     cards = network_cards or 1
-    if efa_interfaces > cards:
+    if efa_interfaces > cards - first_card:
         raise ValueError(
-            f"{efa_interfaces} EFA interfaces asked on a type with {cards} network card(s); "
-            "AWS documents one EFA interface per network card"
+            f"{efa_interfaces} EFA interfaces asked on a type with {cards - first_card} EFA-capable network "
+            "card(s); AWS documents one EFA interface per network card"
         )
+    if first_card == 1:
+        if not efa_only:
+            raise ValueError("a type whose card 0 takes no EFA must take EFA-only interfaces on the others")
+        slots = [InterfaceSlot(0, 0, ENA)]
+        return slots + [InterfaceSlot(card, 0, EFA_ONLY) for card in range(1, efa_interfaces + 1)]
     if efa_only:
         slots = [InterfaceSlot(0, 0, ENA), InterfaceSlot(0, 1, EFA_ONLY)]
         slots += [InterfaceSlot(card, 0, EFA_ONLY) for card in range(1, efa_interfaces)]
@@ -75,4 +87,7 @@ def group_layout(spec: ClusterSpec, group: NodeGroup, item: InstanceType | None)
     count = efa_count(spec, group, item)
     if count == 0 or item is None:
         return interface_layout(0, None, False)
-    return interface_layout(count, item.fabric.network_cards, bool(item.fabric.efa_only_supported))
+    fabric = item.fabric
+    return interface_layout(
+        count, fabric.network_cards, bool(fabric.efa_only_supported), fabric.efa_first_card or 0
+    )

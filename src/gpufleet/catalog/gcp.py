@@ -53,6 +53,20 @@ ACCELERATOR_IMAGE_SOURCE = (
     "https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/1047080375afbb44da4b596be314634e7486af4a/"
     "examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml"
 )
+# GPUDirect-TCPX (A3 High) and its kernel: Cluster Toolkit's a3-highgpu-8g Slurm blueprint builds its image
+# from ubuntu-2204-lts, installs the linux-gcp-tcpx kernel from Canonical's private PPA
+# canonical-kernel-gcp-tcpx (with a login Google hands out), boots it by default and holds
+# linux-image-gcp-tcpx and linux-headers-gcp-tcpx (TCPX_IMAGE_SOURCE). Its README: "access credentials to
+# install the linux-gcp-tcpx kernel for a3-highgpu-8g. This kernel contains patches that significantly
+# enhance the network performance of workloads that span multiple a3-highgpu-8g VMs" (TCPX_KERNEL_DOC).
+# ubuntu-2204-lts itself boots the stock gcp kernel.
+_TOOLKIT_A3HIGH = (
+    "https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/1047080375afbb44da4b596be314634e7486af4a/"
+    "examples/machine-learning/a3-highgpu-8g/"
+)
+TCPX_KERNEL_DOC = _TOOLKIT_A3HIGH + "README.md"
+TCPX_IMAGE_SOURCE = _TOOLKIT_A3HIGH + "a3high-slurm-blueprint.yaml"
+TCPX_KERNEL_PACKAGE = "linux-gcp-tcpx"
 # They carry the NVIDIA driver too, so the GPU roles verify rather than install on them (gpu_stack).
 ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
 _UBUNTU_ACCEL = (ACCELERATOR_IMAGE_PROJECT, "ubuntu-accelerator-2404-amd64-with-nvidia-580")

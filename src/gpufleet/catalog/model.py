@@ -18,8 +18,9 @@ from gpufleet.spec.model import Collective, FabricKind
 
 Provider = Literal["aws", "gcp", "local", "baremetal"]
 
-# Figures an instance type must source when it has them (a key of ``InstanceType.sources``).
-SOURCED_FIGURES = ("cpus", "memory_gib", "gpu", "fabric", "price_per_hour_usd", "regions")
+# Figures an instance type must source when it has them (a key of ``InstanceType.sources``); cpu_arch
+# only when it is not the default x86_64.
+SOURCED_FIGURES = ("cpus", "memory_gib", "gpu", "fabric", "price_per_hour_usd", "regions", "cpu_arch")
 
 
 class CatalogModel(BaseModel):
@@ -54,6 +55,12 @@ class FabricInfo(CatalogModel):
     )
     network_cards: int | None = Field(default=None, ge=1, description="AWS: network cards on the type")
     efa_only_supported: bool | None = Field(default=None, description="AWS: EFA-only interfaces allowed")
+    efa_first_card: int | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="AWS: the first network card that takes EFA (1 where card 0 is ENA-only, as on P6-B300)",
+    )
     host_nics: int | None = Field(default=None, ge=1, description="GCP: gVNIC NICs for host traffic")
     gpu_nic_type: Literal["GVNIC", "MRDMA"] | None = Field(
         default=None, description="GCP: nic_type of GPU NICs"
@@ -93,10 +100,18 @@ class InstanceType(CatalogModel):
     fabric: FabricInfo
     price_per_hour_usd: float | None = Field(default=None, gt=0, description="on-demand, Linux")
     price_region: str | None = None
+    cpu_arch: Literal["x86_64", "arm64"] = Field(
+        default="x86_64", description="CPU architecture (what the machine image must be built for)"
+    )
     regions: list[str] = Field(default_factory=list, description="regions (or zones) where offered")
     zones: list[str] = Field(default_factory=list, description="zones where offered, where known")
     sources: dict[str, str] = Field(default_factory=dict)
     baselines: list[Baseline] = Field(default_factory=list)
+    unknown: dict[str, str] = Field(
+        default_factory=dict,
+        description="figures gpufleet needs that no public source settles (figure -> why); "
+        "'gpufleet check' refuses the type and names them",
+    )
 
     @property
     def gpu_count(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -9,19 +10,23 @@ from rich.table import Table
 
 from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
 from gpufleet.errors import ExitCode
-from gpufleet.preflight import Level, errors, run_checks
+from gpufleet.preflight import errors, run_checks
+from gpufleet.severity import FINDING_LEVELS, Severity
+
+# The choices of --level: the finding levels of Severity, as Typer lists an enum's values.
+LevelChoice = StrEnum("LevelChoice", {level.name: level.value for level in FINDING_LEVELS})  # type: ignore[misc]
 
 
 def check(
     spec_path: SpecArg,
     json_out: JsonOpt = False,
     level: Annotated[
-        Level, typer.Option("--level", help="show findings at or above this level")
-    ] = Level.INFO,
+        LevelChoice, typer.Option("--level", help="show findings at or above this level")
+    ] = LevelChoice.INFO,  # type: ignore[attr-defined]
 ) -> None:
     """Validate SPEC and run the preflight checks. Exits 1 when any finding is an error."""
     spec = read_spec(spec_path)
-    findings = run_checks(spec, min_level=level)
+    findings = run_checks(spec, min_level=Severity(level.value))
     failed = bool(errors(findings))
     if json_out:
         print_json({"spec": str(spec_path), "ok": not failed, "findings": [f.to_json() for f in findings]})
@@ -32,7 +37,7 @@ def check(
             table.add_column("check")
             table.add_column("where")
             table.add_column("what to change", overflow="fold")
-            styles = {Level.ERROR: "bold red", Level.WARNING: "yellow", Level.INFO: "dim"}
+            styles = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
             for finding in findings:
                 table.add_row(
                     f"[{styles[finding.level]}]{finding.level.value}[/]",

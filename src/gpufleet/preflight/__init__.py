@@ -9,5 +9,15 @@ from gpufleet.preflight.base import (
     require_no_errors,
     run_checks,
 )
+from gpufleet.severity import Severity
 
-__all__ = ["Finding", "Level", "check", "errors", "registered_checks", "require_no_errors", "run_checks"]
+__all__ = [
+    "Finding",
+    "Level",
+    "Severity",
+    "check",
+    "errors",
+    "registered_checks",
+    "require_no_errors",
+    "run_checks",
+]

@@ -82,6 +82,8 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
             continue
         cards = item.fabric.network_cards
+        if cards is not None:  # the cards that can take an EFA interface (card 0 of some types cannot)
+            cards -= item.fabric.efa_first_card or 0
         count = efa_count(spec, group, item)
         if cards is None:
             yield Finding(
@@ -97,9 +99,9 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 Level.ERROR,
                 "aws_efa_interfaces",
                 "fabric.interfaces",
-                f"{count} EFA interfaces asked; {group.instance_type} has {cards} network card(s) and AWS "
-                f"documents one EFA interface per card. Set fabric.interfaces to {cards} or less, or drop "
-                "it to use the catalog's count",
+                f"{count} EFA interfaces asked; {group.instance_type} has {cards} EFA-capable network "
+                f"card(s) and AWS documents one EFA interface per card. Set fabric.interfaces to {cards} "
+                "or less, or drop it to use the catalog's count",
             )
         elif count == 0:
             yield Finding(
@@ -302,11 +304,23 @@ def address_space(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 def gpu_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     ami = _provider(spec).ami
     if ami.id is not None:
+        archs = sorted({item.cpu_arch for g in spec.node_groups if (item := catalog.get(g.instance_type))})
+        if len(archs) > 1:
+            yield Finding(
+                Level.ERROR,
+                "aws_ami_pinned",
+                "provider.ami.id",
+                f"the node groups mix CPU architectures ({', '.join(archs)}) but provider.ami.id pins one "
+                f"image for every node; drop ami.id and name an ami.family, which gpufleet resolves per "
+                "architecture",
+            )
+            return
         yield Finding(
             Level.INFO,
             "aws_ami_pinned",
             "provider.ami.id",
-            f"every node boots {ami.id}: it must be an x86_64 Ubuntu image in {_provider(spec).region}",
+            f"every node boots {ami.id}: it must be an {archs[0] if archs else 'x86_64'} Ubuntu image in "
+            f"{_provider(spec).region}",
         )
         return
     gpu_groups = [g for g in spec.compute_groups if (item := catalog.get(g.instance_type)) and item.gpu]

@@ -9,26 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 
 from gpufleet.catalog import Catalog, load_catalog
 from gpufleet.errors import SpecError
+from gpufleet.severity import FINDING_LEVELS, Severity
 from gpufleet.spec.model import ClusterSpec
 
-
-class Level(StrEnum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-    @property
-    def rank(self) -> int:
-        return {"error": 2, "warning": 1, "info": 0}[self.value]
+# A finding's level is a Severity (error, warning or info); ``Level`` is its name in this package's API.
+Level = Severity
 
 
 @dataclass(frozen=True)
 class Finding:
-    level: Level
+    level: Severity
     check: str
     path: str
     message: str
@@ -68,7 +61,7 @@ def registered_checks() -> list[RegisteredCheck]:
 
 
 def run_checks(
-    spec: ClusterSpec, catalog: Catalog | None = None, *, min_level: Level = Level.INFO
+    spec: ClusterSpec, catalog: Catalog | None = None, *, min_level: Severity = Severity.INFO
 ) -> list[Finding]:
     """Every finding at or above ``min_level``, errors first."""
     catalog = catalog or load_catalog()
@@ -76,17 +69,20 @@ def run_checks(
     for registered in registered_checks():
         if spec.provider.kind in registered.providers:
             findings.extend(registered.fn(spec, catalog))
+    strays = [f for f in findings if f.level not in FINDING_LEVELS]
+    if strays:
+        raise ValueError(f"a preflight finding is error, warning or info, not {strays[0].level}: {strays[0]}")
     kept = [f for f in findings if f.level.rank >= min_level.rank]
     return sorted(kept, key=lambda f: -f.level.rank)
 
 
 def errors(findings: Iterable[Finding]) -> list[Finding]:
-    return [f for f in findings if f.level is Level.ERROR]
+    return [f for f in findings if f.level is Severity.ERROR]
 
 
 def require_no_errors(spec: ClusterSpec, catalog: Catalog | None = None) -> None:
     """Raise ``SpecError`` listing every error-level finding; nothing may be created before this passes."""
-    found = run_checks(spec, catalog, min_level=Level.ERROR)
+    found = run_checks(spec, catalog, min_level=Severity.ERROR)
     if found:
         lines = "\n".join(f"  - {f.path}: {f.message} [{f.check}]" for f in found)
         raise SpecError(

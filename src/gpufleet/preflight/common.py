@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
+from gpufleet.catalog.cuda import cuda_too_old
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
@@ -49,6 +50,24 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             )
 
 
+@check("instance_type_figures_known")
+def instance_type_figures_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """A type whose catalog entry marks a needed figure unknown (no public source settles it) is refused,
+    not planned on a guess."""
+    for group in spec.node_groups:
+        item = catalog.get(group.instance_type)
+        if item is None or not item.unknown:
+            continue
+        unknown = "; ".join(f"{figure}: {why}" for figure, why in item.unknown.items())
+        yield Finding(
+            Level.ERROR,
+            "instance_type_figures_known",
+            f"{_group_path(spec, group.name)}.instance_type",
+            f"gpufleet cannot plan {group.instance_type} yet, its catalog entry leaves open {unknown}. Pick "
+            "another type, or settle each with its source in src/gpufleet/catalog/instances.yaml",
+        )
+
+
 @check("fabric_matches_type")
 def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     wanted = spec.fabric.kind
@@ -82,6 +101,26 @@ def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                 "fabric.interfaces",
                 f"{group.instance_type} has {item.fabric.interfaces} fabric interfaces; "
                 f"{spec.fabric.interfaces} asked. Drop fabric.interfaces to use the catalog's count",
+            )
+
+
+@check("cuda_targets_gpu", providers=("aws", "gcp", "baremetal"))
+def cuda_targets_gpu(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """nccl-tests is built for the GPU's architecture: the spec's CUDA must be able to target it."""
+    for group in spec.compute_groups:
+        item = catalog.get(group.instance_type)
+        if item is None or item.gpu is None:
+            continue
+        too_old = cuda_too_old(item.gpu.arch, spec.software.cuda)
+        if too_old is not None:
+            first, source = too_old
+            yield Finding(
+                Level.ERROR,
+                "cuda_targets_gpu",
+                "software.cuda",
+                f"CUDA {spec.software.cuda} cannot compile for {item.gpu.arch} ({group.instance_type}'s "
+                f"{item.gpu.model}); the first CUDA that does is {first} ({source}). Set software.cuda "
+                f"to {first} or later",
             )
 
 

@@ -4,11 +4,14 @@ NIC layout, filesystem sizes) and the catalog.
 Checks (all offline, from the spec and the catalog):
 - ``gcp_nic_layout``: host gVNICs plus GPU NICs per type, the VPC layout they need, nic types;
 - ``gcp_zone_offered``: the zone (and region) offers the type, where the catalog knows its zones;
+- ``gcp_service_zones``: the zone offers Managed Lustre and the RoCE network profile the spec needs, where
+  ``gcp_zones.yaml`` has the zone's region;
 - ``gcp_capacity``: reservation, Spot and capacity-block rules;
 - ``gcp_placement``: compact placement support, max distance, the VMs-per-policy limit;
 - ``gcp_mtu``: the MTU of every VPC the cluster creates;
 - ``gcp_filesystem_size``: Managed Lustre and Filestore capacity minimums, maximums and steps;
-- ``gcp_vpc_count``: how many VPC networks the cluster creates (a per-project quota).
+- ``gcp_vpc_count``: how many VPC networks the cluster creates (a per-project quota);
+- ``gcp_tcpx_kernel``: GPUDirect-TCPX (A3 High) nodes boot an image with the linux-gcp-tcpx kernel.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from gpufleet.catalog.gcp import (
     ON_DEMAND_DOC,
     RESERVATION_NAME,
     ROCE_MTU,
+    TCPX_IMAGE_SOURCE,
+    TCPX_KERNEL_DOC,
+    TCPX_KERNEL_PACKAGE,
     VPC_MTU_RANGE,
     GcpSeries,
     compact_max_distance,
@@ -33,6 +39,7 @@ from gpufleet.catalog.gcp import (
     series_of,
     vpc_count,
 )
+from gpufleet.catalog.gcp_zones import ZoneTable, judge_zone, load_gcp_zones
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import (
     CapacityMode,
@@ -156,6 +163,42 @@ def gcp_zone_offered(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 f"the catalog does not know where {group.instance_type} is offered; check that {zone} "
                 "has it: gcloud compute machine-types list --filter='name=" + group.instance_type + "'",
             )
+
+
+def _service_zone(table: ZoneTable, service: str, zone: str, path: str) -> Iterator[Finding]:
+    verdict = judge_zone(table, zone)
+    source = f"{table.source.url}, read {table.source.retrieved}"
+    if verdict.offered is False:
+        region = zone.rsplit("-", 1)[0]
+        where = f"in {region} it runs in" if region in table.regions else "it runs in"
+        yield Finding(
+            Level.ERROR,
+            "gcp_service_zones",
+            path,
+            f"{service} is not offered in {zone}; {where} {', '.join(verdict.alternatives)} ({source}). "
+            "Set provider.zone to one of them",
+        )
+    elif verdict.offered is None:
+        yield Finding(
+            Level.INFO,
+            "gcp_service_zones",
+            path,
+            f"gpufleet's zone data does not cover {zone} for {service} (only part of {source} could be "
+            "read): check the page before 'gpufleet up'",
+        )
+
+
+@check("gcp_service_zones", providers=("gcp",))
+def gcp_service_zones(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """Managed Lustre and the RoCE VPC's network profile are zonal: the cluster's zone must offer them."""
+    zone = spec.provider.zone  # type: ignore[union-attr]
+    zones = load_gcp_zones()
+    if isinstance(spec.filesystem, ManagedLustreFilesystem):
+        yield from _service_zone(zones.managed_lustre, "Managed Lustre", zone, "provider.zone")
+    roce = [g for g in spec.node_groups if nic_layout(spec, g, catalog.get(g.instance_type)).roce]
+    if roce:
+        profile = f"the RoCE network profile {zone}-vpc-roce"
+        yield from _service_zone(zones.roce_network_profile, profile, zone, "provider.zone")
 
 
 @check("gcp_capacity", providers=("gcp",))
@@ -357,4 +400,38 @@ def gcp_vpc_count(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             "node_groups",
             f"the cluster creates {count} VPC networks; check the project's 'Networks' quota "
             "(gcloud compute project-info describe) leaves room for them",
+        )
+
+
+@check("gcp_tcpx_kernel", providers=("gcp",))
+def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """GPUDirect-TCPX is built for Google's patched kernel, which no public image carries."""
+    if spec.fabric.kind is not FabricKind.TCPX:
+        return
+    tcpx = [
+        g.instance_type
+        for g in spec.compute_groups
+        if (item := catalog.get(g.instance_type)) is not None and item.fabric.kind is FabricKind.TCPX
+    ]
+    if not tcpx:
+        return
+    image = spec.provider.image  # type: ignore[union-attr]
+    types = ", ".join(sorted(set(tcpx)))
+    if image is None:
+        yield Finding(
+            Level.WARNING,
+            "gcp_tcpx_kernel",
+            "provider.image",
+            f"{types} nodes boot {series_of(tcpx[0]).image_family}, whose stock kernel lacks the patches of "
+            f"{TCPX_KERNEL_PACKAGE} that GPUDirect-TCPX is tuned for ({TCPX_KERNEL_DOC}); build an image "
+            f"with it as Cluster Toolkit does ({TCPX_IMAGE_SOURCE}, with the PPA login Google hands out) and "
+            "set provider.image to it",
+        )
+    else:
+        yield Finding(
+            Level.INFO,
+            "gcp_tcpx_kernel",
+            "provider.image",
+            f"{image} must boot the {TCPX_KERNEL_PACKAGE} kernel for GPUDirect-TCPX; the gcp_gpudirect role "
+            "reads uname -r on each node (gcp_gpudirect_tcpx_kernel_required: true makes it fail otherwise)",
         )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.catalog import Baseline, Catalog, load_catalog
+from gpufleet.severity import CHECK_STATUSES, Severity
 from gpufleet.spec.model import FabricKind, ValidationSpec
 from gpufleet.spec.units import format_bytes
 from gpufleet.validate.models import (
@@ -62,7 +63,8 @@ _TRANSPORT_FIX: dict[FabricKind, str] = {
     FabricKind.ETHERNET: "set fabric to the network NCCL used, or NCCL_NET=Socket",
 }
 
-PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
+# A check's status: a Severity spelled as the gate always printed it.
+PASS, FAIL, WARN, INFO = Severity.PASS, Severity.FAIL, Severity.WARN, Severity.INFO
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,17 @@ class GateConfig:
 @dataclass
 class Check:
     name: str
-    status: str  # pass, fail, warn, info
+    status: Severity  # PASS, FAIL, WARN or INFO
     message: str
 
+    def __post_init__(self) -> None:
+        # A status read back from a node's report or a saved result arrives as its word.
+        self.status = Severity(self.status)
+        if self.status not in CHECK_STATUSES:
+            raise ValueError(f"check '{self.name}': a status is pass, fail, warn or info, not {self.status}")
+
     def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "message": self.message}
+        return {"name": self.name, "status": self.status.value, "message": self.message}
 
 
 @dataclass

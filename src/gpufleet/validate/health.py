@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.inventory.model import Host
+from gpufleet.severity import Severity
 from gpufleet.validate.fabric_facts import (
     efa_problems,
     nic_problems,
@@ -176,7 +177,7 @@ def evaluate_node(
         return result
     result.raw = raw
     expect = expectations(host, driver_branch)
-    checks.extend(Check(name, status, message) for name, status, message in judge(raw, expect))
+    checks.extend(Check(name, Severity(status), message) for name, status, message in judge(raw, expect))
     fabric = raw.get("fabric") or {}
     _fabric_tools(host, str(fabric.get("kind")), fabric.get("raw") or {}, checks)
     _filesystem(filesystem or {}, raw, checks)

@@ -2,7 +2,9 @@
 
 The expectation is written here from the page (EFA_LAYOUT_DOC), not computed by the code under test:
 ENA primary on card 0 / device 0; EFA-only on card 0 / device 1; EFA-only on device 0 of every further
-card, one per card, as many as the catalog's EFA count.
+card, one per card, as many as the catalog's EFA count. Where card 0 takes no EFA (P6-B300, the catalog's
+``efa_first_card: 1``), the EFA-only interfaces sit on device 0 of cards 1, 2, ... and card 0 holds the
+ENA primary alone. Types whose catalog entry marks figures unknown are refused, not planned.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from gpufleet.catalog import load_catalog
 from gpufleet.catalog.aws_interfaces import interface_layout
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
-AWS_TYPES = sorted(load_catalog().for_provider("aws"), key=lambda i: i.name)
+AWS_TYPES = sorted((i for i in load_catalog().for_provider("aws") if not i.unknown), key=lambda i: i.name)
 
 
-def expected_slots(efa: int, efa_only: bool) -> list[tuple[int, int, str]]:
+def expected_slots(efa: int, efa_only: bool, first_card: int = 0) -> list[tuple[int, int, str]]:
     if efa == 0:
         return [(0, 0, "interface")]
+    if first_card == 1:
+        return [(0, 0, "interface")] + [(card, 0, "efa-only") for card in range(1, efa + 1)]
     if efa_only:
         return [(0, 0, "interface"), (0, 1, "efa-only")] + [(card, 0, "efa-only") for card in range(1, efa)]
     return [(0, 0, "efa")] + [(card, 1, "efa") for card in range(1, efa)]
@@ -39,14 +43,15 @@ def test_launch_template_interfaces_for_every_aws_type(plan_aws, item):
     recorded = plan_aws(spec)
     template = recorded.one(LT, "fleet-gpu-lt")
     count = item.fabric.interfaces if efa else 0
-    want = expected_slots(count, bool(item.fabric.efa_only_supported))
+    first = item.fabric.efa_first_card or 0
+    want = expected_slots(count, bool(item.fabric.efa_only_supported), first)
     got = slots_of(template)
     assert got == want, f"{template.urn}: interfaces {got}, AWS's layout for {item.name} is {want}"
     efa_slots = [s for s in got if s[2] in ("efa", "efa-only")]
     assert len(efa_slots) == count, f"{template.urn}: {len(efa_slots)} EFA interfaces, catalog says {count}"
     if count:
         cards = sorted({card for card, _, kind in efa_slots})
-        assert cards == list(range(count)), f"{template.urn}: EFA on cards {cards}; one per card expected"
+        assert cards == list(range(first, first + count)), f"{template.urn}: EFA on cards {cards}"
         assert count <= (item.fabric.network_cards or 1), f"{item.name}: more EFA than network cards"
     for nic in template.inputs["networkInterfaces"]:
         assert nic.get("associatePublicIpAddress") in (None, "false"), f"{template.urn}: public IP on {nic}"
@@ -79,3 +84,24 @@ def test_p5_layout_matches_the_doc_example():
     assert len(slots) == 33
     assert sum(s.interface_type == "efa-only" for s in slots) == 32
     assert slots[0].interface_type == "interface"
+
+
+def test_p6_b300_card_zero_is_ena_only():
+    """P6-B300: 17 network cards, card 0 ENA-only, one EFA-only interface on each of cards 1-16."""
+    item = load_catalog().get("p6-b300.48xlarge")
+    assert item is not None and item.fabric.efa_first_card == 1
+    slots = interface_layout(16, 17, True, first_card=1)
+    assert [(s.network_card_index, s.device_index, s.interface_type) for s in slots[:2]] == [
+        (0, 0, "interface"),
+        (1, 0, "efa-only"),
+    ]
+    assert [s.network_card_index for s in slots if s.is_efa] == list(range(1, 17))
+    with pytest.raises(ValueError, match="16 EFA-capable network card"):
+        interface_layout(17, 17, True, first_card=1)
+
+
+def test_type_with_unknown_figures_is_refused_before_planning(plan_aws):
+    from gpufleet.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"cannot plan p6e-gb200\.36xlarge.*fabric\.interfaces"):
+        plan_aws(aws_spec(gpu={"instance_type": "p6e-gb200.36xlarge", "count": 18}))

@@ -110,3 +110,35 @@ def test_instance_profile_carries_ssm(plan_aws):
     recorded = plan_aws(aws_spec(provider=provider))
     assert not recorded.of_type("aws:iam/role:Role")
     assert all("iamInstanceProfile" not in t.inputs for t in recorded.of_type(LT))
+
+
+def test_arm64_type_boots_the_arm64_image_of_its_family(plan_aws, monkeypatch):
+    """An arm64 compute type (Grace) boots the ARM64 DLAMI while the x86 head node keeps the amd64
+    Ubuntu image: one getAmi per family and architecture, filtered on that architecture."""
+    import gpufleet.infra.aws.component as component
+    import gpufleet.infra.program as program_module
+    from gpufleet.catalog import Catalog, load_catalog
+    from gpufleet.infra.aws.mocks import AwsMockCloud
+
+    real = load_catalog()
+    arm = real.instance_types["p6-b300.48xlarge"].model_copy(
+        update={"name": "arm64-test", "cpu_arch": "arm64"}
+    )
+    catalog = Catalog.model_construct(
+        sources=real.sources, instance_types={**real.instance_types, "p6-b300.48xlarge": arm}
+    )
+    monkeypatch.setattr(component, "load_catalog", lambda: catalog)
+    monkeypatch.setattr(program_module, "load_catalog", lambda: catalog)
+    provider = {**aws_spec().provider.model_dump(), "ami": {"family": "dlami-base-ubuntu-22.04"}}
+    spec = aws_spec(provider=provider, gpu={"instance_type": "p6-b300.48xlarge"})
+    templates = {t.name: t for t in plan_aws(spec).of_type(LT)}
+    cloud = AwsMockCloud(spec)
+
+    def image(name: str, owner: str, arch: str) -> str:
+        filters = [{"name": "name", "values": [name]}, {"name": "architecture", "values": [arch]}]
+        return cloud.invoke("aws:ec2/getAmi:getAmi", {"owners": [owner], "filters": filters})["id"]
+
+    arm_dlami = "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+    head = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
+    assert templates["fleet-gpu-lt"].inputs["imageId"] == image(arm_dlami, "amazon", "arm64")
+    assert templates["fleet-head-lt"].inputs["imageId"] == image(head, "099720109477", "x86_64")

@@ -174,3 +174,45 @@ def test_checks_against_the_catalog(instance_type, change, expected):
 )
 def test_vpc_count_per_type(instance_type, vpcs):
     assert vpc_count(gcp_spec(instance_type), load_catalog()) == vpcs
+
+
+def _service_zone_findings(spec) -> list[tuple[str, str, str]]:
+    return [(f.level.value, f.path, f.message) for f in run_checks(spec) if f.check == "gcp_service_zones"]
+
+
+LUSTRE = {"kind": "managed_lustre", "size_gib": 18000, "throughput_per_tib": 500}
+
+
+def _in_zone(instance_type: str, region: str, zone: str, **changes: Any):
+    provider = {"kind": "gcp", "project": "test-project-1", "region": region, "zone": zone}
+    return gcp_spec(instance_type, provider=provider, **changes)
+
+
+def test_managed_lustre_in_a_zone_without_it_is_an_error_naming_the_zones_that_work():
+    (finding,) = _service_zone_findings(
+        _in_zone("a3-megagpu-8g", "asia-east1", "asia-east1-b", filesystem=LUSTRE)
+    )
+    level, path, message = finding
+    assert (level, path) == ("error", "provider.zone"), finding
+    assert "not offered in asia-east1-b" in message and "asia-east1-a, asia-east1-c" in message, message
+    assert "https://cloud.google.com/managed-lustre/docs/locations" in message, message
+
+
+def test_managed_lustre_in_a_listed_zone_passes():
+    assert (
+        _service_zone_findings(_in_zone("a3-megagpu-8g", "asia-east1", "asia-east1-c", filesystem=LUSTRE))
+        == []
+    )
+
+
+def test_zone_outside_the_data_read_is_reported_not_judged():
+    found = _service_zone_findings(gcp_spec(filesystem=LUSTRE))
+    assert [(level, path) for level, path, _ in found] == [("info", "provider.zone")], found
+    assert "does not cover us-central1-a for Managed Lustre" in found[0][2]
+
+
+def test_roce_profile_zone_is_reported_while_google_lists_none():
+    found = _service_zone_findings(gcp_spec("a3-ultragpu-8g"))
+    assert [(level, path) for level, path, _ in found] == [("info", "provider.zone")], found
+    assert "us-central1-a-vpc-roce" in found[0][2], found
+    assert _service_zone_findings(gcp_spec("a3-megagpu-8g")) == []  # no RoCE VPC, no finding

@@ -4,7 +4,9 @@ A family's newest image is what the first ``pulumi up`` finds; the launch templa
 (``launch_template.KEPT_FAMILY_IMAGE``), so a later release does not replace live nodes.
 
 Creates nothing: each distinct image is one ``aws:ec2/getAmi`` lookup. GPU groups get the spec's
-family; groups without GPUs (the head node) get the plain Ubuntu release of that family.
+family; groups without GPUs (the head node) get the plain Ubuntu release of that family. Each group's
+image is built for its instance type's CPU architecture (the catalog's ``cpu_arch``: arm64 for the
+Grace-based P6e-GB200, x86_64 otherwise), so an x86 head node and arm64 compute nodes mix.
 """
 
 from __future__ import annotations
@@ -40,25 +42,26 @@ class Images:
         self._cache: dict[str, Image] = {}
 
     def for_type(self, item: InstanceType | None) -> Image:
-        key = self._ami.id or family_for(self._ami, item)
+        arch = item.cpu_arch if item is not None else "x86_64"
+        key = self._ami.id or f"{family_for(self._ami, item)}/{arch}"
         if key not in self._cache:
-            self._cache[key] = self._lookup(key)
+            self._cache[key] = self._lookup(family_for(self._ami, item), arch)
         return self._cache[key]
 
-    def _lookup(self, key: str) -> Image:
+    def _lookup(self, family: str, arch: str) -> Image:
         if self._ami.id is not None:
             result = aws.ec2.get_ami_output(
                 filters=[aws.ec2.GetAmiFilterArgs(name="image-id", values=[self._ami.id])],
                 opts=self._opts,
             )
         else:
-            query = rules.AMI_FAMILIES[key]
+            query = rules.AMI_FAMILIES[family]
             result = aws.ec2.get_ami_output(
                 most_recent=True,
                 owners=[query.owner],
                 filters=[
-                    aws.ec2.GetAmiFilterArgs(name="name", values=[query.name_pattern]),
-                    aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
+                    aws.ec2.GetAmiFilterArgs(name="name", values=[query.pattern(arch)]),
+                    aws.ec2.GetAmiFilterArgs(name="architecture", values=[arch]),
                     aws.ec2.GetAmiFilterArgs(name="virtualization-type", values=["hvm"]),
                 ],
                 opts=self._opts,

@@ -133,7 +133,7 @@ class AwsMockCloud:
             "imageId": image_id,
             "name": name,
             "ownerId": "898082745236" if owner == "amazon" else owner,
-            "architecture": "x86_64",
+            "architecture": filters.get("architecture", ["x86_64"])[0],
             "virtualizationType": "hvm",
             "rootDeviceName": "/dev/sda1",
             "rootDeviceType": "ebs",
