@@ -109,5 +109,6 @@ class GpuClusterGcp(pulumi.ComponentResource):
             "head_node": spec.host_names(spec.controller_group)[0],
             "hosts": hosts,
             "filesystem": filesystem.output,
+            "baked_image_hash": None,
         }
         self.register_outputs(self.stack_outputs)
