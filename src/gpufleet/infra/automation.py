@@ -159,7 +159,11 @@ class PulumiBackend:
         return bake_pins(self, spec)
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:
-        """Register the image builder's component (``request.source_instance_id``: and its image)."""
+        """Register the image builder's component (with ``request.source``: and its image)."""
+        raise NotImplementedError
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        """What the image is made from, out of the builder stack's outputs (an instance id, a disk)."""
         raise NotImplementedError
 
     def image_scope(self, spec: ClusterSpec) -> str:

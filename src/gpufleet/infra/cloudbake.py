@@ -10,7 +10,8 @@ next one:
    the base image of the spec's GPU groups, reachable by SSH from ``access.allowed_cidrs`` only;
 2. ``playbooks/bake.yml --tags install`` over SSH on it, the builder in every inventory group (the same
    playbook and run as the local builder's: every role's install phase, then the seal play);
-3. ``pulumi up`` again with the builder's id, recorded from step 1 as a plain string: the image
+3. ``pulumi up`` again with the builder's id (AWS) or boot disk (GCP), recorded from step 1 as a plain
+   string: the image
    (``aws.ec2.AmiFromInstance``, ``gcp.compute.Image`` of its boot disk), kept on delete;
 4. ``pulumi destroy``: the builder and its network go, the image stays; then the stack is removed.
 
@@ -57,7 +58,7 @@ class BakeRequest:
     base: str
     created_at: datetime
     ssh_keys: tuple[str, ...] = ()
-    source_instance_id: str | None = None  # set: the image step
+    source: str | None = None  # set: the image step, from this (``PulumiBackend.image_source``)
 
     @property
     def name(self) -> str:
@@ -130,16 +131,19 @@ def request_for(
 
 
 def preview(spec: ClusterSpec, *, created_at: datetime | None = None) -> Plan:
-    """The builder stack with its image step, offline under the cloud's mocks (``image build --plan``)."""
-    from gpufleet.infra.plan import fake_id, run_offline
+    """The builder stack with its image step, offline under the cloud's mocks (``image build --plan``):
+    the first step's mocked outputs give the image step its source, as the real first update does."""
+    from gpufleet.infra.plan import run_offline
     from gpufleet.infra.program import pulumi_backend
 
     cloud = pulumi_backend(spec)
     request = request_for(cloud, spec, created_at=created_at)
-    request = replace(request, source_instance_id=fake_id("i-", f"{request.name}-builder"))
-    return run_offline(
-        lambda: cloud.builder_program(request), cloud.mock_cloud(request.spec), stack=request.name
-    )
+
+    def run(step: BakeRequest) -> Plan:
+        return run_offline(lambda: cloud.builder_program(step), cloud.mock_cloud(step.spec), stack=step.name)
+
+    first = run(request)
+    return run(replace(request, source=cloud.image_source(first.outputs)))
 
 
 def bake(spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
@@ -170,7 +174,7 @@ def bake(spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> Bak
     try:
         made = cloud.deploy(request.spec, state, reporter, program=program_of(request))
         _install_phase(request, state, made, reporter)
-        step = replace(request, source_instance_id=str(made["instance_id"]))
+        step = replace(request, source=cloud.image_source(made))
         with reporter.step(f"image of {request.name}-builder (stops it, snapshots its disk)"):
             cloud.deploy(request.spec, state, reporter, program=program_of(step))
     except GpufleetError:

@@ -9,7 +9,7 @@ A baked image (``gpufleet image build``) is not part of any cluster: it carries 
 own record instead, ``gpufleet:image=baked``, ``gpufleet:image-hash`` (the content hash,
 ``gpufleet.infra.images``), ``gpufleet:image-base`` (the image it was made from) and
 ``gpufleet:image-created``; GCP labels ``gpufleet-image``, ``gpufleet-image-hash`` (the hash's first 63
-characters), ``gpufleet-image-base`` (the base, lower-cased to the label alphabet) and
+characters), ``gpufleet-image-base`` (the base image or family name, in the label alphabet) and
 ``gpufleet-image-created``. Without a cluster or expiry tag, neither a cluster's leftover check nor the
 expiry sweep counts it; ``gpufleet image list`` and the retention rule find it by these.
 """
@@ -97,6 +97,6 @@ def gcp_image_labels(spec: ClusterSpec, digest: str, base: str, created_at: date
         **spec.tags,
         GCP_IMAGE_LABEL: "baked",
         GCP_IMAGE_HASH_LABEL: digest[:_GCP_LABEL_VALUE],
-        GCP_IMAGE_BASE_LABEL: gcp_label_value(base),
+        GCP_IMAGE_BASE_LABEL: gcp_label_value(base.rsplit("/", 1)[-1]),
         GCP_IMAGE_CREATED_LABEL: created_at.astimezone(UTC).strftime(_GCP_TIME).lower(),
     }

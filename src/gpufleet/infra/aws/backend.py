@@ -103,9 +103,12 @@ class AwsBackend(PulumiBackend):
             base=request.base,
             created_at=request.created_at,
             ssh_keys=request.ssh_keys,
-            source_instance_id=request.source_instance_id,
+            source_instance_id=request.source,
         )
         return ImageBuilderAws(request.name, args).stack_outputs
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        return str(outputs["instance_id"])
 
     def image_scope(self, spec: ClusterSpec) -> str:
         return _provider(spec).region
