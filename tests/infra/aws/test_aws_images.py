@@ -50,7 +50,11 @@ def upstream(ec2) -> str:
 
 
 def launch(ec2, image_id: str, cluster: str | None = None) -> str:
-    tags = [{"ResourceType": "instance", "Tags": [{"Key": AWS_CLUSTER_TAG, "Value": cluster}]}] if cluster else []
+    tags = (
+        [{"ResourceType": "instance", "Tags": [{"Key": AWS_CLUSTER_TAG, "Value": cluster}]}]
+        if cluster
+        else []
+    )
     return ec2.run_instances(
         ImageId=image_id, MinCount=1, MaxCount=1, InstanceType="c6i.2xlarge", TagSpecifications=tags
     )["Instances"][0]["InstanceId"]
@@ -63,7 +67,9 @@ def bake(ec2, digest: str, *, days: int = 0, base: str = "ubuntu-22.04", tagged:
     image = ec2.create_image(
         InstanceId=builder,
         Name=f"gpufleet-baked-{digest[:12]}-{days}",
-        TagSpecifications=[{"ResourceType": "image", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}],
+        TagSpecifications=[
+            {"ResourceType": "image", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
     )["ImageId"]
     ec2.terminate_instances(InstanceIds=[builder])
     return image
@@ -127,7 +133,8 @@ def write_state(root, cluster: str, digest: str) -> None:
 def test_reap_keeps_the_newest_two_per_base_and_any_ami_in_use_or_on_record(ec2, tmp_path, monkeypatch):
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
     newest, second, running, recorded, unused = (
-        bake(ec2, digest * 64, days=days) for digest, days in (("e", 5), ("d", 4), ("c", 3), ("b", 2), ("a", 1))
+        bake(ec2, digest * 64, days=days)
+        for digest, days in (("e", 5), ("d", 4), ("c", 3), ("b", 2), ("a", 1))
     )
     other_base = bake(ec2, "f" * 64, days=0, base="dlami-base-ubuntu-22.04")
     launch(ec2, running, "train-1")
@@ -135,7 +142,14 @@ def test_reap_keeps_the_newest_two_per_base_and_any_ami_in_use_or_on_record(ec2,
 
     would = prune(backend, REGION, dry_run=True)
     assert [(item.image.id, item.action) for item in would] == [(unused, "would delete")], would
-    assert {i.id for i in images.list_images(REGION)} == {newest, second, running, recorded, unused, other_base}
+    assert {i.id for i in images.list_images(REGION)} == {
+        newest,
+        second,
+        running,
+        recorded,
+        unused,
+        other_base,
+    }
 
     done = prune(backend, REGION)
     assert [(item.image.id, item.action) for item in done] == [(unused, "deleted")], done

@@ -23,7 +23,9 @@ KEPT_BY_ENGINE = ("instance", "fleet")
 def baked_image(spec) -> CloudImage:
     digest = spec_hash(spec)
     assert digest is not None
-    return CloudImage(id="ami-0bakedbakedbaked0", name="gpufleet-baked", digest=digest, base="ubuntu-22.04", created="")
+    return CloudImage(
+        id="ami-0bakedbakedbaked0", name="gpufleet-baked", digest=digest, base="ubuntu-22.04", created=""
+    )
 
 
 class Engine(AwsMockCloud):
@@ -59,7 +61,9 @@ def test_every_group_boots_the_baked_ami_and_the_outputs_record_its_hash():
     result = plan(spec, Engine(spec), baked)
     templates = result.of_type(TEMPLATE)
     assert len(templates) == 2, [t.urn for t in templates]
-    assert {t.inputs["imageId"] for t in templates} == {baked.id}, [(t.urn, t.inputs["imageId"]) for t in templates]
+    assert {t.inputs["imageId"] for t in templates} == {baked.id}, [
+        (t.urn, t.inputs["imageId"]) for t in templates
+    ]
     assert result.outputs["baked_image_hash"] == baked.digest, result.outputs["baked_image_hash"]
     inventory = Inventory.from_stack_outputs(result.outputs)
     assert inventory.extra_vars[HASH_VAR] == baked.digest
@@ -74,7 +78,9 @@ def test_a_bake_after_the_first_up_replaces_no_node_and_leaves_the_install_phase
     cloud = Engine(spec, kept=images)
     second = plan(spec, cloud, baked_image(spec))
     for template in second.of_type(TEMPLATE):
-        assert "imageId" in cloud.ignored[template.name], f"{template.urn} would roll its nodes to a new image"
+        assert "imageId" in cloud.ignored[template.name], (
+            f"{template.urn} would roll its nodes to a new image"
+        )
     nodes = {r.name: r.inputs for r in first.resources if r.type.split(":")[-1].lower() in KEPT_BY_ENGINE}
     assert nodes, "the program made no node"
     for resource in second.resources:

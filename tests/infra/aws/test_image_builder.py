@@ -24,7 +24,12 @@ PROVIDER = "pulumi:providers:aws"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 CIDRS = ["203.0.113.0/24", "198.51.100.7/32"]
-DLAMI = {"kind": "aws", "region": "us-east-1", "zone": "us-east-1a", "ami": {"family": "dlami-base-ubuntu-22.04"}}
+DLAMI = {
+    "kind": "aws",
+    "region": "us-east-1",
+    "zone": "us-east-1a",
+    "ami": {"family": "dlami-base-ubuntu-22.04"},
+}
 
 
 def bake_spec(**changes: Any):
@@ -56,7 +61,9 @@ class Options:
 
 def request(spec=None, **changes: Any) -> cloudbake.BakeRequest:
     made = cloudbake.request_for(backend, spec or bake_spec(), created_at=CREATED_AT)
-    return replace(made, ssh_keys=("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBuilderKeyForTests gpufleet",), **changes)
+    return replace(
+        made, ssh_keys=("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBuilderKeyForTests gpufleet",), **changes
+    )
 
 
 def test_the_builder_is_reachable_only_from_the_allowed_cidrs_with_imdsv2_and_an_encrypted_disk():
