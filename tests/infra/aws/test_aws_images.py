@@ -35,6 +35,9 @@ def ec2(monkeypatch):
         client = boto3.client("ec2", region_name=REGION)
         yield client
         _UPSTREAM.pop(id(client), None)
+        # moto rebuilds its backends as the mock ends, under the settings of that moment: other tests
+        # expect the public AMIs back.
+        monkeypatch.delenv("MOTO_EC2_LOAD_DEFAULT_AMIS")
 
 
 _UPSTREAM: dict[int, str] = {}
