@@ -12,8 +12,10 @@ import pytest
 from gpufleet.errors import ConfigureError, LeftoversError
 from gpufleet.infra import cloudbake, images
 from gpufleet.infra.aws.backend import AwsBackend
+from gpufleet.inventory.model import Inventory
 from gpufleet.progress import SilentReporter
 from gpufleet.spec import ClusterSpec
+from gpufleet.state import ClusterState
 
 SPEC = {
     "name": "fleet",
@@ -136,3 +138,27 @@ def test_a_builder_that_cannot_be_removed_is_named(cloud):
     cloud.left = ["ec2 instance i-0builder (running)"]
     with pytest.raises(LeftoversError, match="i-0builder"):
         cloudbake.bake(spec(), SilentReporter())
+
+
+def test_the_install_phase_runs_bake_yml_on_the_builder_in_every_group(monkeypatch, tmp_path):
+    """The inventory the builder gets: one host in every group, reached at its public address with the
+    builder's key, the GPU group's facts from the catalog, and leave to reboot for a new driver."""
+    calls: list[tuple[str, Path, str | None]] = []
+
+    def run_playbook(playbook, inventory, artifacts, reporter, *, tags=None, **_):
+        calls.append((playbook, inventory, tags))
+
+    monkeypatch.setattr("gpufleet.configure.runner.run_playbook", run_playbook)
+    request = cloudbake.request_for(AwsBackend(), spec())
+    state = ClusterState(name=request.name, root=tmp_path / request.name)
+    state.ensure_ssh_key()
+    made = {"instance_id": "i-0builder", "public_ip": "198.51.100.10", "private_ip": "10.0.0.7"}
+    cloudbake._install_phase(request, state, made, SilentReporter())
+    assert calls == [("bake.yml", state.inventory_file, "install")], calls
+    inventory = Inventory.read(state.inventory_file)
+    (host,) = inventory.hosts
+    assert host.address == "198.51.100.10" and host.name == f"{request.name}-builder", host
+    assert sorted(role.value for role in host.roles) == ["compute", "controller", "login"], host.roles
+    assert (host.gpus, host.gpu_stack, host.fabric_interfaces) == (8, "install", 32), host
+    assert inventory.connection.private_key_file == str(state.private_key), inventory.connection
+    assert inventory.extra_vars["nvidia_driver_reboot_allowed"] is True, inventory.extra_vars
