@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufleet.errors import StateError
 from gpufleet.spec.model import ClusterSpec
 
 # Folders the playbooks read, relative to the project root. Within them, files Ansible never reads
@@ -108,7 +109,8 @@ def matches(image: CloudImage, digest: str) -> bool:
 
 
 def referenced_hashes(root: Path | None = None) -> set[str]:
-    """The baked-image hashes the clusters made on this machine run from (their inventories record it)."""
+    """The baked-image hashes the clusters made on this machine run from (their inventories record it);
+    raises when one of those inventories cannot be read."""
     from gpufleet.inventory.model import Inventory
     from gpufleet.state import ClusterState, state_root
 
@@ -118,10 +120,15 @@ def referenced_hashes(root: Path | None = None) -> set[str]:
         inventory_file = ClusterState(name=folder.name, root=folder).inventory_file
         if not folder.is_dir() or not inventory_file.exists():
             continue
+        # An inventory that cannot be read raises (SpecError names it): a cluster whose image is unknown
+        # must stop the retention rule rather than lose its image.
         try:
             recorded = Inventory.read(inventory_file).extra_vars.get(HASH_VAR)
-        except Exception:  # a damaged inventory references nothing we can read; it is not ours to judge
-            continue
+        except OSError as exc:
+            raise StateError(
+                f"cannot read {inventory_file} ({exc.strerror}): the baked image it uses is unknown",
+                hint="fix its permissions, or take that cluster down, before pruning images",
+            ) from None
         if recorded:
             found.add(str(recorded))
     return found
