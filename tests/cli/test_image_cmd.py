@@ -91,3 +91,13 @@ def test_cloud_list_without_credentials_exits_8(
     )
     assert code == 8, err
     assert "no Google Cloud credentials" in err, err
+
+
+def test_plan_of_a_local_spec_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main(
+        ["image", "build", "--plan", str(ROOT / "examples" / "local.yaml")], monkeypatch, capsys
+    )
+    assert code == 3, err
+    assert "podman node" in err, err

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from gpufleet.cli.cluster import VerboseOpt, reporter_for
 from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
-from gpufleet.errors import ProvisionError
+from gpufleet.errors import ProvisionError, SpecError
 from gpufleet.infra.images import CloudImage
 from gpufleet.spec.model import ClusterSpec, LocalProvider
 
@@ -62,6 +62,11 @@ def build(
     """Bake the spec's roles and pins into a node image (kept and reused while they stay the same)."""
     spec = read_spec(spec_path)
     if _is_local(spec):
+        if plan:
+            raise SpecError(
+                "--plan shows the builder stack of a cloud spec; a local spec bakes on a podman node",
+                hint="run 'gpufleet image build SPEC' without --plan",
+            )
         _build_local(spec, rebuild, json_out, verbose)
         return
     from gpufleet.infra import cloudbake
