@@ -162,3 +162,14 @@ def test_the_install_phase_runs_bake_yml_on_the_builder_in_every_group(monkeypat
     assert (host.gpus, host.gpu_stack, host.fabric_interfaces) == (8, "install", 32), host
     assert inventory.connection.private_key_file == str(state.private_key), inventory.connection
     assert inventory.extra_vars["nvidia_driver_reboot_allowed"] is True, inventory.extra_vars
+
+
+def test_a_failed_bake_whose_builder_cannot_be_removed_says_both(cloud, monkeypatch):
+    def fail(request, state, made, reporter):
+        raise ConfigureError("bake.yml failed on bake-x-builder")
+
+    monkeypatch.setattr(cloudbake, "_install_phase", fail)
+    cloud.left = ["ec2 instance i-0builder (running)"]
+    with pytest.raises(ConfigureError) as raised:
+        cloudbake.bake(spec(), SilentReporter())
+    assert "bake.yml failed" in raised.value.message and "i-0builder" in raised.value.message, raised.value

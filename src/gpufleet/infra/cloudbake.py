@@ -16,7 +16,9 @@ next one:
 4. ``pulumi destroy``: the builder and its network go, the image stays; then the stack is removed.
 
 Whatever fails, the builder stack is destroyed before the error is raised; what could not be removed
-is named (``LeftoversError``), tagged as cluster ``bake-<hash>`` for ``gpufleet down``/``reap``.
+is named after the error. Everything of the builder is tagged (labelled) as cluster ``bake-<hash>``
+with a three-hour expiry, for the leftover check and ``gpufleet reap``; a bake stopped by a signal
+leaves its builder up, and the next ``gpufleet image build`` picks the stack up where it was.
 """
 
 from __future__ import annotations
@@ -177,8 +179,15 @@ def bake(spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> Bak
         step = replace(request, source=cloud.image_source(made))
         with reporter.step(f"image of {request.name}-builder (stops it, snapshots its disk)"):
             cloud.deploy(request.spec, state, reporter, program=program_of(step))
-    except GpufleetError:
-        _remove_builder(cloud, request, state, reporter, program_of(request))
+    except GpufleetError as failure:
+        try:
+            _remove_builder(cloud, request, state, reporter, program_of(request))
+        except GpufleetError as cleanup:
+            # The bake's own error comes first; what is left of the builder is named after it.
+            raise type(failure)(
+                f"{failure.message}\nand removing the builder failed too: {cleanup.message}",
+                hint=cleanup.hint or failure.hint,
+            ) from None
         raise
     _remove_builder(cloud, request, state, reporter, program_of(request))
     found = _find(cloud, spec, request.digest)
