@@ -271,8 +271,14 @@ class PulumiBackend:
 
     def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
         """The newest baked image of the spec's roles and pins now, said either way."""
+        from gpufleet.infra.cloudbake import mixed_gpu_groups
         from gpufleet.infra.images import matches, spec_hash
 
+        if mixed_gpu_groups(self, spec):
+            reporter.info(
+                "GPU groups of different install phases: no baked image, nodes install at configure"
+            )
+            return None
         digest = spec_hash(spec)
         images = self.list_images(self.image_scope(spec))
         found = next((i for i in images if digest and matches(i, digest)), None)

@@ -84,6 +84,25 @@ def bake_group(spec: ClusterSpec) -> NodeGroup:
     return spec.compute_groups[0] if spec.compute_groups else spec.node_groups[0]
 
 
+def mixed_gpu_groups(cloud: PulumiBackend, spec: ClusterSpec) -> list[str]:
+    """The GPU groups whose install phase would differ from the baked group's (other GPU facts or GPU
+    stack mode, say an NVSwitch type beside one without): one image cannot serve them all."""
+    catalog = load_catalog()
+    group = bake_group(spec)
+    wanted = _install_facts(cloud.bake_host(spec, group))
+    return [
+        other.name
+        for other in spec.node_groups
+        if (item := catalog.get(other.instance_type)) is not None
+        and item.gpu is not None
+        and _install_facts(cloud.bake_host(spec, other)) != wanted
+    ]
+
+
+def _install_facts(host: dict[str, Any]) -> dict[str, Any]:
+    return {key: host[key] for key in _INSTALL_FACTS}
+
+
 def builder_type(cloud: PulumiBackend, spec: ClusterSpec) -> str:
     """The GPU group's own type when the install phase installs the NVIDIA driver (its install steps load
     the module and start nvidia-persistenced, which need the device); else a CPU type (docs/aws.md)."""
@@ -103,7 +122,7 @@ def bake_pins(cloud: PulumiBackend, spec: ClusterSpec) -> dict[str, Any]:
         "provider": spec.provider.kind,
         "base_image": cloud.bake_base(spec),
         "fabric": spec.fabric.kind.value,
-        "builder": {key: host[key] for key in _INSTALL_FACTS},
+        "builder": _install_facts(host),
     }
 
 
@@ -120,6 +139,13 @@ def request_for(
         raise SpecError(
             "the image builder is reached over SSH from access.allowed_cidrs, and the spec lists none",
             hint="add your address to access.allowed_cidrs (e.g. 203.0.113.7/32); nothing else may reach it",
+        )
+    mixed = mixed_gpu_groups(cloud, spec)
+    if mixed:
+        raise SpecError(
+            f"node groups {', '.join(mixed)} install other GPU software than {bake_group(spec).name}: "
+            "one baked image cannot serve them all",
+            hint="leave this cluster unbaked (its nodes install at configure), or use one GPU type",
         )
     digest = images.spec_hash(spec) or ""
     return BakeRequest(

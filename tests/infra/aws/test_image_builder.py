@@ -151,3 +151,24 @@ def test_the_hash_follows_the_pins_and_not_the_cluster_size():
     assert images.spec_hash(bake_spec(software={"nccl": "2.28.3"})) != base
     assert images.spec_hash(bake_spec(provider=DLAMI)) != base
     assert images.spec_hash(bake_spec(software={"efa_installer": "1.42.0"})) != base
+
+
+def test_gpu_groups_that_install_different_software_are_not_baked_into_one_image():
+    """p5 (NVSwitch: fabric manager) beside g5 (no NVSwitch, no EFA at this size): one image cannot
+    serve both, so the bake is refused and up boots the base image."""
+    from gpufleet.progress import SilentReporter
+
+    groups = [
+        *aws_spec().model_dump(mode="json")["node_groups"],
+        {"name": "small", "roles": ["compute"], "instance_type": "g5.xlarge", "count": 1},
+    ]
+    spec = bake_spec(node_groups=groups, fabric="efa")
+    assert cloudbake.mixed_gpu_groups(backend, spec) == ["small"]
+    with pytest.raises(SpecError, match="small install other GPU software than gpu"):
+        cloudbake.request_for(backend, spec)
+
+    class NoLookups(type(backend)):  # type: ignore[misc]
+        def list_images(self, scope: str) -> list:
+            raise AssertionError("a mixed cluster looks no image up")
+
+    assert NoLookups().find_baked(spec, SilentReporter()) is None
