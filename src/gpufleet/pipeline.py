@@ -56,11 +56,11 @@ def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
 def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     """Run playbooks/site.yml on the cluster (safe to re-run)."""
     from gpufleet.configure.runner import run_playbook
-    from gpufleet.infra.local.bake import baked_and_current
+    from gpufleet.infra.images import baked_and_current
 
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec)
-    baked = baked_and_current(spec, inventory.extra_vars) if spec.provider.kind == "local" else None
+    baked = baked_and_current(spec, inventory.extra_vars)
     if baked:
         reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")
     step = "configure: playbooks/site.yml" + (" (configure phase)" if baked else "")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -18,6 +18,9 @@ from gpufleet.lifecycle.reap import reap as reap_expired
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
+if TYPE_CHECKING:
+    from gpufleet.lifecycle.images import PrunedImage
+
 
 def reap(
     json_out: JsonOpt = False,
@@ -32,12 +35,21 @@ def reap(
         list[str] | None,
         typer.Option("--gcp-project", help="also list expired clusters by their GCP labels in this project"),
     ] = None,
+    prune_images: Annotated[
+        bool,
+        typer.Option(
+            "--prune-images",
+            help="also apply the baked images' retention rule in those regions and projects (docs/aws.md)",
+        ),
+    ] = False,
 ) -> None:
     """Destroy every cluster made on this machine whose lifetime (spec lifetime.ttl) has passed.
 
     Exits 1 when a teardown failed. With --aws-region (--gcp-project), clusters tagged gpufleet:expires-at
     (labelled gpufleet-expires-at) in the past are listed too (those made from CI have no state here:
-    destroy them from the stack that made them).
+    destroy them from the stack that made them). With --prune-images, baked images there that the
+    retention rule lets go are deleted (listed with --dry-run): never one a node runs from or a cluster
+    state on this machine records.
     """
     reporter = RichReporter(err_console if json_out else console)  # stdout holds only the JSON
 
@@ -49,9 +61,11 @@ def reap(
 
     items = reap_expired(tear_down, dry_run=dry_run)
     cloud = {"aws": _cloud_expired("aws", aws_region or []), "gcp": _cloud_expired("gcp", gcp_project or [])}
-    failed = [item for item in items if item.action.startswith("failed")]
+    pruned = _pruned(aws_region or [], gcp_project or [], dry_run) if prune_images else []
+    failed = [item for item in [*items, *pruned] if item.action.startswith("failed")]
     if json_out:
-        print_json({"local": [item.to_json() for item in items], **cloud})
+        images = {"images": [item.to_json() for item in pruned]} if prune_images else {}
+        print_json({"local": [item.to_json() for item in items], **cloud, **images})
     else:
         table = Table(title="expired clusters")
         for column in ("cluster", "provider", "expired at", "action"):
@@ -67,6 +81,8 @@ def reap(
                 f"{entry['resources']} tagged resource(s) left: destroy its stack",
             )
         console.print(table if items or listed else "no expired cluster")
+        if prune_images:
+            _print_pruned(pruned)
     if failed:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -86,3 +102,27 @@ def _cloud_expired(kind: str, scopes: list[str]) -> list[dict[str, Any]]:
         for scope in scopes
         for e in cloud.find_expired(scope)
     ]
+
+
+def _pruned(regions: list[str], projects: list[str], dry_run: bool) -> list[PrunedImage]:
+    from gpufleet.lifecycle.images import prune
+
+    return [
+        item
+        for kind, scopes in (("aws", regions), ("gcp", projects))
+        for scope in scopes
+        for item in prune(pulumi_backend_of(kind), scope, dry_run=dry_run)
+    ]
+
+
+def _print_pruned(pruned: list[PrunedImage]) -> None:
+    if not pruned:
+        console.print("no baked image to let go (the retention rule keeps every one)")
+        return
+    table = Table(title="baked images past the retention rule")
+    for column in ("where", "image", "hash", "created", "action"):
+        table.add_column(column, overflow="fold")
+    for item in pruned:
+        image = item.image
+        table.add_row(item.scope, image.id, image.digest[:12], image.created, escape(item.action))
+    console.print(table)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,12 +28,14 @@ from gpufleet.infra import outputs as stack_outputs
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import ClusterSpec
+from gpufleet.spec.model import ClusterSpec, NodeGroup
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
+    from gpufleet.infra.cloudbake import BakeRequest
+    from gpufleet.infra.images import CloudImage
     from gpufleet.infra.plan import MockCloud
 
 PROJECT = "gpufleet"
@@ -102,8 +104,16 @@ class PulumiBackend:
 
     # ---- what each cloud says -----------------------------------------------------------------------
 
-    def program(self, spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str]) -> dict[str, Any]:
-        """Register the cluster's component in the current Pulumi stack; return its outputs."""
+    def program(
+        self,
+        spec: ClusterSpec,
+        created_at: datetime,
+        ssh_keys: Sequence[str],
+        baked: CloudImage | None = None,
+    ) -> dict[str, Any]:
+        """Register the cluster's component in the current Pulumi stack; return its outputs.
+
+        ``baked``: the baked image of the spec's roles and pins, which every node boots."""
         raise NotImplementedError
 
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
@@ -130,6 +140,45 @@ class PulumiBackend:
         """Clusters past their expiry by the cloud's tags or labels, in one region or project."""
         raise NotImplementedError
 
+    # ---- baked images (gpufleet.infra.cloudbake drives them) ---------------------------------------
+
+    builder_cpu_type = ""  # the builder's type when the install phase needs no GPU (docs/aws.md, gcp.md)
+
+    def bake_base(self, spec: ClusterSpec) -> str:
+        """The image a bake starts from: the one the spec's GPU groups boot (a family or a pinned id)."""
+        raise NotImplementedError
+
+    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        """The builder as the roles see it: a host record (``outputs.host_record``) of ``group``'s type."""
+        raise NotImplementedError
+
+    def bake_pins(self, spec: ClusterSpec) -> dict[str, Any]:
+        """What besides the role files keys the spec's baked image (``gpufleet.infra.images``)."""
+        from gpufleet.infra.cloudbake import bake_pins
+
+        return bake_pins(self, spec)
+
+    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
+        """Register the image builder's component (with ``request.source``: and its image)."""
+        raise NotImplementedError
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        """What the image is made from, out of the builder stack's outputs (an instance id, a disk)."""
+        raise NotImplementedError
+
+    def image_scope(self, spec: ClusterSpec) -> str:
+        """Where the spec's baked images live: its region (AWS) or project (GCP), as ``expiry_scope``."""
+        raise NotImplementedError
+
+    def list_images(self, scope: str) -> list[CloudImage]:
+        """The baked images in one region (AWS) or project (GCP), newest first, with their users."""
+        raise NotImplementedError
+
+    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
+        """Delete one baked image (and, on AWS, its snapshots), refused while a node runs from it;
+        return what was deleted."""
+        raise NotImplementedError
+
     def host_address(self, host: dict[str, Any]) -> str:
         """Where Ansible connects to one host of the outputs (default: its private IP)."""
         return str(host["private_ip"])
@@ -140,8 +189,17 @@ class PulumiBackend:
         """The stack's config: where the default provider points, and when the cluster was made."""
         return {"gpufleet:createdAt": created_at.astimezone(UTC).isoformat(), **self.provider_config(spec)}
 
-    def select_stack(self, spec: ClusterSpec, state: ClusterState) -> auto.Stack:
-        """Create or select the cluster's stack with its inline program, backend and config."""
+    def select_stack(
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        program: Callable[[datetime, tuple[str, ...]], None] | None = None,
+        baked: CloudImage | None = None,
+    ) -> auto.Stack:
+        """Create or select the cluster's stack with its inline program, backend and config.
+
+        ``program`` (called with the creation time and the keys to authorize) replaces the cluster's
+        (the image builder's stack); ``baked`` is the image the cluster's nodes boot."""
         from pulumi import automation as auto
 
         cli = pulumi_cli()
@@ -156,7 +214,10 @@ class PulumiBackend:
         keys = (cluster_key(state),)
 
         def run() -> None:
-            stack_outputs.export_outputs(self.program(spec, created_at, keys))
+            if program is not None:
+                program(created_at, keys)
+                return
+            stack_outputs.export_outputs(self.program(spec, created_at, keys, baked))
 
         try:
             stack = auto.create_or_select_stack(
@@ -181,13 +242,22 @@ class PulumiBackend:
 
     # ---- verbs --------------------------------------------------------------------------------------
 
-    def deploy(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> dict[str, Any]:
-        """``pulumi up`` the cluster's stack; return its outputs (``gpufleet.infra.outputs``' shape)."""
+    def deploy(
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        program: Callable[[datetime, tuple[str, ...]], None] | None = None,
+    ) -> dict[str, Any]:
+        """``pulumi up`` the cluster's stack (or ``program``'s); return its outputs.
+
+        The cluster's nodes boot the baked image of the spec's roles and pins when there is one."""
         from pulumi import automation as auto
 
         pulumi_cli()
         self.check_credentials(spec)
-        stack = self.select_stack(spec, state)
+        baked = None if program is not None else self.find_baked(spec, reporter)
+        stack = self.select_stack(spec, state, program, baked)
         with reporter.step(f"pulumi up: stack {spec.name}"):
             try:
                 result = stack.up(color="never", on_output=lambda line: reporter.info(line.rstrip()))
@@ -198,6 +268,31 @@ class PulumiBackend:
                     "or 'gpufleet down' to remove what was made",
                 ) from None
         return _plain(result.outputs)
+
+    def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
+        """The newest baked image of the spec's roles and pins now, said either way."""
+        from gpufleet.infra.cloudbake import mixed_gpu_groups
+        from gpufleet.infra.images import matches, spec_hash
+
+        if mixed_gpu_groups(self, spec):
+            reporter.info(
+                "GPU groups of different install phases: no baked image, nodes install at configure"
+            )
+            return None
+        digest = spec_hash(spec)
+        images = self.list_images(self.image_scope(spec))
+        found = next((i for i in images if digest and matches(i, digest)), None)
+        if found is None:
+            reporter.info(
+                f"no baked image for the current roles and pins ({(digest or '')[:12]}): nodes boot the base "
+                "image and configure installs (gpufleet image build SPEC bakes one)"
+            )
+        else:
+            reporter.info(
+                f"node image {found.id}: baked {found.created} from the current roles and pins "
+                f"({found.digest[:12]}); nodes made before it keep theirs"
+            )
+        return found
 
     def up(
         self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
@@ -234,11 +329,21 @@ class PulumiBackend:
 
     def destroy(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
         """``pulumi destroy`` the stack (its record stays until the leftover check finds nothing)."""
+        return self.destroy_stack(spec, state, reporter)
+
+    def destroy_stack(
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        program: Callable[[datetime, tuple[str, ...]], None] | None = None,
+    ) -> list[str]:
+        """``destroy``, of the cluster's stack or of ``program``'s (the image builder's)."""
         from pulumi import automation as auto
 
         pulumi_cli()
         self.check_credentials(spec)
-        stack = self.select_stack(spec, state)
+        stack = self.select_stack(spec, state, program)
         with reporter.step(f"pulumi destroy: stack {spec.name}"):
             try:
                 result = stack.destroy(color="never", on_output=lambda line: reporter.info(line.rstrip()))

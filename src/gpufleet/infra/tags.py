@@ -4,6 +4,14 @@ AWS tags: ``gpufleet:cluster``, ``gpufleet:expires-at`` (ISO 8601, UTC) and the 
 GCP labels: ``gpufleet-cluster``, ``gpufleet-expires-at`` and the spec's tags; label values allow only
 ``[a-z0-9_-]`` up to 63 characters, so the expiry is written as ``20261122t0930z``.
 The lifecycle reaper reads both forms back with ``parse_expiry``.
+
+A baked image (``gpufleet image build``) is not part of any cluster: it carries the spec's tags and its
+own record instead, ``gpufleet:image=baked``, ``gpufleet:image-hash`` (the content hash,
+``gpufleet.infra.images``), ``gpufleet:image-base`` (the image it was made from) and
+``gpufleet:image-created``; GCP labels ``gpufleet-image``, ``gpufleet-image-hash`` (the hash's first 63
+characters), ``gpufleet-image-base`` (the base image or family name, in the label alphabet) and
+``gpufleet-image-created``. Without a cluster or expiry tag, neither a cluster's leftover check nor the
+expiry sweep counts it; ``gpufleet image list`` and the retention rule find it by these.
 """
 
 from __future__ import annotations
@@ -16,6 +24,15 @@ AWS_CLUSTER_TAG = "gpufleet:cluster"
 AWS_EXPIRES_TAG = "gpufleet:expires-at"
 GCP_CLUSTER_LABEL = "gpufleet-cluster"
 GCP_EXPIRES_LABEL = "gpufleet-expires-at"
+AWS_IMAGE_TAG = "gpufleet:image"
+AWS_IMAGE_HASH_TAG = "gpufleet:image-hash"
+AWS_IMAGE_BASE_TAG = "gpufleet:image-base"
+AWS_IMAGE_CREATED_TAG = "gpufleet:image-created"
+GCP_IMAGE_LABEL = "gpufleet-image"
+GCP_IMAGE_HASH_LABEL = "gpufleet-image-hash"
+GCP_IMAGE_BASE_LABEL = "gpufleet-image-base"
+GCP_IMAGE_CREATED_LABEL = "gpufleet-image-created"
+_GCP_LABEL_VALUE = 63
 _GCP_TIME = "%Y%m%dt%H%Mz"
 _ISO_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -54,3 +71,32 @@ def parse_expiry(value: str) -> datetime:
         except ValueError:
             continue
     raise ValueError(f"not a gpufleet expiry: {value!r}")
+
+
+def aws_image_tags(spec: ClusterSpec, digest: str, base: str, created_at: datetime) -> dict[str, str]:
+    """The tags of a baked AMI: the spec's, and the image's record (no cluster, no expiry)."""
+    return {
+        **spec.tags,
+        "Name": f"gpufleet-baked-{digest[:12]}",
+        AWS_IMAGE_TAG: "baked",
+        AWS_IMAGE_HASH_TAG: digest,
+        AWS_IMAGE_BASE_TAG: base,
+        AWS_IMAGE_CREATED_TAG: created_at.astimezone(UTC).strftime(_ISO_TIME),
+    }
+
+
+def gcp_label_value(text: str) -> str:
+    """``text`` in the label alphabet (lower-case letters, digits, ``-`` and ``_``), at most 63 long."""
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "-" for c in text.lower())
+    return cleaned[-_GCP_LABEL_VALUE:]  # the end of a path names the image; its start is the project
+
+
+def gcp_image_labels(spec: ClusterSpec, digest: str, base: str, created_at: datetime) -> dict[str, str]:
+    """The labels of a baked GCP image: the spec's, and the image's record (no cluster, no expiry)."""
+    return {
+        **spec.tags,
+        GCP_IMAGE_LABEL: "baked",
+        GCP_IMAGE_HASH_LABEL: digest[:_GCP_LABEL_VALUE],
+        GCP_IMAGE_BASE_LABEL: gcp_label_value(base.rsplit("/", 1)[-1]),
+        GCP_IMAGE_CREATED_LABEL: created_at.astimezone(UTC).strftime(_GCP_TIME).lower(),
+    }

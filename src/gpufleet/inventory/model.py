@@ -260,6 +260,10 @@ class Inventory(BaseModel):
             hosts=hosts,
             filesystem=stack.filesystem or {"kind": "none"},
             connection=connection or Connection(),
+            # configure skips the install phase while this is the hash of the roles and pins now.
+            extra_vars={"gpufleet_baked_image_hash": stack.baked_image_hash}
+            if stack.baked_image_hash
+            else {},
         )
 
 

@@ -35,6 +35,10 @@ class StackOutputs(BaseModel):
     head_node: str | None = Field(default=None, description="the name of the controller/login host")
     hosts: list[StackHost] = Field(min_length=1)
     filesystem: dict[str, Any] = Field(default_factory=lambda: {"kind": "none"})
+    baked_image_hash: str | None = Field(
+        default=None,
+        description="the content hash of the baked image every node boots (gpufleet image build); null: none",
+    )
 
 
 OUTPUT_KEYS: tuple[str, ...] = tuple(StackOutputs.model_fields)

@@ -13,12 +13,14 @@ from typing import Any
 
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
+from gpufleet.infra.cloudbake import BakeRequest
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
-from gpufleet.spec.model import AwsProvider, ClusterSpec
+from gpufleet.spec.model import AwsProvider, ClusterSpec, NodeGroup
 from gpufleet.state import ClusterState
 
 # The common role's switch that sets each node's host name to its inventory name.
@@ -45,11 +47,81 @@ def _provider(spec: ClusterSpec) -> AwsProvider:
 class AwsBackend(PulumiBackend):
     kind = "aws"
 
-    def program(self, spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str]) -> dict[str, Any]:
+    def program(
+        self,
+        spec: ClusterSpec,
+        created_at: datetime,
+        ssh_keys: Sequence[str],
+        baked: CloudImage | None = None,
+    ) -> dict[str, Any]:
         from gpufleet.infra.aws.component import GpuClusterAws, GpuClusterAwsArgs
 
-        args = GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
+        args = GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
         return GpuClusterAws(spec.name, args).stack_outputs
+
+    # ---- baked images -------------------------------------------------------------------------------
+
+    # 8 vCPUs for the DKMS and nccl-tests builds; in every commercial region (docs/aws.md).
+    builder_cpu_type = "c6i.2xlarge"
+
+    def bake_base(self, spec: ClusterSpec) -> str:
+        from gpufleet.catalog import load_catalog
+        from gpufleet.infra.aws.ami import family_for
+        from gpufleet.infra.cloudbake import bake_group
+
+        ami = _provider(spec).ami
+        return ami.id or family_for(ami, load_catalog().get(bake_group(spec).instance_type))
+
+    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        from gpufleet.catalog import aws as rules
+        from gpufleet.catalog import aws_interfaces as interfaces
+        from gpufleet.catalog import load_catalog
+        from gpufleet.infra.aws.ami import family_for
+        from gpufleet.infra.cloudbake import BUILDER_ROLES
+        from gpufleet.infra.outputs import host_record
+
+        item = load_catalog().get(group.instance_type)
+        efa = sum(1 for slot in interfaces.group_layout(spec, group, item) if slot.is_efa)
+        return host_record(
+            name=f"{spec.name}-builder",
+            roles=BUILDER_ROLES,
+            private_ip="",
+            instance_type=group.instance_type,
+            item=item,
+            fabric_interfaces=efa,
+            image_has_gpu_stack=family_for(_provider(spec).ami, item) in rules.GPU_STACK_FAMILIES,
+        )
+
+    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
+        from gpufleet.infra.aws.image_builder import ImageBuilderAws, ImageBuilderAwsArgs
+
+        args = ImageBuilderAwsArgs(
+            spec=request.spec,
+            group=request.group,
+            instance_type=request.instance_type,
+            digest=request.digest,
+            base=request.base,
+            created_at=request.created_at,
+            ssh_keys=request.ssh_keys,
+            source_instance_id=request.source,
+        )
+        return ImageBuilderAws(request.name, args).stack_outputs
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        return str(outputs["instance_id"])
+
+    def image_scope(self, spec: ClusterSpec) -> str:
+        return _provider(spec).region
+
+    def list_images(self, scope: str) -> list[CloudImage]:
+        from gpufleet.infra.aws import images
+
+        return images.list_images(scope)
+
+    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
+        from gpufleet.infra.aws import images
+
+        return images.delete_image(scope, image)
 
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
         from gpufleet.infra.aws.mocks import AwsMockCloud

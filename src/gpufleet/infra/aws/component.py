@@ -13,6 +13,11 @@ Type token ``gpufleet:aws:GpuCluster``. Before anything is registered it runs th
   of ``userdata.py``;
 - the FSx for Lustre file system and its S3 association (``fsx.py``).
 
+With ``args.baked`` (the AMI ``gpufleet image build`` made from the spec's roles and pins), every group
+boots it; the output ``baked_image_hash`` is its hash while every launch template holds that image (a
+template keeps the image of its first ``pulumi up``, so nodes made before the bake stay as they are and
+the hash stays null: ``configure`` then runs the install phase on them).
+
 ``stack_outputs`` holds the outputs in ``gpufleet.infra.outputs``' shape.
 """
 
@@ -34,6 +39,7 @@ from gpufleet.infra.aws import capacity, fsx, iam, network, security
 from gpufleet.infra.aws.ami import Images, family_for
 from gpufleet.infra.aws.fleet import build_fleet, fleet_hosts, launched_by_fleet
 from gpufleet.infra.aws.launch_template import build_launch_template
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.userdata import authorized_keys, render_user_data
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, NodeGroup
@@ -47,6 +53,8 @@ class GpuClusterAwsArgs:
     created_at: datetime
     # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key).
     ssh_keys: tuple[str, ...] = ()
+    # The baked AMI of the spec's current roles and pins, when one exists (gpufleet up looks it up).
+    baked: CloudImage | None = None
 
 
 class GpuClusterAws(pulumi.ComponentResource):
@@ -83,7 +91,13 @@ class GpuClusterAws(pulumi.ComponentResource):
         placement = None
         if capacity.needs_placement_group(spec):
             placement = capacity.build_placement_group(name, child)
-        images = Images(provider_spec.ami, pulumi.InvokeOptions(parent=self, provider=self.provider))
+        baked = args.baked
+        images = Images(
+            provider_spec.ami,
+            pulumi.InvokeOptions(parent=self, provider=self.provider),
+            baked_id=baked.id if baked is not None else None,
+        )
+        templates: list[aws.ec2.LaunchTemplate] = []
         keys = authorized_keys(spec, args.ssh_keys)
 
         hosts: list[dict[str, Any]] = []
@@ -109,6 +123,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                 opts=child,
                 fleet_user_data=render_user_data(None, keys) if fleet_group else None,
             )
+            templates.append(template)
             version = template.latest_version.apply(str)
             efa = sum(1 for slot in slots if slot.is_efa)
             addresses: dict[str, pulumi.Output[str]] = {}
@@ -164,6 +179,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             "head_node": spec.host_names(spec.controller_group)[0],
             "hosts": hosts,
             "filesystem": filesystem,
+            "baked_image_hash": _baked_hash(baked, templates),
         }
         self.register_outputs(self.stack_outputs)
 
@@ -183,3 +199,14 @@ class GpuClusterAws(pulumi.ComponentResource):
             tags={"Name": host, "gpufleet:group": group.name},
             opts=opts,
         )
+
+
+def _baked_hash(
+    baked: CloudImage | None, templates: list[aws.ec2.LaunchTemplate]
+) -> pulumi.Output[str | None] | None:
+    """The baked image's hash while every template holds it (see the module doc), else None."""
+    if baked is None or not templates:
+        return None
+    return pulumi.Output.all(*[template.image_id for template in templates]).apply(
+        lambda ids: baked.digest if all(image_id == baked.id for image_id in ids) else None
+    )

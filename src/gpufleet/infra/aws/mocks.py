@@ -37,6 +37,7 @@ _IDS: dict[str, tuple[str, str | None]] = {
     "aws:ec2/placementGroup:PlacementGroup": ("pg-", "placement-group"),
     "aws:ec2/launchTemplate:LaunchTemplate": ("lt-", "launch-template"),
     "aws:ec2/instance:Instance": ("i-", "instance"),
+    "aws:ec2/amiFromInstance:AmiFromInstance": ("ami-", "image"),
     "aws:ec2/fleet:Fleet": ("fleet-", "fleet"),
     "aws:fsx/lustreFileSystem:LustreFileSystem": ("fs-", "file-system"),
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dra-", "association"),
@@ -204,7 +205,8 @@ class AwsMockCloud:
             "primaryNetworkInterfaceId": fake_id("eni-", name),
             "availabilityZone": self.zone,
             "instanceState": "running",
-            "publicIp": "",
+            # The image builder alone asks for one (gpufleet.infra.aws.image_builder).
+            "publicIp": "198.51.100.10" if inputs.get("associatePublicIpAddress") else "",
         }
 
     def _fleet(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:

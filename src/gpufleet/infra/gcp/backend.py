@@ -16,11 +16,13 @@ from typing import Any
 
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
+from gpufleet.infra.cloudbake import BakeRequest
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
-from gpufleet.spec.model import ClusterSpec, GcpProvider
+from gpufleet.spec.model import ClusterSpec, GcpProvider, NodeGroup
 from gpufleet.state import ClusterState
 
 CREDENTIAL_VARIABLES = (
@@ -46,11 +48,77 @@ def credentials_present() -> bool:
 class GcpBackend(PulumiBackend):
     kind = "gcp"
 
-    def program(self, spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str]) -> dict[str, Any]:
+    def program(
+        self,
+        spec: ClusterSpec,
+        created_at: datetime,
+        ssh_keys: Sequence[str],
+        baked: CloudImage | None = None,
+    ) -> dict[str, Any]:
         from gpufleet.infra.gcp.component import GpuClusterGcp, GpuClusterGcpArgs
 
-        args = GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
+        args = GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
         return GpuClusterGcp(spec.name, args).stack_outputs
+
+    # ---- baked images -------------------------------------------------------------------------------
+
+    # 8 vCPUs for the DKMS and nccl-tests builds; offered in every region with GPUs (docs/gcp.md).
+    builder_cpu_type = "n2-standard-8"
+
+    def bake_base(self, spec: ClusterSpec) -> str:
+        from gpufleet.infra.cloudbake import bake_group
+        from gpufleet.infra.gcp.compute import base_image
+
+        return base_image(spec, bake_group(spec).instance_type)
+
+    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        from gpufleet.catalog import load_catalog
+        from gpufleet.catalog.gcp import nic_layout
+        from gpufleet.infra.cloudbake import BUILDER_ROLES
+        from gpufleet.infra.gcp.compute import carries_gpu_stack
+        from gpufleet.infra.outputs import host_record
+
+        item = load_catalog().get(group.instance_type)
+        return host_record(
+            name=f"{spec.name}-builder",
+            roles=BUILDER_ROLES,
+            private_ip="",
+            instance_type=group.instance_type,
+            item=item,
+            fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
+            image_has_gpu_stack=carries_gpu_stack(spec, group.instance_type),
+        )
+
+    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
+        from gpufleet.infra.gcp.image_builder import ImageBuilderGcp, ImageBuilderGcpArgs
+
+        args = ImageBuilderGcpArgs(
+            spec=request.spec,
+            group=request.group,
+            instance_type=request.instance_type,
+            digest=request.digest,
+            base=request.base,
+            created_at=request.created_at,
+            ssh_keys=request.ssh_keys,
+            source_disk=request.source,
+        )
+        return ImageBuilderGcp(request.name, args).stack_outputs
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        return str(outputs["boot_disk"])
+
+    def image_scope(self, spec: ClusterSpec) -> str:
+        return _provider(spec).project
+
+    def list_images(self, scope: str) -> list[CloudImage]:
+        from gpufleet.infra.gcp import images
+
+        return images.list_images(scope)
+
+    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
+        from gpufleet.infra.gcp import images
+
+        return images.delete_image(scope, image)
 
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
         from gpufleet.infra.gcp.mocks import GcpMockCloud

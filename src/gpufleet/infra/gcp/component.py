@@ -6,6 +6,11 @@ Creates, all as children of the component (type ``gpufleet:gcp:GpuCluster``):
 - the compact placement policies and VMs of ``compute.py``.
 Before registering anything it runs the preflight checks for GCP (and the common ones), and raises
 ``SpecError`` listing every error. ``stack_outputs`` holds the outputs in ``gpufleet.infra.outputs``' shape.
+
+With ``args.baked`` (the image ``gpufleet image build`` made from the spec's roles and pins), every VM
+boots it; ``baked_image_hash`` is its hash while every VM's boot disk was made from it (a VM keeps the
+image of its first ``pulumi up``, ``compute.KEPT_BOOT_IMAGE``, so VMs made before the bake stay as they
+are and the hash stays null: ``configure`` then runs the install phase on them).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from gpufleet.errors import SpecError
 from gpufleet.infra.gcp.compute import Images, instance, placement_policy
 from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.outputs import host_record
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at_text, gcp_labels
 from gpufleet.infra.userdata import authorized_keys, render_user_data
@@ -37,6 +43,8 @@ class GpuClusterGcpArgs:
     created_at: datetime
     # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key).
     ssh_keys: tuple[str, ...] = ()
+    # The baked image of the spec's current roles and pins, when one exists (gpufleet up looks it up).
+    baked: CloudImage | None = None
 
 
 class GpuClusterGcp(pulumi.ComponentResource):
@@ -59,7 +67,9 @@ class GpuClusterGcp(pulumi.ComponentResource):
         layouts = {g.name: nic_layout(spec, g, catalog.get(g.instance_type)) for g in spec.node_groups}
         network = build_network(self, name, spec, list(layouts.values()), marker)
         filesystem = build_filesystem(self, name, spec, network, labels, marker)
-        images = Images(self, spec)
+        baked = args.baked
+        baked_path = f"projects/{provider.project}/global/images/{baked.id}" if baked else None  # type: ignore[union-attr]
+        images = Images(self, spec, baked=baked_path)
         keys = authorized_keys(spec, args.ssh_keys)
 
         hosts: list[dict[str, Any]] = []
@@ -83,6 +93,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
                     # Ubuntu's cloud-init reads the same cloud-config as on AWS from the user-data key.
                     metadata={"user-data": render_user_data(hostname, keys)},
                     depends_on=[network.nat],
+                    keep_image=provider.image is None,  # type: ignore[union-attr]
                 )
                 self.instances[hostname] = vm
                 hosts.append(
@@ -109,5 +120,18 @@ class GpuClusterGcp(pulumi.ComponentResource):
             "head_node": spec.host_names(spec.controller_group)[0],
             "hosts": hosts,
             "filesystem": filesystem.output,
+            "baked_image_hash": _baked_hash(baked, baked_path, list(self.instances.values())),
         }
         self.register_outputs(self.stack_outputs)
+
+
+def _baked_hash(
+    baked: CloudImage | None, path: str | None, vms: list[pulumi.Resource]
+) -> pulumi.Output[str | None] | None:
+    """The baked image's hash while every VM's boot disk was made from it (see the module doc)."""
+    if baked is None or path is None or not vms:
+        return None
+    images = [vm.boot_disk.apply(lambda disk: disk.initialize_params.image) for vm in vms]  # type: ignore[attr-defined]
+    return pulumi.Output.all(*images).apply(
+        lambda found: baked.digest if all(str(image).endswith(path) for image in found) else None
+    )

@@ -32,6 +32,7 @@ from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+KEPT_BOOT_IMAGE = ("bootDisk.initializeParams.image",)
 
 
 def placement_policy(
@@ -63,9 +64,11 @@ def placement_policy(
 class Images:
     """Boot images by machine series: ``provider.image`` when given, else one lookup per family."""
 
-    def __init__(self, parent: pulumi.Resource, spec: ClusterSpec) -> None:
+    def __init__(self, parent: pulumi.Resource, spec: ClusterSpec, baked: str | None = None) -> None:
+        """``baked``: the baked image every VM boots (``gpufleet image build``), a path or self-link."""
         self._parent = parent
-        self._fixed = spec.provider.image  # type: ignore[union-attr]
+        self._spec = spec
+        self._fixed = baked or spec.provider.image  # type: ignore[union-attr]
         self._found: dict[tuple[str, str], pulumi.Output[str]] = {}
 
     def for_type(self, instance_type: str) -> pulumi.Input[str]:
@@ -83,10 +86,22 @@ class Images:
         return self._found[key]
 
     def carries_gpu_stack(self, instance_type: str) -> bool:
-        """Whether the type's image is one of Google's accelerator images (NVIDIA driver inside)."""
-        if self._fixed:
-            return ACCELERATOR_IMAGE_PROJECT in self._fixed
-        return series_of(instance_type).image_project == ACCELERATOR_IMAGE_PROJECT
+        return carries_gpu_stack(self._spec, instance_type)
+
+
+def base_image(spec: ClusterSpec, instance_type: str) -> str:
+    """The image a type boots, as a path: ``provider.image``, else its series' family."""
+    fixed = spec.provider.image  # type: ignore[union-attr]
+    if fixed:
+        return fixed
+    series = series_of(instance_type)
+    return f"projects/{series.image_project}/global/images/family/{series.image_family}"
+
+
+def carries_gpu_stack(spec: ClusterSpec, instance_type: str) -> bool:
+    """Whether the type's image is one of Google's accelerator images (NVIDIA driver inside); a baked
+    image carries what its base carried."""
+    return ACCELERATOR_IMAGE_PROJECT in base_image(spec, instance_type)
 
 
 def _scheduling(group: NodeGroup, gpu: bool, compact: bool) -> gcp.compute.InstanceSchedulingArgs | None:
@@ -158,6 +173,7 @@ def instance(
     labels: Mapping[str, str],
     metadata: Mapping[str, str],
     depends_on: list[pulumi.Resource],
+    keep_image: bool = False,
 ) -> gcp.compute.Instance:
     provider = spec.provider
     series = series_of(group.instance_type)
@@ -190,5 +206,9 @@ def instance(
         tags=tags,
         allow_stopping_for_update=True,
         deletion_protection=False,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on),
+        # The boot image of the first 'pulumi up' stays: a baked image made later (or a newer family
+        # image) does not replace a live VM (as on AWS, docs/gcp.md); a new VM boots the current one.
+        opts=pulumi.ResourceOptions(
+            parent=parent, depends_on=depends_on, ignore_changes=list(KEPT_BOOT_IMAGE) if keep_image else None
+        ),
     )

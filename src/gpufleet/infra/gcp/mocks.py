@@ -95,6 +95,10 @@ class GcpMockCloud:
                     **nic,
                     "name": f"nic{index}",
                     "networkIp": str(cidr.network_address + offset),
+                    # An external address where the VM asks for one (the image builder alone does).
+                    "accessConfigs": [
+                        {**config, "natIp": "198.51.100.20"} for config in nic.get("accessConfigs") or []
+                    ],
                     "network": link.split("/zones/")[0] + "/global/networks/" + subnet.rsplit("/", 1)[-1],
                     "stackType": "IPV4_ONLY",
                 }
@@ -106,8 +110,17 @@ class GcpMockCloud:
             "instanceId": str(4_000_000_000_000_000_000 + self._instance_ids),
             "networkInterfaces": nics,
             "currentStatus": "RUNNING",
+            "bootDisk": {
+                **(inputs.get("bootDisk") or {}),
+                "source": f"{API}/projects/{self.project}/zones/"
+                f"{inputs.get('zone', self.zone)}/disks/{inputs['name']}",
+            },
             "cpuPlatform": "Intel Sapphire Rapids",
         }
+
+    def _compute_Image(self, name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        rid, link = self._path("global", "images", inputs["name"])
+        return {"id": rid, "selfLink": link}
 
     def _lustre_Instance(self, name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
         rid = f"projects/{self.project}/locations/{inputs['location']}/instances/{inputs['instanceId']}"

@@ -38,5 +38,11 @@ class LocalBackend:
     def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
         return LocalCluster(spec, state, SilentReporter()).connection()
 
+    def bake_pins(self, spec: ClusterSpec) -> dict[str, Any]:
+        """What besides the role files keys the spec's baked image (``gpufleet.infra.images``)."""
+        from gpufleet.infra.local.bake import bake_pins
+
+        return bake_pins(spec)
+
 
 backend = LocalBackend()

@@ -2,22 +2,24 @@
 
 A baked image is a node with every role's install phase applied (``playbooks/bake.yml --tags install``),
 committed with ``podman commit`` (gpufleet.infra.local.builder makes it). It is keyed by a content hash of
-what went into it: every file under ``roles/`` and ``playbooks/`` that Ansible reads (not READMEs, not role
-tests) and the pins (the spec's ``software`` block, the local provider's settings but the node sizes, and
-the node image it was made from). The record is the image's own labels, so ``list`` and ``delete`` need no
-other store, and ``up`` finds an image by the hash alone.
+what went into it (``gpufleet.infra.images``): every file under ``roles/`` and ``playbooks/`` that
+Ansible reads (not READMEs, not role tests) and the pins (the spec's ``software`` block, the local
+provider's settings but the node sizes, and the node image it was made from). The record is the
+image's own labels, so ``list`` and ``delete`` need no other store, and ``up`` finds an image by the hash
+alone.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import ProvisionError
+
+# The hashing is every backend's (gpufleet.infra.images); its names stay importable from here.
+from gpufleet.infra.images import HASHED_FOLDERS, content_hash, hashed_files  # noqa: F401
 from gpufleet.infra.local.image import node_image_ref
 from gpufleet.infra.local.podman import Podman
 from gpufleet.spec.model import ClusterSpec, LocalProvider
@@ -30,11 +32,6 @@ CREATED_LABEL = "gpufleet.bake.created"
 PINS_LABEL = "gpufleet.bake.pins"
 CLUSTER_LABEL = "gpufleet.cluster"
 
-# Folders the playbooks read, relative to the project root. Within them, files Ansible never reads
-# (documentation, role test scaffolding, caches, hidden files) do not change what is installed.
-HASHED_FOLDERS = ("roles", "playbooks")
-_SKIPPED_PARTS = frozenset({"tests", "molecule", "__pycache__"})
-_SKIPPED_SUFFIXES = (".md", ".pyc", "~")
 # Provider settings that only reach slurm.conf (configure), not what is installed.
 _CONFIGURE_ONLY_PROVIDER_FIELDS = frozenset({"node_cpus", "node_memory_mb"})
 
@@ -48,30 +45,6 @@ def bake_pins(spec: ClusterSpec) -> dict[str, Any]:
         "provider": provider.model_dump(mode="json", exclude=set(_CONFIGURE_ONLY_PROVIDER_FIELDS)),
         "base_image": node_image_ref(provider.debian_release, provider.mirror),
     }
-
-
-def hashed_files(root: Path) -> list[Path]:
-    """The files whose content keys a baked image, sorted by their path under ``root``."""
-    found = []
-    for folder in HASHED_FOLDERS:
-        for path in (root / folder).rglob("*"):
-            relative = path.relative_to(root)
-            if not path.is_file() or any(part.startswith(".") for part in relative.parts):
-                continue
-            if _SKIPPED_PARTS.intersection(relative.parts[:-1]) or path.name.endswith(_SKIPPED_SUFFIXES):
-                continue
-            found.append(path)
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
-
-
-def content_hash(root: Path, pins: dict[str, Any]) -> str:
-    """SHA-256 over each hashed file's path and bytes, then the pins as canonical JSON."""
-    digest = hashlib.sha256()
-    for path in hashed_files(root):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    digest.update(json.dumps(pins, sort_keys=True, separators=(",", ":")).encode())
-    return digest.hexdigest()
 
 
 def spec_hash(spec: ClusterSpec) -> str:
@@ -201,12 +174,7 @@ def delete_image(podman: Podman, name: str) -> BakedImage:
 
 
 def baked_and_current(spec: ClusterSpec, extra_vars: dict[str, Any]) -> str | None:
-    """The hash the inventory says every node is baked from, if it is still the current one, else None.
+    """``gpufleet.infra.images.baked_and_current`` for a local spec (None for any other)."""
+    from gpufleet.infra import images
 
-    When it is, the nodes already hold what the install phase would install, so ``configure`` runs with
-    ``--skip-tags install``; when the roles or pins changed since, it runs in full (docs/local.md).
-    """
-    recorded = extra_vars.get("gpufleet_baked_image_hash")
-    if not recorded or not isinstance(spec.provider, LocalProvider):
-        return None
-    return recorded if recorded == spec_hash(spec) else None
+    return images.baked_and_current(spec, extra_vars) if isinstance(spec.provider, LocalProvider) else None

@@ -1,0 +1,118 @@
+"""Baked images in one GCP project (``gpufleet image list / delete``, ``up``'s look-up, the retention rule).
+
+An image is gpufleet's when it is labelled ``gpufleet-image=baked`` (``tags.gcp_image_labels``).
+Its users are the disks made from it (a VM's boot disk records its ``sourceImage``), named by their
+``gpufleet-cluster`` label. Compute Engine's REST API (v1: ``images.list``, ``images.delete``,
+``disks.aggregatedList``) is called through google-auth's authorized session on Application Default
+Credentials, so no other client library is needed; tests pass a fake ``Http``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from gpufleet.errors import EnvironmentProblem, ProvisionError
+from gpufleet.infra.images import CloudImage
+from gpufleet.infra.tags import (
+    GCP_CLUSTER_LABEL,
+    GCP_IMAGE_BASE_LABEL,
+    GCP_IMAGE_HASH_LABEL,
+    GCP_IMAGE_LABEL,
+)
+
+COMPUTE = "https://compute.googleapis.com/compute/v1"
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# Http(method, url, params) -> the JSON answer; raises ProvisionError on an error answer.
+Http = Callable[[str, str, dict[str, str]], dict[str, Any]]
+
+
+def session_http() -> Http:
+    """An ``Http`` on Application Default Credentials."""
+    import google.auth
+    import google.auth.exceptions
+    from google.auth.transport.requests import AuthorizedSession
+
+    try:
+        credentials, _ = google.auth.default(scopes=[SCOPE])
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise EnvironmentProblem(
+            f"no Google credentials for the image calls: {exc}",
+            hint="run 'gcloud auth application-default login', or use Workload Identity Federation in CI",
+        ) from None
+    session = AuthorizedSession(credentials)
+
+    def call(method: str, url: str, params: dict[str, str]) -> dict[str, Any]:
+        answer = session.request(method, url, params=params, timeout=60)
+        if answer.status_code >= 400:
+            raise ProvisionError(
+                f"Compute Engine {method} {url} failed ({answer.status_code}): {answer.text[:400]}"
+            )
+        return dict(answer.json())
+
+    return call
+
+
+def _pages(http: Http, url: str, params: dict[str, str]) -> Iterator[dict[str, Any]]:
+    token = ""
+    while True:
+        page = http("GET", url, {**params, **({"pageToken": token} if token else {})})
+        yield page
+        token = page.get("nextPageToken") or ""
+        if not token:
+            return
+
+
+def list_images(project: str, *, http: Http | None = None) -> list[CloudImage]:
+    """gpufleet's baked images in ``project``, newest first, each with the clusters whose disks use it."""
+    http = http or session_http()
+    found = [
+        image
+        for page in _pages(
+            http, f"{COMPUTE}/projects/{project}/global/images", {"filter": f"labels.{GCP_IMAGE_LABEL}=baked"}
+        )
+        for image in page.get("items", [])
+    ]
+    users = _users(http, project) if found else {}
+    result = []
+    for image in found:
+        labels = image.get("labels") or {}
+        result.append(
+            CloudImage(
+                id=image["name"],
+                name=image.get("selfLink", image["name"]),
+                digest=labels.get(GCP_IMAGE_HASH_LABEL, ""),
+                base=labels.get(GCP_IMAGE_BASE_LABEL, ""),
+                created=image.get("creationTimestamp", ""),
+                used_by=tuple(sorted(users.get(image["name"], set()))),
+            )
+        )
+    return sorted(result, key=lambda image: image.created, reverse=True)
+
+
+def _users(http: Http, project: str) -> dict[str, set[str]]:
+    """Image name -> the clusters (or bare disk names) with a disk made from it, in every zone."""
+    users: dict[str, set[str]] = {}
+    url = f"{COMPUTE}/projects/{project}/aggregated/disks"
+    for page in _pages(http, url, {"returnPartialSuccess": "true"}):
+        for scoped in (page.get("items") or {}).values():
+            for disk in scoped.get("disks") or []:
+                source = disk.get("sourceImage") or ""
+                if "/global/images/" not in source:
+                    continue
+                who = (disk.get("labels") or {}).get(GCP_CLUSTER_LABEL) or f"disk {disk.get('name', '?')}"
+                users.setdefault(source.rsplit("/", 1)[-1], set()).add(who)
+    return users
+
+
+def delete_image(project: str, image: CloudImage, *, http: Http | None = None) -> list[str]:
+    """Delete the image; refused while any disk was made from it."""
+    http = http or session_http()
+    users = _users(http, project).get(image.id)
+    if users:
+        raise ProvisionError(
+            f"baked image {image.id} is in use by {', '.join(sorted(users))}; not deleted",
+            hint="take those clusters down first ('gpufleet down SPEC'), then delete the image",
+        )
+    operation = http("DELETE", f"{COMPUTE}/projects/{project}/global/images/{image.id}", {})
+    return [f"gcp image {image.id} ({operation.get('status', 'requested').lower()})"]

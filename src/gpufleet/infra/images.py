@@ -1,0 +1,151 @@
+"""Baked node images on every backend: the content hash that keys them, the bake switch of ``configure``,
+and the retention rule of cloud images.
+
+A baked image holds every role's install phase (``playbooks/bake.yml --tags install``). It is keyed by a
+content hash of what went into it: every file under ``roles/`` and ``playbooks/`` that Ansible reads (not
+READMEs, not role tests) and the backend's pins (``bake_pins``: the spec's ``software`` block, the image it
+starts from, what the builder node looks like to the roles). ``up`` finds an image by that hash alone;
+``configure`` skips the install phase when the inventory's ``gpufleet_baked_image_hash`` is the hash of
+the roles and pins now (``baked_and_current``). The local backend keeps its images in podman
+(``gpufleet.infra.local.bake``), the clouds as AMIs and GCP images (``gpufleet.infra.cloudbake``) with
+the record in their tags or labels (``gpufleet.infra.tags``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufleet.errors import StateError
+from gpufleet.spec.model import ClusterSpec
+
+# Folders the playbooks read, relative to the project root. Within them, files Ansible never reads
+# (documentation, role test scaffolding, caches, hidden files) do not change what is installed.
+HASHED_FOLDERS = ("roles", "playbooks")
+_SKIPPED_PARTS = frozenset({"tests", "molecule", "__pycache__"})
+_SKIPPED_SUFFIXES = (".md", ".pyc", "~")
+# The inventory variable that records the hash every node of a cluster runs from (null: not baked).
+HASH_VAR = "gpufleet_baked_image_hash"
+# Cloud images kept per base image whatever else holds (the retention rule, docs/aws.md).
+KEEP_NEWEST = 2
+
+
+def hashed_files(root: Path) -> list[Path]:
+    """The files whose content keys a baked image, sorted by their path under ``root``."""
+    found = []
+    for folder in HASHED_FOLDERS:
+        for path in (root / folder).rglob("*"):
+            relative = path.relative_to(root)
+            if not path.is_file() or any(part.startswith(".") for part in relative.parts):
+                continue
+            if _SKIPPED_PARTS.intersection(relative.parts[:-1]) or path.name.endswith(_SKIPPED_SUFFIXES):
+                continue
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def content_hash(root: Path, pins: dict[str, Any]) -> str:
+    """SHA-256 over each hashed file's path and bytes, then the pins as canonical JSON."""
+    digest = hashlib.sha256()
+    for path in hashed_files(root):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest.update(json.dumps(pins, sort_keys=True, separators=(",", ":")).encode())
+    return digest.hexdigest()
+
+
+def spec_hash(spec: ClusterSpec) -> str | None:
+    """The hash of the spec's roles and pins now, or None for a backend that does not bake (bare metal)."""
+    from gpufleet.configure.runner import project_root
+    from gpufleet.infra.backend import backend_for
+
+    pins = getattr(backend_for(spec), "bake_pins", None)
+    return None if pins is None else content_hash(project_root(), pins(spec))
+
+
+def baked_and_current(spec: ClusterSpec, extra_vars: dict[str, Any]) -> str | None:
+    """The hash the inventory says every node is baked from, if it is still the current one, else None.
+
+    When it is, the nodes already hold what the install phase would install, so ``configure`` runs with
+    ``--skip-tags install``; when the roles or pins changed since, it runs in full (docs/local.md).
+    """
+    recorded = extra_vars.get(HASH_VAR)
+    if not recorded:
+        return None
+    return recorded if recorded == spec_hash(spec) else None
+
+
+@dataclass(frozen=True)
+class CloudImage:
+    """An AMI or a GCP image that gpufleet baked, as its tags or labels record it."""
+
+    id: str  # ami-... / the image's name on GCP
+    name: str
+    digest: str  # the content hash (on GCP, as much of it as a label holds)
+    base: str
+    created: str  # ISO 8601
+    snapshots: tuple[str, ...] = ()  # AWS: the EBS snapshots behind the AMI
+    used_by: tuple[str, ...] = ()  # clusters with a live instance booted from it
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "hash": self.digest,
+            "base": self.base,
+            "created": self.created,
+            "snapshots": list(self.snapshots),
+            "used_by": list(self.used_by),
+        }
+
+
+def matches(image: CloudImage, digest: str) -> bool:
+    """Whether ``image`` was baked from ``digest`` (a GCP label holds only the first 63 characters)."""
+    return bool(image.digest) and digest.startswith(image.digest)
+
+
+def referenced_hashes(root: Path | None = None) -> set[str]:
+    """The baked-image hashes the clusters made on this machine run from (their inventories record it);
+    raises when one of those inventories cannot be read."""
+    from gpufleet.inventory.model import Inventory
+    from gpufleet.state import ClusterState, state_root
+
+    root = root or state_root()
+    found: set[str] = set()
+    for folder in sorted(root.iterdir()) if root.exists() else []:
+        inventory_file = ClusterState(name=folder.name, root=folder).inventory_file
+        if not folder.is_dir() or not inventory_file.exists():
+            continue
+        # An inventory that cannot be read raises (SpecError names it): a cluster whose image is unknown
+        # must stop the retention rule rather than lose its image.
+        try:
+            recorded = Inventory.read(inventory_file).extra_vars.get(HASH_VAR)
+        except OSError as exc:
+            raise StateError(
+                f"cannot read {inventory_file} ({exc.strerror}): the baked image it uses is unknown",
+                hint="fix its permissions, or take that cluster down, before pruning images",
+            ) from None
+        if recorded:
+            found.add(str(recorded))
+    return found
+
+
+def to_prune(
+    images: Iterable[CloudImage], *, referenced: set[str], keep: int = KEEP_NEWEST
+) -> list[CloudImage]:
+    """The retention rule: per base image, the ``keep`` newest stay; an older one goes only when no live
+    instance runs from it and no cluster state on this machine records its hash."""
+    by_base: dict[str, list[CloudImage]] = {}
+    for image in images:
+        by_base.setdefault(image.base, []).append(image)
+    doomed = []
+    for family in by_base.values():
+        for image in sorted(family, key=lambda i: i.created, reverse=True)[keep:]:
+            in_use = image.used_by or any(matches(image, digest) for digest in referenced)
+            if not in_use:
+                doomed.append(image)
+    return doomed
