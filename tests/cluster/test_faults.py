@@ -260,6 +260,7 @@ def test_node_killed_mid_configure_then_up_configure_validate_and_one_stopped_be
     assert configure.returncode == 5, f"--- stdout\n{out[-3000:]}\n--- stderr\n{err[-3000:]}"
     assert f"{victim} became unreachable" in err and "gpufleet up SPEC" in err, err
     assert "Traceback" not in err, err
+    print("\n" + next(line for line in err.splitlines() if "became unreachable" in line))
     assert fleet.phase(name, "configure") == "failed"
     record = json.loads((fleet.state / name / "state.json").read_text())
     assert victim in record["phases"]["configure"]["error"], record["phases"]["configure"]
