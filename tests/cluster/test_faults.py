@@ -245,7 +245,10 @@ def test_node_killed_mid_configure_then_up_configure_validate_and_one_stopped_be
 ) -> None:
     name = f"{PREFIX}-kill"
     validation = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())["validation"]
-    validation["timeout"] = "10m"
+    # This test is about the node coming back, not the bridge's bandwidth: with two clusters configuring
+    # beside it (load 12 on 2 cores) all_gather read below the example's 0.05 GB/s floor on healthy
+    # nodes. A floor a tenth of that still fails a run that does not complete.
+    validation.update(collectives=["all_reduce"], min_busbw={"all_reduce": 0.005}, timeout="10m")
     spec = fleet.spec(name, compute=2, validation=validation)
     fleet("up", str(spec))
     victim, other = f"{name}-compute-1", f"{name}-compute-0"
@@ -271,8 +274,11 @@ def test_node_killed_mid_configure_then_up_configure_validate_and_one_stopped_be
     assert all(node["running"] for node in running), running
     fleet("configure", str(spec))
     assert fleet.phase(name, "configure") == "done"
-    report = json.loads(fleet("validate", "--json", "--out", str(fleet.workdir / "ok"), str(spec)).stdout)
-    assert report["passed"] is True, json.dumps(report, indent=1)[-3000:]
+    done = fleet("validate", "--json", "--out", str(fleet.workdir / "ok"), str(spec), expect=None)
+    report = json.loads(done.stdout)
+    shown = {key: value for key, value in report.items() if key != "health"}  # health passed: long, moot
+    shown["health_failed"] = (report.get("health") or {}).get("failed_nodes")
+    assert done.returncode == 0 and report["passed"] is True, json.dumps(shown, indent=1)[-5000:]
 
     # A node stopped before validate: the health step names it, the verdict is FAIL (exit 1), and
     # validate ends well inside the spec's timeout.
