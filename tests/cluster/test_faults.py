@@ -2,6 +2,9 @@
 
 - a slow node (one node's link rate-limited with tc): the gate fails, the bisection names that node within
   ceil(log2 N) + 2 rounds, Slurm drains it with the reason, the report shows the rounds;
+- a compute node killed in the middle of ``configure``: the error names it; ``up`` starts it again and
+  ``configure`` then completes, ``validate`` passes; a node stopped before ``validate``: the health step
+  names it and validate ends within the spec's timeout;
 - a second ``up`` of the same cluster while the first runs: refused by the lock, nothing half-made;
 - SIGINT during ``configure``, SIGTERM during ``up`` and ``validate``: a clean stop, the state says where,
   ``down`` removes everything; ``configure`` run again completes;
@@ -109,6 +112,31 @@ class Gpufleet:
         return (record.get("phases", {}).get(phase) or {}).get("status")
 
 
+def ansible_result_on(artifacts: Path, host: str) -> bool:
+    """Has the running play reported a task result for ``host`` (an ansible-runner job event)?"""
+    for path in artifacts.rglob("job_events/*.json"):
+        try:
+            event = json.loads(path.read_text())
+        except (OSError, ValueError):  # being written
+            continue
+        if event.get("event") == "runner_on_ok" and event.get("event_data", {}).get("host") == host:
+            return True
+    return False
+
+
+def running_below(pid: int, needle: str) -> bool:
+    """Is a process below ``pid`` running with ``needle`` in its command line (ssh ... srun ...)?"""
+    from gpufleet.lifecycle.signals import descendants
+
+    for child in descendants(pid):
+        try:
+            if needle in Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def stop(process: subprocess.Popen, signum: int, timeout: float = 120) -> tuple[int, str, str]:
     process.send_signal(signum)
     out, err = process.communicate(timeout=timeout)
@@ -129,11 +157,9 @@ def fleet(tmp_path: Path) -> Iterator[Gpufleet]:
                 cli("down", str(spec), expect=None)
 
 
-# Timing-sensitive steps (signals racing the commands they stop, Slurm's drain completing) failed in
-# three different places in three runs on the merged tree; the slow-node search itself passed each time.
-# Kept running, not gating, until it is made deterministic (issue 12 stays open for it).
-@pytest.mark.xfail(reason="timing-sensitive signal and drain steps; see the comment above", strict=False)
 def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet) -> None:
+    """Every step waits for an observable event, never for time: a signal goes out once the child it
+    must stop (ansible-playbook's first results, the collective's srun) is seen running."""
     name = f"{PREFIX}-slow"
     spec = fleet.spec(
         name,
@@ -154,24 +180,18 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
         podman("ps", "--filter", f"label=gpufleet.cluster={name}", "--format", "{{.Names}}")
     ) == sorted([f"{name}-controller", *nodes])
 
-    # SIGINT in the middle of configure: exit 130, the state says so, no ansible-playbook left behind.
+    # SIGINT in the middle of configure (Ansible has reported results, so the play runs): exit 130,
+    # the state says so, and when the command has exited no ansible-playbook process is left (the
+    # command waits for them, and kills those that outstay its grace).
     configure = fleet.start("configure", str(spec))
-    wait_for("configure to start", lambda: fleet.phase(name, "configure") == "running", 120)
     artifacts = fleet.state / name / "logs" / "ansible"
-    wait_for("the first Ansible events", lambda: any(artifacts.rglob("job_events/*.json")), 300)
+    wait_for("Ansible's first result", lambda: ansible_result_on(artifacts, f"{name}-controller"), 600)
     code, _, err = stop(configure, signal.SIGINT)
     assert code == 130, err
     assert "stopped by SIGINT" in err and "Traceback" not in err, err
     assert fleet.phase(name, "configure") == "interrupted"
-
-    def playbooks_left() -> str:
-        found = subprocess.run(
-            ["pgrep", "-f", f"ansible-playbook.*{fleet.state}"], capture_output=True, text=True
-        )
-        return found.stdout.strip()
-
-    # The children get the signal too and end on their own, within a few seconds.
-    wait_for("ansible-playbook to end after the SIGINT", lambda: playbooks_left() == "", 30)
+    left = subprocess.run(["pgrep", "-f", f"ansible-playbook.*{fleet.state}"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"ansible-playbook still running after configure exited: {left.stdout}"
     # ... and configure run again completes.
     assert fleet("configure", "--json", str(spec)).returncode == 0
     assert fleet.phase(name, "configure") == "done"
@@ -193,32 +213,83 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     print(f"\nslow node {slow}: {rounds} round(s), {jobs} job(s), named {bisection['bad_nodes']}")
     markdown = (out / "validation-report.md").read_text()
     assert "## Bad nodes (bisection)" in markdown and "- round 1:" in markdown and slow in markdown
-    sinfo = podman(
-        "exec", f"{name}-controller", "sinfo", "-h", "-N", "-n", slow, "-o", "%N|%t|%E"
-    )  # node | state | reason
-    # drain (idle and drained) or drng (draining: a bisection job on it is still completing)
-    assert sinfo and sinfo[0].split("|")[1].startswith(("drain", "drng")), sinfo
-    assert "gpufleet" in sinfo[0].split("|")[2], sinfo
 
-    # SIGTERM in the middle of validate: exit 143 within the spec's timeouts, the state says so. The run
-    # is made long (many iterations) so that the signal surely lands while it is still going.
+    def slurm_node() -> list[str]:  # [state, reason]: drng while a job on it completes, then drain
+        line = podman("exec", f"{name}-controller", "sinfo", "-h", "-N", "-n", slow, "-o", "%t|%E")
+        return line[0].split("|", 1) if line else ["", ""]
+
+    wait_for(f"Slurm to finish draining {slow}", lambda: slurm_node()[0] == "drain", 120)
+    assert "gpufleet" in slurm_node()[1], slurm_node()
+
+    # SIGTERM in the middle of validate: it goes out once the collective's srun is seen running (its
+    # many iterations over the slowed link keep it going for minutes), so it cannot land after the end.
     long_run = yaml.safe_load(spec.read_text())
     long_run["validation"]["iterations"] = 2000
     long_spec = spec.with_name("long-validate.yaml")
     long_spec.write_text(yaml.safe_dump(long_run))
     again = fleet.start("validate", "--out", str(fleet.workdir / "again"), str(long_spec))
-    wait_for("validate to start", lambda: fleet.phase(name, "validate") == "running", 120)
-    time.sleep(10)
+    wait_for("the collective's srun", lambda: running_below(again.pid, "all_reduce_perf"), 600)
+    assert fleet.phase(name, "validate") == "running"
     code, _, err = stop(again, signal.SIGTERM, timeout=300)
     assert code == 143, err
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err
     assert fleet.phase(name, "validate") == "interrupted"
 
-    # A node stopped before validate: the health step names it and validate ends, nothing hangs.
-    podman("stop", "-t", "1", nodes[0])
+    down = json.loads(fleet("down", "--json", str(spec)).stdout)
+    assert down["leftovers"] == []
+    assert labelled(name) == []
+
+
+def test_node_killed_mid_configure_then_up_configure_validate_and_one_stopped_before_validate(
+    fleet: Gpufleet,
+) -> None:
+    name = f"{PREFIX}-kill"
+    validation = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())["validation"]
+    # This test is about the node coming back, not the bridge's bandwidth: with two clusters configuring
+    # beside it (load 12 on 2 cores) all_gather read below the example's 0.05 GB/s floor on healthy
+    # nodes. A floor a tenth of that still fails a run that does not complete.
+    validation.update(collectives=["all_reduce"], min_busbw={"all_reduce": 0.005}, timeout="10m")
+    spec = fleet.spec(name, compute=2, validation=validation)
+    fleet("up", str(spec))
+    victim, other = f"{name}-compute-1", f"{name}-compute-0"
+
+    # A compute node killed while configure runs (once Ansible has reported a result on it, so the
+    # play surely has more to do there): configure fails naming that node and how to bring it back.
+    configure = fleet.start("configure", str(spec))
+    artifacts = fleet.state / name / "logs" / "ansible"
+    wait_for(f"Ansible's first result on {victim}", lambda: ansible_result_on(artifacts, victim), 600)
+    podman("kill", victim)
+    out, err = configure.communicate(timeout=900)
+    assert configure.returncode == 5, f"--- stdout\n{out[-3000:]}\n--- stderr\n{err[-3000:]}"
+    assert f"{victim} became unreachable" in err and "gpufleet up SPEC" in err, err
+    assert "Traceback" not in err, err
+    print("\n" + next(line for line in err.splitlines() if "became unreachable" in line))
+    assert fleet.phase(name, "configure") == "failed"
+    record = json.loads((fleet.state / name / "state.json").read_text())
+    assert victim in record["phases"]["configure"]["error"], record["phases"]["configure"]
+
+    # up again starts it, configure completes, validate passes.
+    fleet("up", str(spec))
+    running = json.loads(fleet("status", "--json", str(spec)).stdout)["nodes"]
+    assert all(node["running"] for node in running), running
+    fleet("configure", str(spec))
+    assert fleet.phase(name, "configure") == "done"
+    done = fleet("validate", "--json", "--out", str(fleet.workdir / "ok"), str(spec), expect=None)
+    report = json.loads(done.stdout)
+    shown = {key: value for key, value in report.items() if key != "health"}  # health passed: long, moot
+    shown["health_failed"] = (report.get("health") or {}).get("failed_nodes")
+    assert done.returncode == 0 and report["passed"] is True, json.dumps(shown, indent=1)[-5000:]
+
+    # A node stopped before validate: the health step names it, the verdict is FAIL (exit 1), and
+    # validate ends well inside the spec's timeout.
+    podman("stop", "-t", "1", other)
     started = time.monotonic()
     done = fleet("validate", "--json", "--out", str(fleet.workdir / "stopped"), str(spec), expect=1)
-    print(f"validate with {nodes[0]} stopped: {time.monotonic() - started:.0f} s")
-    assert nodes[0] in json.loads(done.stdout)["health"]["failed_nodes"], done.stdout[-3000:]
+    took = time.monotonic() - started
+    print(f"\nvalidate with {other} stopped: {took:.0f} s")
+    assert took < 600, f"validate took {took:.0f} s, past validation.timeout (10m)"
+    report = json.loads(done.stdout)
+    assert report["passed"] is False and other in report["health"]["failed_nodes"], done.stdout[-3000:]
 
     down = json.loads(fleet("down", "--json", str(spec)).stdout)
     assert down["leftovers"] == []

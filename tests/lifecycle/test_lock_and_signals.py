@@ -128,3 +128,56 @@ def test_a_signal_stops_the_command_its_children_and_records_the_phase(tmp_path:
     record = json.loads((tmp_path / "sig" / "state.json").read_text())
     assert record["phases"]["configure"]["status"] == "interrupted"
     assert record["phases"]["configure"]["signal"] == signal.Signals(signum).name
+
+
+def test_a_child_that_ignores_the_signal_is_killed_before_the_command_exits(tmp_path: Path) -> None:
+    """ansible-playbook's workers lead sessions of their own and shut down in their own time: whatever
+    descended from the command when the signal came is gone when it exits (SIGKILL after the grace)."""
+    process = _python(
+        """
+        import os, subprocess, sys
+        from gpufleet.errors import GpufleetError
+        from gpufleet.lifecycle import signals
+
+        signals.GRACE_S = 1.0
+        # A session leader of its own that ignores SIGTERM, with a grandchild that does too (the
+        # grandchild prints its pid once it runs, then becomes the sleep).
+        child = subprocess.Popen(
+            ["sh", "-c", "trap '' TERM; sh -c 'trap \\"\\" TERM; echo $$; exec sleep 300' & wait"],
+            stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        grandchild = child.stdout.readline().strip()
+        try:
+            with signals.stop_on_signals():
+                print(child.pid, grandchild, flush=True)
+                child.wait()
+        except GpufleetError as exc:
+            print(exc.message, flush=True)
+            sys.exit(int(exc.exit_code))
+        """,
+        {"GPUFLEET_STATE_DIR": str(tmp_path)},
+    )
+    assert process.stdout is not None
+    pids = [int(pid) for pid in process.stdout.readline().split()]
+    assert len(pids) == 2 and all(_running(pid) for pid in pids), pids
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        out, err = process.communicate(timeout=30)
+        assert process.returncode == ExitCode.SIGTERM, (out, err)
+        assert time.monotonic() - started < 20, "the grace is 1 s; the kill must not wait for the children"
+        left = [pid for pid in pids if _running(pid)]
+        assert left == [], f"still running after the command exited: {left}"
+    finally:  # a failure leaves no sleeper behind
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        process.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -145,13 +145,29 @@ def run_playbook(
         artifacts=Path(runner.config.artifact_dir),
     )
     if not ok:
-        details = (
-            "\n".join(f"  - {line}" for line in progress.failures[:20])
-            or f"  ansible-runner: {runner.status}"
-        )
-        raise ConfigureError(
-            f"{playbook} failed (status {runner.status}, exit {runner.rc}):\n{details}",
-            hint=f"the full log is in {runner.config.artifact_dir}/stdout; fix the cause and re-run "
-            "'gpufleet configure' (it is safe to re-run)",
+        raise play_error(
+            playbook, runner.status, runner.rc, progress.failures, unreachable, runner.config.artifact_dir
         )
     return result
+
+
+def play_error(
+    playbook: str, status: str, rc: int, failures: list[str], unreachable: list[str], artifacts: str
+) -> ConfigureError:
+    """The error of a failed play; nodes that became unreachable (stopped, killed, cut off) are named first,
+    with how to bring them back."""
+    details = "\n".join(f"  - {line}" for line in failures[:20]) or f"  ansible-runner: {status}"
+    log = f"the full log is in {artifacts}/stdout"
+    if not unreachable:
+        return ConfigureError(
+            f"{playbook} failed (status {status}, exit {rc}):\n{details}",
+            hint=f"{log}; fix the cause and re-run 'gpufleet configure' (it is safe to re-run)",
+        )
+    nodes = ", ".join(unreachable)
+    return ConfigureError(
+        f"{playbook} failed (status {status}, exit {rc}): {nodes} became unreachable "
+        f"(stopped, killed or cut off from this machine) while it ran:\n{details}",
+        hint=f"bring {nodes} back: 'gpufleet up SPEC' starts a stopped node of a local cluster again (and is "
+        "safe to re-run on every provider); on a cloud or bare-metal node check that it runs and answers "
+        f"SSH; then re-run 'gpufleet configure SPEC' ({log})",
+    )

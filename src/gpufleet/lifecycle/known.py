@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpufleet.errors import EnvironmentProblem, StateError
+from gpufleet.progress import SilentReporter
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState, state_root
 
@@ -35,20 +36,14 @@ def removed_at(name: str) -> str | None:
 
 
 def local_objects(spec: ClusterSpec) -> list[str]:
-    """Podman containers, networks and volumes labelled for a local cluster."""
-    from gpufleet.infra.local.cluster import LABEL, cache_dir
-    from gpufleet.infra.local.podman import Podman
+    """Podman containers, networks and volumes labelled for a local cluster: the local backend's
+    ``leftovers`` (one source of truth for what a local cluster is made of)."""
+    from gpufleet.infra.local.backend import backend
 
     try:
-        podman = Podman(cache_dir())
+        return backend.leftovers(spec, ClusterState.for_name(spec.name), SilentReporter())
     except EnvironmentProblem:  # no podman here (or not root): then no podman object of it either
         return []
-    label = f"{LABEL}={spec.name}"
-    return [
-        f"{kind} {name}"
-        for kind in ("container", "network", "volume")
-        for name in podman.names_with_label(kind, label)
-    ]
 
 
 def exists(spec: ClusterSpec, state: ClusterState) -> bool:

@@ -5,6 +5,10 @@ started from worker threads), then raises where the command is; the error unwind
 paths as any failure: the phase in the state
 record is marked ``interrupted`` (``gpufleet.lifecycle.phases``), locks are released, and the CLI prints
 what happened and exits 130 (SIGINT) or 143 (SIGTERM). ``down`` afterwards removes everything.
+
+Before the command exits it waits, at most ``GRACE_S`` seconds, for every process that descended from it
+when the signal came (ansible-playbook and its forked workers, which lead sessions of their own, ssh,
+srun) to end, and kills those still there: when the command has exited, none of its work goes on.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +25,8 @@ from types import FrameType
 from gpufleet.errors import Interrupted
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+GRACE_S = 10.0  # how long the processes stopped by a signal get to end before they are killed
+_stopping: list[int] = []  # this process's descendants when the signal came
 
 
 def child_pids() -> list[int]:
@@ -33,10 +40,53 @@ def child_pids() -> list[int]:
     return sorted(set(pids))
 
 
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state letter) of a process, from /proc/<pid>/stat; None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    return int(fields[1]), fields[0]
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root`` in the process tree (Linux /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (found := _stat(int(entry.name))) is not None and found[1] != "Z":
+            parents.setdefault(found[0], []).append(int(entry.name))
+    below, todo = [], [root]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        below.extend(children)
+        todo.extend(children)
+    return sorted(below)
+
+
+def _alive(pid: int) -> bool:
+    found = _stat(pid)
+    return found is not None and found[1] != "Z"  # an exited child not yet reaped is a zombie: gone
+
+
+def wait_gone(pids: list[int], grace: float) -> list[int]:
+    """Wait up to ``grace`` seconds for ``pids`` to end, then SIGKILL those left; return the killed."""
+    deadline = time.monotonic() + grace
+    while (left := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    return left
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     # A second signal while the first one unwinds is ignored: the clean-up must be allowed to finish.
     for sig in _SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    _stopping[:] = descendants(os.getpid())
     # Children started from worker threads (ssh in a bisection round) would otherwise run to the end
     # of their timeout while the main thread waits for its threads: stop them now.
     for pid in child_pids():
@@ -63,6 +113,10 @@ def stop_on_signals() -> Iterator[None]:
         signal.signal(sig, _raise)
     try:
         yield
+    except Interrupted:
+        wait_gone(_stopping, GRACE_S)
+        _stopping.clear()
+        raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
