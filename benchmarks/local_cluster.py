@@ -10,7 +10,7 @@ For 3 and 5 nodes (1 controller + 2 or 4 compute), in three modes. Every phase r
   issue 11, and still the path of ``up`` without a baked image);
 - ``baked``: the baked image present: configure does only the per-cluster work.
 
-    sudo .venv/bin/python benchmarks/local_cluster.py [--nodes 3 5] [--modes cold warm baked]
+    sudo .venv/bin/python benchmarks/local_cluster.py [--nodes 3 5] [--modes cold warm baked] [--prefix spd]
 
 "CPU" is the CPU time a phase cost the nodes (their cgroups) and gpufleet with the Ansible it ran:
 unlike wall time, it hardly moves when other work shares the machine.
