@@ -10,7 +10,7 @@ For 3 and 5 nodes (1 controller + 2 or 4 compute), in three modes. Every phase r
   issue 11, and still the path of ``up`` without a baked image);
 - ``baked``: the baked image present: configure does only the per-cluster work.
 
-    sudo .venv/bin/python benchmarks/local_cluster.py [--nodes 3 5] [--modes cold warm baked]
+    sudo .venv/bin/python benchmarks/local_cluster.py [--nodes 3 5] [--modes cold warm baked] [--prefix spd]
 
 "CPU" is the CPU time a phase cost the nodes (their cgroups) and gpufleet with the Ansible it ran:
 unlike wall time, it hardly moves when other work shares the machine.
@@ -106,11 +106,13 @@ def timed(args: list[str], env: dict[str, str], cwd: Path, ok: tuple[int, ...] =
     return seconds, json.loads(done.stdout)
 
 
-def cycle(nodes: int, mode: str, workdir: Path, from_scratch: bool) -> dict[str, float | int | bool]:
+def cycle(
+    nodes: int, mode: str, workdir: Path, from_scratch: bool, prefix: str
+) -> dict[str, float | int | bool]:
     spec = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
-    spec["name"] = f"bench{nodes}"
+    spec["name"] = f"{prefix}{nodes}"
     spec["node_groups"][1]["count"] = nodes - 1
-    path = workdir / f"bench{nodes}.yaml"
+    path = workdir / f"{prefix}{nodes}.yaml"
     path.write_text(yaml.safe_dump(spec))
     env = {**os.environ, "GPUFLEET_STATE_DIR": str(workdir / "state")}
     bake = 0.0
@@ -165,12 +167,15 @@ def main() -> None:
     parser.add_argument(
         "--from-scratch", action="store_true", help="cold: remove the node images too (debootstrap counted)"
     )
+    parser.add_argument(
+        "--prefix", default="bench", help="cluster names: PREFIX3, PREFIX5 (unique on a shared machine)"
+    )
     options = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp:
         for nodes in options.nodes:
             for mode in options.modes:
-                result = cycle(nodes, mode, Path(tmp), options.from_scratch)
+                result = cycle(nodes, mode, Path(tmp), options.from_scratch, options.prefix)
                 rows.append((nodes, mode, result))
                 print(
                     f"# {nodes} nodes {mode}: {json.dumps({k: round(v, 1) for k, v in result.items()})}",

@@ -105,9 +105,14 @@ class LocalCluster:
                 self._ensure_node(node, addresses[node.name], image, authorized, digest)
                 for node in self.nodes
             ]
-        with self.reporter.step("wait for systemd and sshd on every node"):
-            for node in self.nodes:
-                self._wait_ready(node.name, addresses[node.name], key)
+        # Side by side: the nodes boot at once, so waiting for each in turn added an SSH login per node.
+        with (
+            self.reporter.step("wait for systemd and sshd on every node"),
+            ThreadPoolExecutor(max_workers=max(1, min(8, len(self.nodes)))) as pool,
+        ):
+            waits = [pool.submit(self._wait_ready, n.name, addresses[n.name], key) for n in self.nodes]
+            for wait in waits:
+                wait.result()  # the first node's failure, in node order
         # Nodes kept from an earlier up may come from another image: the hash holds only if all agree.
         common = set(baked)
         return self.inventory(addresses, baked_hash=common.pop() if len(common) == 1 else None)
@@ -292,6 +297,9 @@ class LocalCluster:
             filesystem=filesystem,
             connection=self.connection(),
             extra_vars={
+                # The node image's Python (Debian's python3): no interpreter discovery round trip per
+                # node on every run.
+                "ansible_python_interpreter": "/usr/bin/python3",
                 # Unprivileged containers see cgroup v1 controllers read-only (docs/local.md).
                 "slurm_proctrack_type": "proctrack/linuxproc",
                 "slurm_task_plugin": "task/none",
@@ -302,6 +310,10 @@ class LocalCluster:
                     "btl_tcp_if_include": "eth0",
                     "oob_tcp_if_include": "eth0",
                     "pml": "ob1",
+                    # Every node shares the host's cores: with more ranks than cores, a rank that
+                    # busy-polls for a message holds the core the sender needs. Yielding when idle
+                    # took a 4-rank all_reduce from 93-98 s to 21-34 s at load 12 (docs/benchmarks.md).
+                    "mpi_yield_when_idle": 1,
                 },
                 "gpufleet_nccl_env": {},
                 # The content hash of the baked image every node runs from (null: not baked).
