@@ -17,8 +17,8 @@ from rich.table import Table
 
 from gpufleet.cli.cluster import VerboseOpt, reporter_for
 from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
-from gpufleet.errors import ProvisionError, SpecError
-from gpufleet.infra.images import CloudImage
+from gpufleet.errors import SpecError
+from gpufleet.infra.images import CloudImage, the_one
 from gpufleet.spec.model import ClusterSpec, LocalProvider
 
 if TYPE_CHECKING:
@@ -182,13 +182,12 @@ def resolve_cloud(images: list[CloudImage], name: str) -> CloudImage:
         for image in images
         if wanted in (image.id, image.name) or (len(wanted) >= 6 and image.digest.startswith(wanted))
     ]
-    if len(found) == 1:
-        return found[0]
-    known = ", ".join(image.id for image in images) or "none"
-    if not found:
-        raise ProvisionError(f"no baked image named {name!r}", hint=f"baked images there: {known}")
-    raise ProvisionError(
-        f"{name!r} matches {len(found)} baked images: {', '.join(i.id for i in found)}",
+    return the_one(
+        found,
+        images,
+        name,
+        lambda image: image.id,
+        where="there",
         hint="give the image's id (gpufleet image list --spec SPEC)",
     )
 

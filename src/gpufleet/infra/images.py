@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from gpufleet.errors import StateError
+from gpufleet.errors import ProvisionError, StateError
 from gpufleet.spec.model import ClusterSpec
 
 # Folders the playbooks read, relative to the project root. Within them, files Ansible never reads
@@ -149,3 +149,26 @@ def to_prune(
             if not in_use:
                 doomed.append(image)
     return doomed
+
+
+_Image = TypeVar("_Image")
+
+
+def the_one(
+    found: list[_Image],
+    known: list[_Image],
+    name: str,
+    label: Callable[[_Image], str],
+    *,
+    where: str,
+    hint: str,
+) -> _Image:
+    """The one image of ``found`` that ``name`` matched among ``known``; a clear error for none or several."""
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        names = ", ".join(label(image) for image in known) or "none"
+        raise ProvisionError(f"no baked image named {name!r}", hint=f"baked images {where}: {names}")
+    raise ProvisionError(
+        f"{name!r} matches {len(found)} baked images: {', '.join(label(image) for image in found)}", hint=hint
+    )

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from gpufleet.errors import ProvisionError
+from gpufleet.infra import images
 from gpufleet.infra.local import bake
 from gpufleet.spec import parse_spec
 
@@ -31,7 +32,7 @@ def local_spec(**changes: object):
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    for folder in bake.HASHED_FOLDERS:
+    for folder in images.HASHED_FOLDERS:
         shutil.copytree(ROOT / folder, tmp_path / folder)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "local.md").write_text("# notes\n")
@@ -39,7 +40,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def key(root: Path, **changes: object) -> str:
-    return bake.content_hash(root, bake.bake_pins(local_spec(**changes)))
+    return images.content_hash(root, bake.bake_pins(local_spec(**changes)))
 
 
 def test_a_role_file_change_changes_the_hash(tree: Path) -> None:
@@ -84,7 +85,7 @@ def test_unrelated_changes_keep_the_hash(tree: Path) -> None:
 def test_the_hash_covers_the_base_image_and_files_by_path(tree: Path) -> None:
     pins = bake.bake_pins(local_spec())
     assert pins["base_image"].startswith("localhost/gpufleet-node:bookworm-")
-    files = [p.relative_to(tree).as_posix() for p in bake.hashed_files(tree)]
+    files = [p.relative_to(tree).as_posix() for p in images.hashed_files(tree)]
     assert "roles/slurm/tasks/main.yml" in files and "playbooks/bake.yml" in files
     assert not [f for f in files if f.endswith(".md") or "/tests/" in f]
     # Moving content between files changes the key even when the bytes are the same.

@@ -34,7 +34,8 @@ from gpufleet.catalog import aws as rules
 from gpufleet.catalog import load_catalog
 from gpufleet.infra import tags
 from gpufleet.infra.aws.ami import Images
-from gpufleet.infra.aws.security import INTERNET_PORTS
+from gpufleet.infra.aws.network import build_public_network
+from gpufleet.infra.aws.security import internet_egress, ssh_ingress
 from gpufleet.infra.userdata import render_user_data
 from gpufleet.spec.model import AwsProvider, ClusterSpec, NodeGroup
 
@@ -117,35 +118,8 @@ def _network(
     """The spec's VPC and subnet, or a VPC with one public subnet (the builder needs no NAT)."""
     if provider.vpc_id is not None and provider.subnet_id is not None:
         return provider.vpc_id, provider.subnet_id
-    vpc = aws.ec2.Vpc(
-        f"{name}-vpc",
-        cidr_block=rules.VPC_CIDR,
-        enable_dns_support=True,
-        enable_dns_hostnames=True,
-        tags={"Name": name},
-        opts=opts,
-    )
-    subnet = aws.ec2.Subnet(
-        f"{name}-public",
-        vpc_id=vpc.id,
-        cidr_block=rules.PUBLIC_SUBNET_CIDR,
-        availability_zone=provider.zone,
-        map_public_ip_on_launch=False,
-        tags={"Name": f"{name}-public"},
-        opts=opts,
-    )
-    igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": name}, opts=opts)
-    table = aws.ec2.RouteTable(
-        f"{name}-public-rt",
-        vpc_id=vpc.id,
-        routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-        tags={"Name": f"{name}-public"},
-        opts=opts,
-    )
-    aws.ec2.RouteTableAssociation(
-        f"{name}-public-rta", subnet_id=subnet.id, route_table_id=table.id, opts=opts
-    )
-    return vpc.id, subnet.id
+    public = build_public_network(name, provider, opts)
+    return public.vpc.id, public.subnet.id
 
 
 def _security_group(
@@ -158,28 +132,8 @@ def _security_group(
         tags={"Name": f"{name}-builder"},
         opts=opts,
     )
-    for index, cidr in enumerate(spec.access.allowed_cidrs):
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-sg-ssh-{index}",
-            security_group_id=group.id,
-            cidr_ipv4=str(cidr),
-            ip_protocol="tcp",
-            from_port=22,
-            to_port=22,
-            description="SSH from access.allowed_cidrs",
-            opts=opts,
-        )
-    for label, port in INTERNET_PORTS.items():
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-sg-{label}-out",
-            security_group_id=group.id,
-            cidr_ipv4="0.0.0.0/0",
-            ip_protocol="tcp",
-            from_port=port,
-            to_port=port,
-            description=f"{label} out (packages and downloads)",
-            opts=opts,
-        )
+    ssh_ingress(f"{name}-sg", group, spec, opts)
+    internet_egress(f"{name}-sg", group, "(packages and downloads)", opts)
     return group
 
 

@@ -29,30 +29,27 @@ class Network:
     created: bool
 
 
+@dataclass(frozen=True)
+class PublicNetwork:
+    vpc: aws.ec2.Vpc
+    subnet: aws.ec2.Subnet
+    igw: aws.ec2.InternetGateway
+
+
 def s3_service_name(region: str) -> str:
     prefix = "cn.com.amazonaws" if rules.partition(region) == "aws-cn" else "com.amazonaws"
     return f"{prefix}.{region}.s3"
 
 
-def build_network(name: str, provider: AwsProvider, opts: pulumi.ResourceOptions) -> Network:
-    if provider.vpc_id is not None and provider.subnet_id is not None:
-        return Network(vpc_id=provider.vpc_id, subnet_id=provider.subnet_id, created=False)
-
+def build_public_network(name: str, provider: AwsProvider, opts: pulumi.ResourceOptions) -> PublicNetwork:
+    """A VPC with one public subnet routed to an internet gateway (the image builder's whole network, and
+    the part of the cluster's that holds its NAT gateway)."""
     vpc = aws.ec2.Vpc(
         f"{name}-vpc",
         cidr_block=rules.VPC_CIDR,
         enable_dns_support=True,
         enable_dns_hostnames=True,
         tags={"Name": name},
-        opts=opts,
-    )
-    private = aws.ec2.Subnet(
-        f"{name}-private",
-        vpc_id=vpc.id,
-        cidr_block=rules.PRIVATE_SUBNET_CIDR,
-        availability_zone=provider.zone,
-        map_public_ip_on_launch=False,
-        tags={"Name": f"{name}-private"},
         opts=opts,
     )
     public = aws.ec2.Subnet(
@@ -65,15 +62,6 @@ def build_network(name: str, provider: AwsProvider, opts: pulumi.ResourceOptions
         opts=opts,
     )
     igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": name}, opts=opts)
-    eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags={"Name": f"{name}-nat"}, opts=opts)
-    nat = aws.ec2.NatGateway(
-        f"{name}-nat",
-        allocation_id=eip.allocation_id,
-        subnet_id=public.id,
-        connectivity_type="public",
-        tags={"Name": name},
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[igw])),
-    )
     public_rt = aws.ec2.RouteTable(
         f"{name}-public-rt",
         vpc_id=vpc.id,
@@ -83,6 +71,33 @@ def build_network(name: str, provider: AwsProvider, opts: pulumi.ResourceOptions
     )
     aws.ec2.RouteTableAssociation(
         f"{name}-public-rta", subnet_id=public.id, route_table_id=public_rt.id, opts=opts
+    )
+    return PublicNetwork(vpc=vpc, subnet=public, igw=igw)
+
+
+def build_network(name: str, provider: AwsProvider, opts: pulumi.ResourceOptions) -> Network:
+    if provider.vpc_id is not None and provider.subnet_id is not None:
+        return Network(vpc_id=provider.vpc_id, subnet_id=provider.subnet_id, created=False)
+
+    public = build_public_network(name, provider, opts)
+    vpc = public.vpc
+    private = aws.ec2.Subnet(
+        f"{name}-private",
+        vpc_id=vpc.id,
+        cidr_block=rules.PRIVATE_SUBNET_CIDR,
+        availability_zone=provider.zone,
+        map_public_ip_on_launch=False,
+        tags={"Name": f"{name}-private"},
+        opts=opts,
+    )
+    eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags={"Name": f"{name}-nat"}, opts=opts)
+    nat = aws.ec2.NatGateway(
+        f"{name}-nat",
+        allocation_id=eip.allocation_id,
+        subnet_id=public.subnet.id,
+        connectivity_type="public",
+        tags={"Name": name},
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[public.igw])),
     )
     private_rt = aws.ec2.RouteTable(
         f"{name}-private-rt",

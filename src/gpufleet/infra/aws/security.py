@@ -66,17 +66,7 @@ def build_security_groups(
         description="all traffic to the cluster (EFA)",
         opts=opts,
     )
-    for label, port in INTERNET_PORTS.items():
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-sg-{label}-out",
-            security_group_id=nodes.id,
-            cidr_ipv4="0.0.0.0/0",
-            ip_protocol="tcp",
-            from_port=port,
-            to_port=port,
-            description=f"{label} out through the NAT (packages, SSM)",
-            opts=opts,
-        )
+    internet_egress(f"{name}-sg", nodes, "through the NAT (packages, SSM)", opts)
     login = _login_group(name, spec, vpc_id, opts)
     if not with_fsx:
         return SecurityGroups(nodes=nodes, fsx=None, login=login)
@@ -176,10 +166,18 @@ def _login_group(
         tags={"Name": f"{name}-login"},
         opts=opts,
     )
+    ssh_ingress(f"{name}-login-sg", login, spec, opts)
+    return login
+
+
+def ssh_ingress(
+    prefix: str, group: aws.ec2.SecurityGroup, spec: ClusterSpec, opts: pulumi.ResourceOptions
+) -> None:
+    """SSH into ``group`` from each of ``access.allowed_cidrs`` (rules ``<prefix>-ssh-<index>``)."""
     for index, cidr in enumerate(spec.access.allowed_cidrs):
         aws.vpc.SecurityGroupIngressRule(
-            f"{name}-login-sg-ssh-{index}",
-            security_group_id=login.id,
+            f"{prefix}-ssh-{index}",
+            security_group_id=group.id,
             cidr_ipv4=str(cidr),
             ip_protocol="tcp",
             from_port=22,
@@ -187,4 +185,20 @@ def _login_group(
             description="SSH from access.allowed_cidrs",
             opts=opts,
         )
-    return login
+
+
+def internet_egress(
+    prefix: str, group: aws.ec2.SecurityGroup, why: str, opts: pulumi.ResourceOptions
+) -> None:
+    """HTTPS and HTTP out of ``group`` to anywhere (rules ``<prefix>-<https|http>-out``), nothing else."""
+    for label, port in INTERNET_PORTS.items():
+        aws.vpc.SecurityGroupEgressRule(
+            f"{prefix}-{label}-out",
+            security_group_id=group.id,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="tcp",
+            from_port=port,
+            to_port=port,
+            description=f"{label} out {why}",
+            opts=opts,
+        )

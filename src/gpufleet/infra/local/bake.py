@@ -17,9 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.errors import ProvisionError
-
-# The hashing is every backend's (gpufleet.infra.images); its names stay importable from here.
-from gpufleet.infra.images import HASHED_FOLDERS, content_hash, hashed_files  # noqa: F401
+from gpufleet.infra.images import content_hash, the_one
 from gpufleet.infra.local.image import node_image_ref
 from gpufleet.infra.local.podman import Podman
 from gpufleet.spec.model import ClusterSpec, LocalProvider
@@ -149,13 +147,12 @@ def resolve(images: list[BakedImage], name: str) -> BakedImage:
         if wanted in (image.ref, image.ref.removeprefix("localhost/"), image.ref.split(":", 1)[-1])
         or (len(wanted) >= 6 and (image.digest.startswith(wanted) or image.image_id.startswith(wanted)))
     ]
-    if len(matches) == 1:
-        return matches[0]
-    known = ", ".join(image.ref for image in images) or "none"
-    if not matches:
-        raise ProvisionError(f"no baked image named {name!r}", hint=f"baked images here: {known}")
-    raise ProvisionError(
-        f"{name!r} matches {len(matches)} baked images: {', '.join(m.ref for m in matches)}",
+    return the_one(
+        matches,
+        images,
+        name,
+        lambda image: image.ref,
+        where="here",
         hint="give the full name (gpufleet image list)",
     )
 
