@@ -216,3 +216,100 @@ def test_every_node_of_a_cloud_inventory_mounts_its_filesystem(tmp_path, snapsho
     assert len(names) >= 3
     for name in names:
         assert (tmp_path / f"{name}.fstab").read_text().splitlines() == [line], name
+
+
+# ---- the cross-node check, run for real ------------------------------------------------------------
+
+VERIFY_PLAY = [
+    {
+        "name": "Check the shared filesystem",
+        "hosts": "all",
+        "gather_facts": True,
+        "gather_subset": ["!all", "min"],
+        "roles": [{"role": "shared_fs"}],
+    }
+]
+
+
+def verify(tmp_path: Path, mounts: dict[str, str]) -> tuple[int, dict[str, dict[str, dict]]]:
+    """Run the role's configure phase for real (not check mode) on hosts that are all this machine, each
+    with a ``volume`` at its own mount point; returns the exit code and ``{host: {task name: result}}``."""
+    inventory = {
+        "all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+            "hosts": {
+                name: {"gpufleet_filesystem": {"kind": "volume", "mount_point": mount}}
+                for name, mount in mounts.items()
+            },
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "verify.yml").write_text(yaml.safe_dump(VERIFY_PLAY))
+    env = {
+        **os.environ,
+        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+    }
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    done = subprocess.run(
+        [playbook, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "verify.yml"),
+         "--tags", "configure"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    results: dict[str, dict[str, dict]] = {name: {} for name in mounts}
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for host, result in task["hosts"].items():
+                results[host][task["task"]["name"].removeprefix("shared_fs : ")] = result
+    return done.returncode, results
+
+
+def probe_files(directory: str, hosts: list[str]) -> list[str]:
+    return sorted(
+        entry.name
+        for entry in Path(directory).iterdir()
+        if any(entry.name.startswith(f".gpufleet-shared-fs-probe-{host}-") for host in hosts)
+    )
+
+
+READ = "Read the probe file another node wrote, and remove it (this node is its only reader)"
+CHECKED = "Assert that this node wrote its probe file and read what the other node wrote"
+MOUNTED = "Assert that the filesystem is mounted where the inventory says"
+CLEANED = "Remove this run's probe files from the failed check"
+FAILED = "Fail with what the check found"
+
+
+@pytest.mark.skipif(not os.path.ismount("/dev/shm"), reason="needs /dev/shm mounted")
+def test_nodes_that_share_the_mount_read_each_others_probe_and_leave_nothing(tmp_path):
+    hosts = [f"sfs-{os.getpid()}-{i}" for i in range(3)]
+    rc, results = verify(tmp_path, dict.fromkeys(hosts, "/dev/shm"))
+    failed = {h: {t: r.get("msg") for t, r in ran.items() if r.get("failed")} for h, ran in results.items()}
+    assert rc == 0, failed
+    for index, host in enumerate(hosts):
+        peer = hosts[(index + 1) % len(hosts)]
+        assert results[host][CHECKED]["msg"] == f"read {peer}'s probe file in /dev/shm"
+        assert results[host][READ]["stdout"].startswith(f"{peer} ")
+    assert probe_files("/dev/shm", hosts) == []
+
+
+@pytest.mark.skipif(
+    not (os.path.ismount("/dev/shm") and os.path.ismount("/proc")), reason="needs /dev/shm and /proc mounted"
+)
+def test_nodes_that_do_not_share_it_fail_with_what_each_saw_and_remove_their_probes(tmp_path):
+    # b's mount point is /proc: findmnt sees a mount there, but no file can be written in it.
+    a, b = f"sfs-{os.getpid()}-a", f"sfs-{os.getpid()}-b"
+    rc, results = verify(tmp_path, {a: "/dev/shm", b: "/proc"})
+    assert rc != 0
+    assert results[a][MOUNTED].get("failed") is not True
+    said_a, said_b = results[a][CHECKED]["msg"], results[b][CHECKED]["msg"]
+    assert results[a][CHECKED]["failed"] and results[b][CHECKED]["failed"]
+    assert f"{a} could not read back in /dev/shm what {b} wrote" in said_a, said_a
+    assert "do not share one filesystem at /dev/shm" in said_a
+    assert f"{b} could not write its probe file /proc/.gpufleet-shared-fs-probe-{b}-" in said_b, said_b
+    assert f"{b} could not read back in /proc what {a} wrote" in said_b, said_b
+    for host in (a, b):
+        assert results[host][CLEANED].get("failed") is not True
+        assert "the shared filesystem check failed at" in results[host][FAILED]["msg"]
+    assert probe_files("/dev/shm", [a, b]) == [], "the failed check left its probe file behind"
