@@ -4,7 +4,10 @@ Stack config (the only place gpufleet reads ``pulumi.Config``):
 - ``gpufleet:spec``: the cluster spec file, relative to this folder;
 - ``gpufleet:createdAt``: when the cluster was first made, ISO 8601 in UTC. The expiry tag is
   createdAt + the spec's ttl, so pinning it keeps the tag still across runs. Without it the time of
-  the run is used, with a warning (every ``pulumi up`` would then push the expiry out).
+  the run is used, with a warning (every ``pulumi up`` would then push the expiry out);
+- ``gpufleet:useBakedImage`` (default true): boot the image ``gpufleet image build`` baked from the spec's
+  roles and pins when the region (AWS) or project (GCP) has one, as ``gpufleet up`` does; false boots the
+  base image, and configure then installs.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ def main() -> None:
     if not spec_path.is_absolute():
         spec_path = HERE / spec_path
     spec = load_spec(spec_path)
-    outputs.export_outputs(program.cluster_program(spec, created_at(config)))
+    baked = program.find_baked_in_program(spec) if config.get_bool("useBakedImage") is not False else None
+    outputs.export_outputs(program.cluster_program(spec, created_at(config), baked=baked))
 
 
 main()

@@ -15,6 +15,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
 from gpufleet.infra.automation import PulumiBackend
 from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import MockCloud, Plan, run_offline
 from gpufleet.spec.model import ClusterSpec
 
@@ -29,12 +30,20 @@ def pulumi_backend(spec: ClusterSpec) -> PulumiBackend:
     return pulumi_backend_of(spec.provider.kind)
 
 
-def cluster_program(spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str] = ()) -> dict[str, Any]:
+def cluster_program(
+    spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str] = (), baked: CloudImage | None = None
+) -> dict[str, Any]:
     """Register the cluster's resources in the current Pulumi stack; return its outputs (common shape).
 
-    ``ssh_keys`` are public keys authorized on every node besides the spec's own.
+    ``ssh_keys`` are public keys authorized on every node besides the spec's own; ``baked`` is the image
+    of the spec's roles and pins that every node boots (``find_baked_in_program``), if there is one.
     """
-    return pulumi_backend(spec).program(spec, created_at, tuple(ssh_keys))
+    return pulumi_backend(spec).program(spec, created_at, tuple(ssh_keys), baked)
+
+
+def find_baked_in_program(spec: ClusterSpec) -> CloudImage | None:
+    """Inside a program the pulumi CLI runs: the baked image ``gpufleet up`` would boot, said in the log."""
+    return pulumi_backend(spec).find_baked_in_program(spec)
 
 
 def mock_cloud(spec: ClusterSpec) -> MockCloud:

@@ -107,6 +107,35 @@ class AwsBackend(PulumiBackend):
         )
         return ImageBuilderAws(request.name, args).stack_outputs
 
+    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
+        import pulumi_aws as aws
+
+        from gpufleet.infra.tags import AWS_IMAGE_BASE_TAG, AWS_IMAGE_HASH_TAG
+
+        region = _provider(spec).region
+        found = aws.ec2.get_ami_ids(
+            owners=["self"],
+            filters=[
+                {"name": f"tag:{AWS_IMAGE_HASH_TAG}", "values": [digest]},
+                {"name": "state", "values": ["available"]},
+            ],
+            region=region,
+        )
+        if not found.ids:
+            return None
+        newest = found.ids[0]  # newest first (sort_ascending defaults to false)
+        ami = aws.ec2.get_ami(
+            owners=["self"], filters=[{"name": "image-id", "values": [newest]}], region=region
+        )
+        tags = ami.tags or {}
+        return CloudImage(
+            id=newest,
+            name=ami.name,
+            digest=digest,
+            base=tags.get(AWS_IMAGE_BASE_TAG, ""),
+            created=ami.creation_date,
+        )
+
     def image_source(self, outputs: dict[str, Any]) -> str:
         return str(outputs["instance_id"])
 

@@ -2,8 +2,9 @@
 
 Implements ``gpufleet.infra.plan.MockCloud``: realistic ids (``i-``, ``lt-``, ``sg-``, ``fs-``, ...), ARNs
 in the spec's region, private IPs from the private subnet in the spec's host order (after the addresses AWS
-keeps), FSx ``dns_name`` and ``mount_name``, and the answer to the one provider function
-the program calls, ``aws:ec2/getAmi`` and ``aws:ec2/getInstance``. An instant EC2 Fleet launches
+keeps), FSx ``dns_name`` and ``mount_name``, and the answers to the provider functions the program
+calls: ``aws:ec2/getAmi``, ``aws:ec2/getInstance``, and ``aws:ec2/getAmiIds`` (the baked AMIs a test puts
+in ``baked_images``; none by default). An instant EC2 Fleet launches
 ``totalTargetCapacity`` instances (``fleetInstanceSets``); their ids sort in the group's host order, so
 ``getInstance`` answers each with its host's address. Creates nothing.
 """
@@ -16,7 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet.catalog import aws as rules
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import fake_id
+from gpufleet.infra.tags import AWS_IMAGE_BASE_TAG, AWS_IMAGE_HASH_TAG
 from gpufleet.spec.model import AwsProvider, ClusterSpec
 
 ACCOUNT = "123456789012"
@@ -83,6 +86,8 @@ class AwsMockCloud:
         self._hosts_of = {group.name: spec.host_names(group) for group in spec.node_groups}
         # instance id -> host, for the instances a fleet launched (answered by aws:ec2/getInstance)
         self._fleet_host: dict[str, str] = {}
+        # The account's baked AMIs (gpufleet image build), for aws:ec2/getAmiIds and getAmi.
+        self.baked_images: list[CloudImage] = []
 
     # ---- MockCloud --------------------------------------------------------------------------------
 
@@ -109,6 +114,8 @@ class AwsMockCloud:
             return self._ami(args)
         if token == "aws:ec2/getInstance:getInstance":
             return self._get_instance(args)
+        if token == "aws:ec2/getAmiIds:getAmiIds":
+            return self._ami_ids(args)
         raise NotImplementedError(f"AwsMockCloud has no answer for the provider function {token}")
 
     # ---- helpers ----------------------------------------------------------------------------------
@@ -120,8 +127,29 @@ class AwsMockCloud:
     def _suffix(name: str) -> str:
         return hashlib.sha256(name.encode()).hexdigest()[:7]
 
+    def _ami_ids(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The baked AMIs whose tags match every ``tag:`` filter, newest first (EC2's default order)."""
+        filters = {f["name"]: f["values"] for f in args.get("filters") or []}
+        wanted = filters.get(f"tag:{AWS_IMAGE_HASH_TAG}")
+        found = [image for image in self.baked_images if wanted is None or image.digest in wanted]
+        found.sort(key=lambda image: image.created, reverse=not args.get("sortAscending"))
+        return {"id": self.region, "ids": [image.id for image in found]}
+
     def _ami(self, args: Mapping[str, Any]) -> dict[str, Any]:
         filters = {f["name"]: f["values"] for f in args.get("filters") or []}
+        baked = next((i for i in self.baked_images if i.id in filters.get("image-id", [])), None)
+        if baked is not None:
+            return {
+                "id": baked.id,
+                "imageId": baked.id,
+                "name": baked.name,
+                "ownerId": ACCOUNT,
+                "creationDate": baked.created,
+                "tags": {AWS_IMAGE_HASH_TAG: baked.digest, AWS_IMAGE_BASE_TAG: baked.base},
+                "architecture": "x86_64",
+                "rootDeviceName": "/dev/sda1",
+                "state": "available",
+            }
         if "image-id" in filters:
             image_id = filters["image-id"][0]
             name = f"pinned image {image_id}"

@@ -110,6 +110,28 @@ class GcpBackend(PulumiBackend):
     def image_scope(self, spec: ClusterSpec) -> str:
         return _provider(spec).project
 
+    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
+        import pulumi_gcp as gcp
+
+        from gpufleet.infra.tags import GCP_IMAGE_BASE_LABEL, GCP_IMAGE_HASH_LABEL
+
+        found = gcp.compute.get_images(
+            # a label value holds 63 characters: the hash's first 63 (gpufleet.infra.images.matches)
+            filter=f"labels.{GCP_IMAGE_HASH_LABEL}={digest[:63]}",
+            project=_provider(spec).project,
+        )
+        if not found.images:
+            return None
+        newest = max(found.images, key=lambda image: image.creation_timestamp)
+        labels = newest.labels or {}
+        return CloudImage(
+            id=newest.name,
+            name=newest.self_link,
+            digest=labels.get(GCP_IMAGE_HASH_LABEL, digest[:63]),
+            base=labels.get(GCP_IMAGE_BASE_LABEL, ""),
+            created=newest.creation_timestamp,
+        )
+
     def list_images(self, scope: str) -> list[CloudImage]:
         from gpufleet.infra.gcp import images
 

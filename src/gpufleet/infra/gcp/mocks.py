@@ -4,7 +4,8 @@ Used by ``gpufleet plan`` and the tests (``gpufleet.infra.plan.run_offline``). I
 the provider computes, in the provider's own formats: ids and self links, subnet gateways, each NIC's
 network IP taken in order from its subnet's range, the Lustre mount point (``<ip>@tcp:/<fs>``) from the
 private services access range, Filestore's IP from its reserved range; and the ``gcp:compute/getImage``
-invoke. It creates nothing and needs no credentials.
+and ``gcp:compute/getImages`` invokes (the baked images a test puts in ``baked_images``; none by
+default). It creates nothing and needs no credentials.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import fake_id
+from gpufleet.infra.tags import GCP_IMAGE_BASE_LABEL, GCP_IMAGE_HASH_LABEL
 from gpufleet.spec.model import ClusterSpec
 
 API = "https://www.googleapis.com/compute/v1"
@@ -30,6 +33,8 @@ class GcpMockCloud:
         self._next_host: dict[str, int] = {}
         self._ranges: dict[str, ipaddress.IPv4Network] = {}  # global address name -> range
         self._instance_ids = 0
+        # The project's baked images (gpufleet image build), for gcp:compute/getImages.
+        self.baked_images: list[CloudImage] = []
 
     # ---- resources ------------------------------------------------------------------------------
 
@@ -157,4 +162,19 @@ class GcpMockCloud:
                 "status": "READY",
                 "diskSizeGb": 10,
             }
+        if token == "gcp:compute/getImages:getImages":
+            return self._images(args)
         raise NotImplementedError(f"GcpMockCloud has no answer for the invoke {token}")
+
+    def _images(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The baked images matching a ``labels.<key>=<value>`` filter (the only form the program sends)."""
+        key, _, value = str(args.get("filter", "")).removeprefix("labels.").partition("=")
+        images = []
+        for image in self.baked_images:
+            labels = {GCP_IMAGE_HASH_LABEL: image.digest[:63], GCP_IMAGE_BASE_LABEL: image.base}
+            if labels.get(key) == value:
+                _, link = self._path("global", "images", image.id)
+                images.append(
+                    {"name": image.id, "selfLink": link, "creationTimestamp": image.created, "labels": labels}
+                )
+        return {"id": args.get("project") or self.project, "images": images}
