@@ -95,12 +95,21 @@ def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> N
         "Assert that the filesystem is mounted where the inventory says",
     )
     assert set(mounted) == every and all(m.startswith("/shared: ") for m in mounted.values()), mounted
-    shared = task_results(first["artifacts"], "Assert that this node read what the other node wrote")
+    shared = task_results(
+        first["artifacts"], "Assert that this node wrote its probe file and read what the other node wrote"
+    )
     assert set(shared) == every, shared
     peers = {host: message.split("'")[0].removeprefix("read ") for host, message in shared.items()}
     assert all(peer in every and peer != host for host, peer in peers.items()), peers
     assert podman("exec", f"{NAME}-compute-0", "ls", "-A", "/shared") == [], "probe files were left behind"
     assert first["install_phase"] == f"skipped: baked image {baked_image['hash']}"
+    # The mpi role's parameters are a block below Debian's own settings, and they are the ones in effect.
+    mca = podman("exec", f"{NAME}-compute-0", "cat", "/etc/openmpi/openmpi-mca-params.conf")
+    assert "btl = ^uct,openib,ofi" in mca, mca
+    assert mca[-1] == "# END gpufleet role mpi: Open MPI MCA parameters", mca
+    effective = podman("exec", f"{NAME}-compute-0", "ompi_info", "--all", "--parsable")
+    assert "mca:btl:base:param:btl:value:vader,tcp,self" in effective
+    assert "mca:mpi:base:param:mpi_yield_when_idle:value:true" in effective
     rendered = [task for task in first["changed_tasks"] if task.endswith(": Render slurm.conf")]
     assert len(rendered) == len(nodes), first["changed_tasks"]
     assert {node: package_state(node) for node in nodes} == packages
