@@ -5,16 +5,12 @@ own there)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from playbook_json import run_playbook
 
-ROOT = Path(__file__).resolve().parents[2]
 UP_CHECK = "Assert that every socket interface is up"
 
 
@@ -42,24 +38,8 @@ def converge(tmp_path: Path, nics: list[str]) -> tuple[int, dict[str, dict]]:
             }
         }
     }
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-    }
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "inventory.yml"),
-         str(tmp_path / "play.yml")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    results: dict[str, dict] = {}
-    for ran in json.loads(done.stdout)["plays"]:
-        for task in ran["tasks"]:
-            results[task["task"]["name"].split(" : ", 1)[-1]] = task["hosts"]["node"]
-    return done.returncode, results
+    rc, results = run_playbook(tmp_path, inventory, play)
+    return rc, results.get("node", {})
 
 
 @pytest.mark.skipif(not Path("/sys/class/net/lo").exists(), reason="needs the loopback interface")

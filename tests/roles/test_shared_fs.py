@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from playbook_json import run_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).with_name("shared_fs")
@@ -79,32 +79,8 @@ def converge(
             },
         }
     }
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-        "ANSIBLE_HOST_KEY_CHECKING": "False",
-    }
-    playbook = str(Path(sys.executable).parent / "ansible-playbook")
-    done = subprocess.run(
-        [playbook, "-i", str(tmp_path / "inventory.yml"), str(HERE / "converge.yml"), "--check",
-         "--tags", "configure"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    try:
-        report = json.loads(done.stdout)
-    except ValueError:
-        pytest.fail(
-            f"ansible-playbook exited {done.returncode} without a JSON report:\n{done.stderr[-3000:]}"
-        )
-    results: dict[str, dict[str, dict]] = {name: {} for name in hosts}
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            for host, result in task["hosts"].items():
-                results[host][task["task"]["name"].removeprefix("shared_fs : ")] = result
-    return done.returncode, results
+    rc, results = run_playbook(tmp_path, inventory, HERE / "converge.yml", "--check", "--tags", "configure")
+    return rc, {name: results.get(name, {}) for name in hosts}
 
 
 MOUNT = "Mount the filesystem and persist it in fstab"
@@ -243,27 +219,8 @@ def verify(tmp_path: Path, mounts: dict[str, str]) -> tuple[int, dict[str, dict[
             },
         }
     }
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    (tmp_path / "verify.yml").write_text(yaml.safe_dump(VERIFY_PLAY))
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
-    }
-    playbook = str(Path(sys.executable).parent / "ansible-playbook")
-    done = subprocess.run(
-        [playbook, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "verify.yml"),
-         "--tags", "configure"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    report = json.loads(done.stdout)
-    results: dict[str, dict[str, dict]] = {name: {} for name in mounts}
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            for host, result in task["hosts"].items():
-                results[host][task["task"]["name"].removeprefix("shared_fs : ")] = result
-    return done.returncode, results
+    rc, results = run_playbook(tmp_path, inventory, VERIFY_PLAY, "--tags", "configure")
+    return rc, {name: results.get(name, {}) for name in mounts}
 
 
 def probe_files(directory: str, hosts: list[str]) -> list[str]:

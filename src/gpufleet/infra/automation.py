@@ -271,41 +271,50 @@ class PulumiBackend:
 
     def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
         """The newest baked image of the spec's roles and pins now, said either way (``gpufleet up``)."""
-        from gpufleet.infra.images import matches, spec_hash
+        from gpufleet.infra.images import matches
 
-        if self._mixed_gpu_groups(spec):
-            reporter.info(_MIXED_GROUPS)
-            return None
-        digest = spec_hash(spec)
-        images = self.list_images(self.image_scope(spec))
-        found = next((i for i in images if digest and matches(i, digest)), None)
-        reporter.info(_baked_message(found, digest))
-        return found
+        def newest(digest: str) -> CloudImage | None:
+            images = self.list_images(self.image_scope(spec))  # newest first
+            return next((image for image in images if matches(image, digest)), None)
+
+        return self._choose_baked(spec, newest, reporter.info)
 
     def find_baked_in_program(self, spec: ClusterSpec) -> CloudImage | None:
         """``find_baked`` from inside a Pulumi program that the pulumi CLI runs (``stacks/``, CI): the same
         choice, read with the provider's own functions, and said in the engine's log."""
         import pulumi
 
-        from gpufleet.infra.images import spec_hash
-
-        if self._mixed_gpu_groups(spec):
-            pulumi.log.info(_MIXED_GROUPS)
-            return None
-        digest = spec_hash(spec)
-        found = self.baked_by_invoke(spec, digest) if digest else None
-        pulumi.log.info(_baked_message(found, digest))
-        return found
+        return self._choose_baked(spec, lambda digest: self.baked_by_invoke(spec, digest), pulumi.log.info)
 
     def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
         """Inside a Pulumi program: the newest image baked from ``digest`` in the spec's region or project,
         found with the provider's functions (an AMI's tags, an image's labels), or None."""
         raise NotImplementedError
 
-    def _mixed_gpu_groups(self, spec: ClusterSpec) -> bool:
+    def _choose_baked(
+        self, spec: ClusterSpec, newest: Callable[[str], CloudImage | None], say: Callable[[str], None]
+    ) -> CloudImage | None:
+        """None for GPU groups of different install phases, else ``newest(hash of the roles and pins now)``;
+        what was chosen is said either way."""
         from gpufleet.infra.cloudbake import mixed_gpu_groups
+        from gpufleet.infra.images import spec_hash
 
-        return bool(mixed_gpu_groups(self, spec))
+        if mixed_gpu_groups(self, spec):
+            say("GPU groups of different install phases: no baked image, nodes install at configure")
+            return None
+        digest = spec_hash(spec)
+        found = newest(digest) if digest else None
+        if found is None:
+            say(
+                f"no baked image for the current roles and pins ({(digest or '')[:12]}): nodes boot the base "
+                "image and configure installs (gpufleet image build SPEC bakes one)"
+            )
+        else:
+            say(
+                f"node image {found.id}: baked {found.created} from the current roles and pins "
+                f"({found.digest[:12]}); nodes made before it keep theirs"
+            )
+        return found
 
     def up(
         self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
@@ -387,18 +396,3 @@ class PulumiBackend:
         return Inventory.from_stack_outputs(
             {**outputs, "hosts": hosts}, connection=self.connection(spec, state)
         )
-
-
-_MIXED_GROUPS = "GPU groups of different install phases: no baked image, nodes install at configure"
-
-
-def _baked_message(found: CloudImage | None, digest: str | None) -> str:
-    if found is None:
-        return (
-            f"no baked image for the current roles and pins ({(digest or '')[:12]}): nodes boot the base "
-            "image and configure installs (gpufleet image build SPEC bakes one)"
-        )
-    return (
-        f"node image {found.id}: baked {found.created} from the current roles and pins "
-        f"({found.digest[:12]}); nodes made before it keep theirs"
-    )

@@ -93,19 +93,9 @@ class AwsBackend(PulumiBackend):
         )
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:
-        from gpufleet.infra.aws.image_builder import ImageBuilderAws, ImageBuilderAwsArgs
+        from gpufleet.infra.aws.image_builder import ImageBuilderAws
 
-        args = ImageBuilderAwsArgs(
-            spec=request.spec,
-            group=request.group,
-            instance_type=request.instance_type,
-            digest=request.digest,
-            base=request.base,
-            created_at=request.created_at,
-            ssh_keys=request.ssh_keys,
-            source_instance_id=request.source,
-        )
-        return ImageBuilderAws(request.name, args).stack_outputs
+        return ImageBuilderAws(request.name, request).stack_outputs
 
     def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
         import pulumi_aws as aws

@@ -11,7 +11,7 @@ Type token ``gpufleet:aws:ImageBuilder``. Children (named after the builder, ``b
   out (packages, NVIDIA's and EFA's downloads);
 - ``<name>-builder``: one instance from the base image (the GPU groups' family, or ``ami.id``), IMDSv2
   required, an encrypted gp3 root volume of the GPU group's size, the cluster key in its user data;
-- with ``source_instance_id`` (the builder's id, recorded from the first update as a plain string):
+- with the request's ``source`` (the builder's instance id, recorded from the first update as a plain string):
   ``<name>-image``, an ``aws.ec2.AmiFromInstance`` of the builder, through ``<name>-image-provider``
   (no default tags: the AMI carries the spec's tags and its own record, ``tags.aws_image_tags``, not
   the builder's cluster and expiry), with ``retain_on_delete``: destroying the builder stack afterwards
@@ -23,8 +23,6 @@ The instance type is ``cloudbake.builder_type``'s choice (docs/aws.md says why).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import pulumi
@@ -36,30 +34,17 @@ from gpufleet.infra import tags
 from gpufleet.infra.aws.ami import Images
 from gpufleet.infra.aws.network import build_public_network
 from gpufleet.infra.aws.security import internet_egress, ssh_ingress
+from gpufleet.infra.cloudbake import BakeRequest
 from gpufleet.infra.userdata import render_user_data
-from gpufleet.spec.model import AwsProvider, ClusterSpec, NodeGroup
+from gpufleet.spec.model import AwsProvider, ClusterSpec
 
 TYPE_TOKEN = "gpufleet:aws:ImageBuilder"
-
-
-@dataclass(frozen=True)
-class ImageBuilderAwsArgs:
-    spec: ClusterSpec  # the builder's spec: the user's, named bake-<hash>, with the builder's lifetime
-    group: NodeGroup  # the node group whose image is baked (its size and image family)
-    instance_type: str  # the builder's type
-    digest: str  # the content hash the AMI is keyed by
-    base: str  # the image it starts from, as the tags record it
-    created_at: datetime
-    ssh_keys: tuple[str, ...]
-    source_instance_id: str | None = None  # set: make the AMI from this instance
 
 
 class ImageBuilderAws(pulumi.ComponentResource):
     stack_outputs: dict[str, Any]
 
-    def __init__(
-        self, name: str, args: ImageBuilderAwsArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: BakeRequest, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, None, opts)
         spec = args.spec
         provider_spec = spec.provider
@@ -101,7 +86,7 @@ class ImageBuilderAws(pulumi.ComponentResource):
             opts=child,
         )
         self.image: aws.ec2.AmiFromInstance | None = None
-        if args.source_instance_id is not None:
+        if args.source is not None:
             self.image = _image(self, name, spec, args)
         self.stack_outputs = {
             "instance_id": self.builder.id,
@@ -138,11 +123,11 @@ def _security_group(
 
 
 def _image(
-    parent: ImageBuilderAws, name: str, spec: ClusterSpec, args: ImageBuilderAwsArgs
+    parent: ImageBuilderAws, name: str, spec: ClusterSpec, args: BakeRequest
 ) -> aws.ec2.AmiFromInstance:
     """The AMI, from the builder's id as a plain string: no input of it follows the builder, so the
     builder's removal changes nothing the AMI was made from."""
-    assert args.source_instance_id is not None
+    assert args.source is not None
     provider_spec = spec.provider
     assert isinstance(provider_spec, AwsProvider)
     untagged = aws.Provider(
@@ -152,7 +137,7 @@ def _image(
         f"{name}-image",
         name=f"gpufleet-baked-{args.digest[:12]}-{args.created_at.strftime('%Y%m%d%H%M')}",
         description=f"gpufleet baked image {args.digest[:12]} from {args.base}",
-        source_instance_id=args.source_instance_id,
+        source_instance_id=args.source,
         tags=tags.aws_image_tags(spec, args.digest, args.base, args.created_at),
         opts=pulumi.ResourceOptions(parent=parent, provider=untagged, retain_on_delete=True),
     )

@@ -90,19 +90,9 @@ class GcpBackend(PulumiBackend):
         )
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:
-        from gpufleet.infra.gcp.image_builder import ImageBuilderGcp, ImageBuilderGcpArgs
+        from gpufleet.infra.gcp.image_builder import ImageBuilderGcp
 
-        args = ImageBuilderGcpArgs(
-            spec=request.spec,
-            group=request.group,
-            instance_type=request.instance_type,
-            digest=request.digest,
-            base=request.base,
-            created_at=request.created_at,
-            ssh_keys=request.ssh_keys,
-            source_disk=request.source,
-        )
-        return ImageBuilderGcp(request.name, args).stack_outputs
+        return ImageBuilderGcp(request.name, request).stack_outputs
 
     def image_source(self, outputs: dict[str, Any]) -> str:
         return str(outputs["boot_disk"])

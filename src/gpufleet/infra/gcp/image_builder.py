@@ -11,7 +11,7 @@ few hours out, the others that marker in their description, as the cluster's res
   (the disk type its own series takes), the cluster key in its cloud-config; with the image step its
   ``desired_status`` is TERMINATED (Compute Engine makes an image of an attached disk only from a
   stopped VM, unless forced);
-- with ``source_disk`` (the builder's boot disk self-link, recorded from the first update as a plain
+- with the request's ``source`` (the builder's boot disk self-link, recorded from the first update as a plain
   string): ``<name>-image``, a ``gcp.compute.Image`` of that disk with the guest OS features GPU VMs
   need (``GUEST_OS_FEATURES``), labelled by ``tags.gcp_image_labels``, kept on delete.
 
@@ -22,8 +22,6 @@ encrypted at rest by default with Google-managed keys. Outputs: ``instance_id``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import pulumi
@@ -31,9 +29,10 @@ import pulumi_gcp as gcp
 
 from gpufleet.catalog.gcp import VM_SCOPES, series_of
 from gpufleet.infra import tags
+from gpufleet.infra.cloudbake import BakeRequest
 from gpufleet.infra.gcp.compute import Images
 from gpufleet.infra.userdata import render_user_data
-from gpufleet.spec.model import ClusterSpec, GcpProvider, NodeGroup
+from gpufleet.spec.model import GcpProvider
 
 TYPE_TOKEN = "gpufleet:gcp:ImageBuilder"
 # gVNIC: the NIC of A3 and later GPU VMs; UEFI and multi-queue SCSI as Ubuntu's own images declare.
@@ -42,24 +41,10 @@ GUEST_OS_FEATURES = ("GVNIC", "UEFI_COMPATIBLE", "VIRTIO_SCSI_MULTIQUEUE")
 BUILDER_CIDR = "10.250.0.0/24"
 
 
-@dataclass(frozen=True)
-class ImageBuilderGcpArgs:
-    spec: ClusterSpec  # the builder's spec: the user's, named bake-<hash>, with the builder's lifetime
-    group: NodeGroup
-    instance_type: str
-    digest: str
-    base: str
-    created_at: datetime
-    ssh_keys: tuple[str, ...]
-    source_disk: str | None = None  # set: make the image from this disk (the builder's, stopped)
-
-
 class ImageBuilderGcp(pulumi.ComponentResource):
     stack_outputs: dict[str, Any]
 
-    def __init__(
-        self, name: str, args: ImageBuilderGcpArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: BakeRequest, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TYPE_TOKEN, name, None, opts)
         spec = args.spec
         provider = spec.provider
@@ -128,20 +113,20 @@ class ImageBuilderGcp(pulumi.ComponentResource):
             labels=dict(labels),
             metadata={"user-data": render_user_data(f"{name}-builder", list(args.ssh_keys))},
             tags=[f"{name}-builder"],
-            desired_status="TERMINATED" if args.source_disk is not None else "RUNNING",
+            desired_status="TERMINATED" if args.source is not None else "RUNNING",
             allow_stopping_for_update=True,
             deletion_protection=False,
             opts=child,
         )
         self.image: gcp.compute.Image | None = None
-        if args.source_disk is not None:
+        if args.source is not None:
             self.image = gcp.compute.Image(
                 f"{name}-image",
                 name=f"gpufleet-baked-{args.digest[:12]}-{args.created_at.strftime('%Y%m%d%H%M')}",
                 project=provider.project,
                 family="gpufleet-baked",
                 description=f"gpufleet baked image {args.digest} from {args.base}",
-                source_disk=args.source_disk,
+                source_disk=args.source,
                 guest_os_features=[gcp.compute.ImageGuestOsFeatureArgs(type=f) for f in GUEST_OS_FEATURES],
                 labels=tags.gcp_image_labels(spec, args.digest, args.base, args.created_at),
                 # After the builder stopped: the disk of a running VM makes no image without forcing.
