@@ -181,3 +181,63 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+# Like ansible-playbook: a session leader that keeps forking workers, each of which leads a session of
+# its own at once (ansible's WorkerProcess calls setsid): neither the leader's group nor its death reaches
+# them.
+_FORKER = """
+import os, sys, time
+pids = sys.argv[1]
+while True:
+    if os.fork() == 0:
+        os.setsid()
+        with open(pids, "a") as out:
+            out.write(f"{os.getpid()}\\n")
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(0.002)
+"""
+
+
+def test_workers_forked_while_the_signal_is_handled_are_stopped_too(tmp_path: Path) -> None:
+    """A worker forked after the handler listed the command's processes, and detached before the leader was
+    told to stop, was left running after the command exited (seen once under load: "ansible-playbook still
+    running after configure exited"). The handler freezes the whole tree before it lists it."""
+    pids = tmp_path / "workers"
+    pids.touch()
+    process = _python(
+        f"""
+        import subprocess, sys
+        from gpufleet.errors import GpufleetError
+        from gpufleet.lifecycle import signals
+
+        signals.GRACE_S = 1.0
+        child = subprocess.Popen(
+            [sys.executable, "-c", {_FORKER!r}, {str(pids)!r}],
+            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            with signals.stop_on_signals():
+                print(child.pid, flush=True)
+                child.wait()
+        except GpufleetError as exc:
+            sys.exit(int(exc.exit_code))
+        """,
+        {"GPUFLEET_STATE_DIR": str(tmp_path)},
+    )
+    try:
+        assert process.stdout is not None
+        leader = int(process.stdout.readline())
+        while len(pids.read_text().split()) < 50:  # the forker is in full swing
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == ExitCode.SIGINT, err
+        left = [pid for pid in [leader, *map(int, pids.read_text().split())] if _running(pid)]
+        assert left == [], f"{len(left)} workers still running after the command exited"
+    finally:  # a failure leaves no sleeper behind
+        process.kill()
+        for pid in map(int, pids.read_text().split()):
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -9,6 +9,10 @@ what happened and exits 130 (SIGINT) or 143 (SIGTERM). ``down`` afterwards remov
 Before the command exits it waits, at most ``GRACE_S`` seconds, for every process that descended from it
 when the signal came (ansible-playbook and its forked workers, which lead sessions of their own, ssh,
 srun) to end, and kills those still there: when the command has exited, none of its work goes on.
+
+The list of those processes is taken with the tree frozen (SIGSTOP, rescanned until no new process shows
+up, then SIGCONT once the stop signals are sent): otherwise a worker that ansible-playbook forks while the
+list is read, and that detaches before ansible-playbook stops, is on no list and outlives the command.
 """
 
 from __future__ import annotations
@@ -64,6 +68,12 @@ def descendants(root: int) -> list[int]:
     return sorted(below)
 
 
+def _running_state(pid: int) -> bool:
+    """The process exists and is not (yet) stopped, traced or a zombie."""
+    found = _stat(pid)
+    return found is not None and found[1] not in ("T", "t", "Z", "X")
+
+
 def _alive(pid: int) -> bool:
     found = _stat(pid)
     return found is not None and found[1] != "Z"  # an exited child not yet reaped is a zombie: gone
@@ -82,11 +92,37 @@ def wait_gone(pids: list[int], grace: float) -> list[int]:
     return left
 
 
+def _signal_each(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            continue
+
+
+def freeze_descendants(root: int, rounds: int = 100) -> list[int]:
+    """SIGSTOP every process below ``root``, rescanning until a scan finds none not yet stopped (a stopped
+    process forks no more), and return them all: the complete list of what must end."""
+    frozen: set[int] = set()
+    for _ in range(rounds):
+        new = [pid for pid in descendants(root) if pid not in frozen]
+        if not new:
+            break
+        _signal_each(new, signal.SIGSTOP)
+        frozen.update(new)
+        # A signal is acted on when its process next leaves the kernel: until each shows stopped, it may
+        # still fork, and the next scan must see the result.
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and any(_running_state(pid) for pid in new):
+            time.sleep(0.001)
+    return sorted(frozen)
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     # A second signal while the first one unwinds is ignored: the clean-up must be allowed to finish.
     for sig in _SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    _stopping[:] = descendants(os.getpid())
+    _stopping[:] = freeze_descendants(os.getpid())
     # Children started from worker threads (ssh in a bisection round) would otherwise run to the end
     # of their timeout while the main thread waits for its threads: stop them now.
     for pid in child_pids():
@@ -99,6 +135,8 @@ def _raise(signum: int, frame: FrameType | None) -> None:
                 os.kill(pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             continue
+    # The stop signals are pending on the frozen processes: they act on them as soon as they run again.
+    _signal_each(_stopping, signal.SIGCONT)
     raise Interrupted(signal.Signals(signum).name)
 
 
