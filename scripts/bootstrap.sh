@@ -20,6 +20,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 host_packages=(podman runc debootstrap uidmap netavark aardvark-dns iptables openssh-client ca-certificates)
+if [ "$action" = test ]; then
+  # The tests' stand-in vendor apt repositories (dpkg-scanpackages) and Ansible's apt module on the host.
+  host_packages+=(dpkg-dev python3-apt)
+fi
 missing=()
 for package in "${host_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -10,6 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from gpufleet.infra.local.cluster import cache_dir
+from gpufleet.infra.local.podman import Podman
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
@@ -22,8 +26,16 @@ def require_local_backend() -> None:
         )
 
 
+@functools.cache
+def local_podman() -> Podman:
+    """podman as gpufleet runs it: with the containers.conf it writes (netavark, runc, cgroupfs). Without it a
+    fresh Debian 12 podman uses CNI, and sees neither the networks gpufleet made nor their absence."""
+    return Podman(cache_dir())
+
+
 def podman(*args: str) -> list[str]:
-    done = subprocess.run(["podman", *args], capture_output=True, text=True, check=True)
+    """The non-empty lines podman prints; a failure raises, with podman's own message."""
+    done = local_podman().run(*args, what=f"podman {' '.join(args)}")
     return [line for line in done.stdout.splitlines() if line.strip()]
 
 

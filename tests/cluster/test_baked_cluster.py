@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from cluster_cli import ROOT, Cli, labelled, podman
+from cluster_cli import ROOT, Cli, labelled, local_podman, podman
 
 pytestmark = pytest.mark.cluster
 
@@ -91,4 +90,4 @@ def test_no_teardown_removes_an_image_another_cluster_runs_from(clusters, baked_
     assert [(item["cluster"], item["action"]) for item in reaped["local"]] == [(second, "destroyed")]
     assert running(second) == []
     assert not set(NAMES) & set(image_users(cli, ref))
-    assert subprocess.run(["podman", "image", "exists", ref], check=False).returncode == 0
+    assert local_podman().exists("image", ref)

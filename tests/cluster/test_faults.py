@@ -31,17 +31,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cluster_cli import podman
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(3600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
 PREFIX = os.environ.get("GPUFLEET_FAULTS_NAME", "flt")
-
-
-def podman(*args: str) -> list[str]:
-    done = subprocess.run(["podman", *args], capture_output=True, text=True, check=True)
-    return [line for line in done.stdout.splitlines() if line.strip()]
 
 
 def labelled(name: str) -> list[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpufleet.infra.local.cluster import cache_dir
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
 from gpufleet.progress import SilentReporter
@@ -155,11 +156,11 @@ PLAYBOOK = """
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> Iterator[tuple[Podman, Path]]:
     if shutil.which("podman") is None or shutil.which("dpkg-scanpackages") is None or os.geteuid() != 0:
-        pytest.skip("needs root, podman and dpkg-dev")
+        pytest.fail("needs root, podman and dpkg-dev: run scripts/bootstrap.sh test")
     work = tmp_path_factory.mktemp("gpu-roles")
     podman = Podman(work / "podman")
     image, _ = ensure_node_image(
-        podman, Path.home() / ".cache" / "gpufleet", release="bookworm", mirror="http://deb.debian.org/debian",
+        podman, cache_dir(), release="bookworm", mirror="http://deb.debian.org/debian",
         reporter=SilentReporter(),
     )  # fmt: skip
     repo = work / "repo"

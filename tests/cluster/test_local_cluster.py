@@ -145,12 +145,7 @@ def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> N
     assert (
         report["context"]["NCCL environment"] == "fabric ethernet, transport Socket (/etc/gpufleet/nccl.env)"
     )
-    env_file = subprocess.run(
-        ["podman", "exec", f"{NAME}-compute-0", "cat", "/etc/gpufleet/nccl.env"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    env_file = "\n".join(podman("exec", f"{NAME}-compute-0", "cat", "/etc/gpufleet/nccl.env"))
     assert "export NCCL_NET=Socket" in env_file and "export NCCL_SOCKET_IFNAME=eth0" in env_file, env_file
     assert (state.parent / "report" / "busbw.png").stat().st_size > 10_000
 
