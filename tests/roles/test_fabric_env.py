@@ -36,8 +36,12 @@ _ANSWERS = {
 }
 
 CASES = {
-    "efa-p5": (("efa", "aws", "p5.48xlarge"), {}, {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}),
-    "efa-g5": (("efa", "aws", "g5.48xlarge"), {}, {"FI_EFA_USE_DEVICE_RDMA": "0"}),
+    "efa-p5": (
+        ("efa", "aws", "p5.48xlarge"),
+        {},
+        {"NCCL_NET_PLUGIN": "ofi", "LD_LIBRARY_PATH": "/opt/amazon/ofi-nccl/lib"},
+    ),
+    "efa-g5": (("efa", "aws", "g5.48xlarge"), {}, {"NCCL_NET_PLUGIN": "ofi"}),
     "tcpx-a3high": (
         ("tcpx", "gcp", "a3-highgpu-8g"),
         {},
@@ -55,12 +59,13 @@ CASES = {
     "infiniband-dgx": (
         ("infiniband", "baremetal", "dgx-h100"),
         {},
-        {"NCCL_IB_HCA": ",".join(f"mlx5_{i}" for i in range(8))},
+        # "=": exact names (NCCL matches a plain list by prefix: mlx5_1 would take mlx5_10 and mlx5_11 too)
+        {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
     ),
     "roce-baremetal": (
         ("roce", "baremetal", "baremetal"),
         {"fabric_interfaces": 2, "fabric_port_gbps": 100, "fabric_gpudirect_rdma": True},
-        {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_IB_GID_INDEX": "3"},
+        {"NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_IB_GID_INDEX": "3"},
     ),
     "ethernet-local": (
         ("ethernet", "local", "local"),
