@@ -161,6 +161,22 @@ PLAIN_FAMILY = {
     "dlami-base-ubuntu-22.04": "ubuntu-22.04",
     "dlami-base-ubuntu-24.04": "ubuntu-24.04",
 }
+# The OS release (catalog.os_releases) of each family, so of the Slurm its nodes install: a family and
+# its PLAIN_FAMILY share one (tests/catalog/test_os_releases.py), so the head node and the GPU nodes of a
+# cluster run one Slurm release. The names say it: Canonical's "ubuntu-jammy-22.04"/"ubuntu-noble-24.04"
+# and the DLAMI's "(Ubuntu 22.04)"/"(Ubuntu 24.04)" (AMI_FAMILIES).
+FAMILY_OS_RELEASE = {
+    "ubuntu-22.04": "ubuntu-22.04",
+    "ubuntu-24.04": "ubuntu-24.04",
+    "dlami-base-ubuntu-22.04": "ubuntu-22.04",
+    "dlami-base-ubuntu-24.04": "ubuntu-24.04",
+}
+
+
+def group_family(family: str, has_gpu: bool) -> str:
+    """The family a group boots: the spec's for GPU groups, its plain Ubuntu release for the others."""
+    return family if has_gpu else PLAIN_FAMILY[family]
+
 
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 

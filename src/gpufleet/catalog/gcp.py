@@ -41,6 +41,10 @@ class GcpSeries:
     spot: bool = True
     on_demand: bool = True  # False: capacity only through a reservation, Spot or DWS flex-start
     flex_start: bool = False  # DWS flex-start VMs offered
+    # True: the series boots its own family (the accelerator image's driver, A3 High's 22.04 for the TCPX
+    # kernel); False: plain Ubuntu of the cluster's OS release (``image_family``), so that the head node
+    # and CPU groups run the Slurm release of the GPU nodes (catalog.os_releases).
+    own_image: bool = False
 
 
 _UBUNTU = ("ubuntu-os-cloud", "ubuntu-2204-lts")
@@ -71,6 +75,21 @@ TCPX_KERNEL_PACKAGE = "linux-gcp-tcpx"
 ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
 _UBUNTU_ACCEL = (ACCELERATOR_IMAGE_PROJECT, "ubuntu-accelerator-2404-amd64-with-nvidia-580")
 
+# Google's Ubuntu LTS image families (https://cloud.google.com/compute/docs/images/os-details, Ubuntu,
+# read 2026-11-24): 22.04 is ubuntu-2204-lts; from 24.04 the family names the architecture,
+# ubuntu-2404-lts-amd64 (and ubuntu-2404-lts-arm64). Every type here is x86-64.
+_UBUNTU_2404 = ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64")
+# The plain Ubuntu a node without an image of its own boots, by the cluster's OS release.
+PLAIN_UBUNTU: dict[str, tuple[str, str]] = {"ubuntu-22.04": _UBUNTU, "ubuntu-24.04": _UBUNTU_2404}
+# The OS release (catalog.os_releases) of every family gpufleet boots by default; the accelerator family
+# names its release (ubuntu-accelerator-2404-...).
+IMAGE_OS_RELEASE: dict[str, str] = {
+    _UBUNTU[1]: "ubuntu-22.04",
+    _UBUNTU_2404[1]: "ubuntu-24.04",
+    _UBUNTU_ACCEL[1]: "ubuntu-24.04",
+}
+DEFAULT_OS_RELEASE = "ubuntu-22.04"
+
 SERIES: tuple[GcpSeries, ...] = (
     # A3 Ultra and A4 boot only from Hyperdisk.
     # A3 Ultra and A4 have no on-demand capacity (ON_DEMAND_DOC): reservation, Spot or flex-start.
@@ -84,6 +103,7 @@ SERIES: tuple[GcpSeries, ...] = (
         (2, 3),
         on_demand=False,
         flex_start=True,
+        own_image=True,
     ),
     GcpSeries(
         "a3-ultragpu",
@@ -95,9 +115,22 @@ SERIES: tuple[GcpSeries, ...] = (
         (2, 3),
         on_demand=False,
         flex_start=True,
+        own_image=True,
     ),
-    GcpSeries("a3-megagpu", "A3 Mega", "pd-balanced", *_UBUNTU_ACCEL, True, 1500, (2, 3), flex_start=True),
-    GcpSeries("a3-highgpu", "A3 High", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True),
+    GcpSeries(
+        "a3-megagpu",
+        "A3 Mega",
+        "pd-balanced",
+        *_UBUNTU_ACCEL,
+        True,
+        1500,
+        (2, 3),
+        flex_start=True,
+        own_image=True,
+    ),
+    GcpSeries(
+        "a3-highgpu", "A3 High", "pd-balanced", *_UBUNTU, True, 1500, (2, 3), flex_start=True, own_image=True
+    ),
     GcpSeries("a2-", "A2", "pd-balanced", *_UBUNTU, True, 1500, (), flex_start=True),
     GcpSeries("c3-", "C3", "pd-balanced", *_UBUNTU, True, 1500, ()),
     GcpSeries("n2-", "N2", "pd-balanced", *_UBUNTU, True, 1500, ()),
@@ -150,6 +183,37 @@ VM_SCOPES = (
 def series_of(instance_type: str) -> GcpSeries:
     """The rules for a machine type (the first prefix that matches; a conservative default otherwise)."""
     return next((s for s in SERIES if instance_type.startswith(s.prefix)), _DEFAULT_SERIES)
+
+
+# --------------------------------------------------------------------------------------------------
+# One OS release, and so one Slurm release, per cluster
+
+
+def cluster_os_release(spec: ClusterSpec) -> str:
+    """The OS release of the cluster's plain-Ubuntu nodes: that of the first group whose series boots an
+    image of its own (the GPU nodes'), else ``DEFAULT_OS_RELEASE``."""
+    for group in spec.node_groups:
+        series = series_of(group.instance_type)
+        if series.own_image:
+            return IMAGE_OS_RELEASE[series.image_family]
+    return DEFAULT_OS_RELEASE
+
+
+def image_family(spec: ClusterSpec, instance_type: str) -> tuple[str, str]:
+    """(project, family) a type boots in this cluster when the spec names no image: its series' own
+    family, or plain Ubuntu of the cluster's OS release (a head node beside A3 Mega boots 24.04)."""
+    series = series_of(instance_type)
+    if series.own_image:
+        return series.image_project, series.image_family
+    return PLAIN_UBUNTU[cluster_os_release(spec)]
+
+
+def group_os_release(spec: ClusterSpec, instance_type: str) -> str | None:
+    """The OS release (catalog.os_releases key) a type boots in this cluster; None when ``provider.image``
+    names the image (every group then boots that one image)."""
+    if spec.provider.image:  # type: ignore[union-attr]
+        return None
+    return IMAGE_OS_RELEASE[image_family(spec, instance_type)[1]]
 
 
 # Max NICs a VM can have: 10 on the machine types with many vCPUs (every GPU type here).

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
+from gpufleet.catalog import aws as aws_rules
+from gpufleet.catalog import gcp as gcp_rules
 from gpufleet.catalog.cuda import cuda_too_old
+from gpufleet.catalog.os_releases import OS_RELEASES, SLURM_COMPATIBILITY_DOC, slurmd_refused, slurmd_window
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
@@ -187,3 +190,80 @@ def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 f"{baseline.message_bytes} bytes, above max_bytes ({spec.validation.max_bytes}); the "
                 "comparison uses smaller messages and will read low",
             )
+
+
+def _os_releases(spec: ClusterSpec, catalog: Catalog) -> dict[str, str] | None:
+    """The OS release (catalog.os_releases key) each group boots by default, or None where every group boots
+    one image the spec names (GCP ``provider.image``, AWS ``ami.id``)."""
+    provider = spec.provider
+    if provider.kind == "gcp":
+        if provider.image:
+            return None
+        return {g.name: gcp_rules.IMAGE_OS_RELEASE[gcp_rules.image_family(spec, g.instance_type)[1]]
+                for g in spec.node_groups}  # fmt: skip
+    if provider.kind == "aws":
+        if provider.ami.id is not None:
+            return None
+        releases = {}
+        for group in spec.node_groups:
+            item = catalog.get(group.instance_type)
+            family = aws_rules.group_family(provider.ami.family, item is not None and item.gpu is not None)
+            releases[group.name] = aws_rules.FAMILY_OS_RELEASE[family]
+        return releases
+    return None
+
+
+_FIX = {
+    "gcp": (
+        "boot every group from one OS release: set provider.image to one image for every group (a baked "
+        "image, gpufleet image build), or keep machine series that need different releases apart (A3 High "
+        "boots Ubuntu 22.04 for its TCPX kernel; A3 Mega, A3 Ultra and A4 boot Google's 24.04 accelerator "
+        "image) in separate clusters"
+    ),
+    "aws": "boot every group from one OS release: one provider.ami.family for all, or ami.id for all",
+}
+
+
+@check("os_release_uniform", providers=_CLOUDS)
+def os_release_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """Nodes install Slurm from their OS release (roles/slurm), so one cluster boots one release: slurmctld
+    refuses a slurmd newer than itself or further behind than it accepts (catalog.os_releases)."""
+    releases = _os_releases(spec, catalog)
+    if releases is None or len(set(releases.values())) < 2:
+        return
+    by_name = {group.name: group for group in spec.node_groups}
+
+    def slurm_major(name: str) -> str:
+        return OS_RELEASES[releases[name]].slurm_major
+
+    controllers = [n for n in releases if Role.CONTROLLER in by_name[n].roles]
+    others = [n for n in releases if Role.CONTROLLER not in by_name[n].roles]
+    refused = [
+        (ctld, node)
+        for ctld in controllers
+        for node in others
+        if slurmd_refused(slurm_major(ctld), slurm_major(node))
+    ]
+    booted = ", ".join(
+        f"'{name}' boots {OS_RELEASES[key].name} with Slurm {OS_RELEASES[key].slurm}"
+        for name, key in releases.items()
+    )
+    if refused:
+        ctld, node = refused[0]
+        why = (
+            f"slurmctld {slurm_major(ctld)} (group '{ctld}') refuses slurmd {slurm_major(node)} (group "
+            f"'{node}'): it accepts a slurmd of its own release or up to {slurmd_window(slurm_major(ctld))} "
+            f"older major releases, never a newer one ({SLURM_COMPATIBILITY_DOC}), so those nodes never "
+            "register"
+        )
+        level = Level.ERROR
+    else:
+        why = "slurmctld accepts these slurmds, but one Slurm release on every node is what gpufleet tests"
+        level = Level.WARNING
+    yield Finding(
+        level,
+        "os_release_uniform",
+        "node_groups",
+        f"node groups boot different OS releases, so they install different Slurm releases: {booted}. "
+        f"{why}. To fix: {_FIX[spec.provider.kind]}",
+    )

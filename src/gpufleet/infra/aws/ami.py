@@ -32,8 +32,7 @@ class Image:
 
 
 def family_for(ami: AwsAmi, item: InstanceType | None) -> str:
-    has_gpu = item is not None and item.gpu is not None
-    return ami.family if has_gpu else rules.PLAIN_FAMILY[ami.family]
+    return rules.group_family(ami.family, item is not None and item.gpu is not None)
 
 
 class Images:

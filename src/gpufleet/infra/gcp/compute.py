@@ -10,7 +10,9 @@ Creates:
   GPU VMs stop on host maintenance (``on_host_maintenance: TERMINATE``); Spot VMs are stopped when
   preempted. A2/A3/A4 machine types carry
   their GPUs, so no ``guest_accelerators`` block is set.
-Invokes ``gcp:compute/getImage`` once per image family, unless ``provider.image`` names the image.
+Invokes ``gcp:compute/getImage`` once per image family, unless ``provider.image`` names the image. Nodes
+without an image of their own (the head node, CPU groups) boot plain Ubuntu of the GPU nodes' OS release,
+so that every node installs the same Slurm (``catalog.gcp.image_family``, ``catalog.os_releases``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from gpufleet.catalog.gcp import (
     VM_SCOPES,
     NicLayout,
     compact_max_distance,
+    image_family,
     series_of,
 )
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
@@ -62,7 +65,8 @@ def placement_policy(
 
 
 class Images:
-    """Boot images by machine series: ``provider.image`` when given, else one lookup per family."""
+    """Boot images by machine series: ``provider.image`` when given, else one lookup per family (the
+    cluster's, ``catalog.gcp.image_family``)."""
 
     def __init__(self, parent: pulumi.Resource, spec: ClusterSpec, baked: str | None = None) -> None:
         """``baked``: the baked image every VM boots (``gpufleet image build``), a path or self-link."""
@@ -74,12 +78,12 @@ class Images:
     def for_type(self, instance_type: str) -> pulumi.Input[str]:
         if self._fixed:
             return self._fixed
-        series = series_of(instance_type)
-        key = (series.image_project, series.image_family)
+        key = image_family(self._spec, instance_type)
         if key not in self._found:
+            project, family = key
             image = gcp.compute.get_image_output(
-                family=series.image_family,
-                project=series.image_project,
+                family=family,
+                project=project,
                 opts=pulumi.InvokeOutputOptions(parent=self._parent),
             )
             self._found[key] = image.self_link
@@ -90,12 +94,12 @@ class Images:
 
 
 def base_image(spec: ClusterSpec, instance_type: str) -> str:
-    """The image a type boots, as a path: ``provider.image``, else its series' family."""
+    """The image a type boots, as a path: ``provider.image``, else its family in this cluster."""
     fixed = spec.provider.image  # type: ignore[union-attr]
     if fixed:
         return fixed
-    series = series_of(instance_type)
-    return f"projects/{series.image_project}/global/images/family/{series.image_family}"
+    project, family = image_family(spec, instance_type)
+    return f"projects/{project}/global/images/family/{family}"
 
 
 def carries_gpu_stack(spec: ClusterSpec, instance_type: str) -> bool:
