@@ -534,7 +534,7 @@ class Software(SpecModel):
     cuda: Version = "12.9"
     nccl: Version = "2.27.7"
     nccl_tests: Version = "2.19.6"
-    efa_installer: Version = "1.43.3"
+    efa_installer: Version = "1.49.0"
     aws_ofi_nccl: Version = "1.16.3"
     slurm: Version = "distro"
     openmpi: Version = "distro"
