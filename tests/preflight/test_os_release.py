@@ -1,6 +1,6 @@
-"""The os_release_uniform check: node groups that boot different OS releases install different Slurm
-releases (roles/slurm installs the distribution's), and slurmctld refuses a newer slurmd or one too far
-behind (gpufleet.catalog.os_releases)."""
+"""The gcp_os_release and aws_os_release checks: node groups that boot different OS releases install
+different Slurm releases (roles/slurm installs the distribution's), and slurmctld refuses a newer slurmd or
+one too far behind (gpufleet.catalog.os_releases)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from gpufleet.spec import parse_spec
 from gpufleet.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECK = "os_release_uniform"
+CHECKS = {"gcp_os_release", "aws_os_release"}
 GCP = {"kind": "gcp", "project": "my-gpu-project", "region": "us-central1", "zone": "us-central1-a"}
 AWS = {"kind": "aws", "region": "us-east-2", "zone": "us-east-2b"}
 MINE = "projects/p1-project/global/images/family/mine"
@@ -43,7 +43,7 @@ def spec(provider: dict[str, Any], *groups: tuple[str, list[str], str], fabric: 
 
 
 def found(cluster) -> list:
-    return [f for f in run_checks(cluster, load_catalog()) if f.check == CHECK]
+    return [f for f in run_checks(cluster, load_catalog()) if f.check in CHECKS]
 
 
 HEAD = ("head", ["controller", "login"], "n2-standard-8")

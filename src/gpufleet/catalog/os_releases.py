@@ -3,7 +3,7 @@
 ``roles/slurm`` installs Slurm from the distribution (``roles/slurm/vars/Debian.yml``: slurmctld, slurmd,
 slurm-client), so a node's Slurm release is its OS release's. A cluster whose nodes boot two releases runs
 two Slurm releases, and Slurm refuses a slurmd newer than its slurmctld (SLURM_COMPATIBILITY_DOC): the
-preflight check ``os_release_uniform`` and the slurm role's version check both rest on this.
+preflight checks ``gcp_os_release`` and ``aws_os_release`` and the slurm role's version check rest on this.
 
 The clouds' modules map their image families onto these keys (``catalog.gcp.IMAGE_OS_RELEASE``,
 ``catalog.aws.FAMILY_OS_RELEASE``). Pure data and functions; creates nothing.

@@ -18,6 +18,7 @@ from gpufleet.catalog import aws as rules
 from gpufleet.catalog.aws_interfaces import EFA_LAYOUT_DOC, efa_count, group_layout
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.preflight.common import _group_path as _path
+from gpufleet.preflight.common import os_release_findings
 from gpufleet.spec.model import (
     AwsProvider,
     CapacityMode,
@@ -332,3 +333,23 @@ def gpu_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             f"GPU nodes boot plain {ami.family}: the roles install the NVIDIA driver and the EFA "
             "software. dlami-base-ubuntu-22.04 starts with both",
         )
+
+
+@check("aws_os_release", providers=("aws",))
+def aws_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """Every group boots one OS release, so one Slurm release (catalog.os_releases): groups without GPUs
+    boot the plain Ubuntu of the GPU family's release (rules.group_family); ami.id is one image for all."""
+    ami = spec.provider.ami  # type: ignore[union-attr]
+    if ami.id is not None:
+        return
+    releases = {}
+    for group in spec.node_groups:
+        item = catalog.get(group.instance_type)
+        family = rules.group_family(ami.family, item is not None and item.gpu is not None)
+        releases[group.name] = rules.FAMILY_OS_RELEASE[family]
+    yield from os_release_findings(
+        "aws_os_release",
+        spec,
+        releases,
+        "boot every group from one OS release: one provider.ami.family, or one ami.id for all",
+    )

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
-from gpufleet.catalog import aws as aws_rules
-from gpufleet.catalog import gcp as gcp_rules
 from gpufleet.catalog.cuda import cuda_too_old
 from gpufleet.catalog.os_releases import OS_RELEASES, SLURM_COMPATIBILITY_DOC, slurmd_refused, slurmd_window
 from gpufleet.preflight.base import Finding, Level, check
@@ -192,44 +190,14 @@ def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
-def _os_releases(spec: ClusterSpec, catalog: Catalog) -> dict[str, str] | None:
-    """The OS release (catalog.os_releases key) each group boots by default, or None where every group boots
-    one image the spec names (GCP ``provider.image``, AWS ``ami.id``)."""
-    provider = spec.provider
-    if provider.kind == "gcp":
-        if provider.image:
-            return None
-        return {g.name: gcp_rules.IMAGE_OS_RELEASE[gcp_rules.image_family(spec, g.instance_type)[1]]
-                for g in spec.node_groups}  # fmt: skip
-    if provider.kind == "aws":
-        if provider.ami.id is not None:
-            return None
-        releases = {}
-        for group in spec.node_groups:
-            item = catalog.get(group.instance_type)
-            family = aws_rules.group_family(provider.ami.family, item is not None and item.gpu is not None)
-            releases[group.name] = aws_rules.FAMILY_OS_RELEASE[family]
-        return releases
-    return None
-
-
-_FIX = {
-    "gcp": (
-        "boot every group from one OS release: set provider.image to one image for every group (a baked "
-        "image, gpufleet image build), or keep machine series that need different releases apart (A3 High "
-        "boots Ubuntu 22.04 for its TCPX kernel; A3 Mega, A3 Ultra and A4 boot Google's 24.04 accelerator "
-        "image) in separate clusters"
-    ),
-    "aws": "boot every group from one OS release: one provider.ami.family for all, or ami.id for all",
-}
-
-
-@check("os_release_uniform", providers=_CLOUDS)
-def os_release_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    """Nodes install Slurm from their OS release (roles/slurm), so one cluster boots one release: slurmctld
-    refuses a slurmd newer than itself or further behind than it accepts (catalog.os_releases)."""
-    releases = _os_releases(spec, catalog)
-    if releases is None or len(set(releases.values())) < 2:
+def os_release_findings(
+    name: str, spec: ClusterSpec, releases: dict[str, str], fix: str
+) -> Iterator[Finding]:
+    """The finding of each cloud's OS release check (``name``), from the OS release (catalog.os_releases
+    key) each group boots. Nodes install Slurm from their OS release (roles/slurm), so one cluster boots one
+    release: slurmctld refuses a slurmd newer than itself or further behind than it accepts. An error where
+    slurmctld refuses a group's slurmd, a warning where the releases differ but it accepts them."""
+    if len(set(releases.values())) < 2:
         return
     by_name = {group.name: group for group in spec.node_groups}
 
@@ -262,8 +230,8 @@ def os_release_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]
         level = Level.WARNING
     yield Finding(
         level,
-        "os_release_uniform",
+        name,
         "node_groups",
         f"node groups boot different OS releases, so they install different Slurm releases: {booted}. "
-        f"{why}. To fix: {_FIX[spec.provider.kind]}",
+        f"{why}. To fix: {fix}",
     )

@@ -34,6 +34,7 @@ from gpufleet.catalog.gcp import (
     GcpSeries,
     compact_max_distance,
     filestore_size_problem,
+    group_os_release,
     lustre_size_problem,
     nic_layout,
     series_of,
@@ -41,6 +42,7 @@ from gpufleet.catalog.gcp import (
 )
 from gpufleet.catalog.gcp_zones import ZoneTable, judge_zone, load_gcp_zones
 from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.common import os_release_findings
 from gpufleet.spec.model import (
     CapacityMode,
     ClusterSpec,
@@ -435,3 +437,20 @@ def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             f"{image} must boot the {TCPX_KERNEL_PACKAGE} kernel for GPUDirect-TCPX; the gcp_gpudirect role "
             "reads uname -r on each node (gcp_gpudirect_tcpx_kernel_required: true makes it fail otherwise)",
         )
+
+
+@check("gcp_os_release", providers=("gcp",))
+def gcp_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """Every group boots one OS release, so one Slurm release (catalog.os_releases): the head node follows
+    the GPU nodes (catalog.gcp.image_family), but two series with images of their own can disagree."""
+    releases = {g.name: group_os_release(spec, g.instance_type) for g in spec.node_groups}
+    known = {name: release for name, release in releases.items() if release is not None}
+    yield from os_release_findings(
+        "gcp_os_release",
+        spec,
+        known,
+        "boot every group from one OS release: set provider.image to one image for every group (a baked "
+        "image, gpufleet image build), or keep machine series that need different releases (A3 High boots "
+        "Ubuntu 22.04 for its TCPX kernel; A3 Mega, A3 Ultra and A4 boot Google's 24.04 accelerator image) "
+        "in separate clusters",
+    )
