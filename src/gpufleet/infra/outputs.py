@@ -6,8 +6,11 @@ The shape is one typed model, ``gpufleet.inventory.stack.StackOutputs``, which
 - ``cluster``, ``provider``, ``region``, ``zone``, ``fabric``, ``expires_at``
 - ``head_node``: the name of the controller/login host
 - ``hosts``: a list of ``{name, roles, private_ip, instance_type, gpus, gpu_model, gpu_arch, nvswitch,
-  gpu_stack, fabric_interfaces, cpus, memory_mb}``; ``gpu_stack`` is "verify" where the image carries the
-  GPU stack (the program knows which image it booted), "install" on other GPU nodes, "none" without GPUs
+  gpu_stack, gpu_components, gpu_paths, fabric_interfaces, cpus, memory_mb}``. The program knows which
+  image it booted; its manifest (``catalog/images.yaml``) gives ``gpu_components``, install or verify per
+  component (``catalog.images.component_modes``), and ``gpu_paths``, where the image keeps what it ships
+  (NCCL's home and library folder on the DLAMI). ``gpu_stack`` stays the one-word summary: "verify" where
+  the image ships the driver, "install" on other GPU nodes, "none" without GPUs
 - ``filesystem``: ``{kind, mount_point, ...}`` with ``dns_name`` and ``mount_name`` for FSx for Lustre,
   ``mount_source`` for Managed Lustre and Filestore (what ``mount`` takes); ``{kind: none}`` without one.
 """
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet.catalog import InstanceType
+from gpufleet.catalog.images import component_modes, component_paths, manifest
 from gpufleet.inventory.stack import OUTPUT_KEYS
 from gpufleet.spec.model import Role
 
@@ -39,15 +43,20 @@ def host_record(
     instance_type: str,
     item: InstanceType | None,
     fabric_interfaces: int,
-    image_has_gpu_stack: bool = False,
+    image: str | None = None,
 ) -> dict[str, Any]:
     """One entry of ``hosts``; ``private_ip`` may be a ``pulumi.Output``.
 
-    ``image_has_gpu_stack``: the node boots an image that carries the NVIDIA stack (a DLAMI, a GCP
-    accelerator image), so the GPU roles verify it instead of installing over it.
+    ``image``: the manifest key (``catalog/images.yaml``) of the image the node boots, None when not
+    known (a custom image): the GPU roles verify what the image ships and install the rest.
     """
     gpu = item.gpu if item else None
-    stack = "none" if gpu is None else ("verify" if image_has_gpu_stack else "install")
+    shipped = manifest(image)
+    if gpu is None:
+        stack, components, paths = "none", {}, {}
+    else:
+        stack = "verify" if shipped is not None and shipped.ships("driver") else "install"
+        components, paths = dict(component_modes(shipped)), component_paths(shipped)
     return {
         "name": name,
         "roles": [role.value for role in roles],
@@ -58,6 +67,8 @@ def host_record(
         "gpu_arch": gpu.arch if gpu else None,
         "nvswitch": gpu.nvswitch if gpu else False,
         "gpu_stack": stack,
+        "gpu_components": components,
+        "gpu_paths": paths,
         "fabric_interfaces": fabric_interfaces,
         "cpus": item.cpus if item and item.cpus else 2,
         "memory_mb": slurm_memory_mb(item),

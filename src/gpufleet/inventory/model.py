@@ -41,9 +41,25 @@ _HOST_FIELDS = {
     "gpu_arch": "gpufleet_gpu_arch",
     "nvswitch": "gpufleet_nvswitch",
     "gpu_stack": "gpufleet_gpu_stack",
+    "gpu_components": "gpufleet_gpu_components",
+    "gpu_paths": "gpufleet_gpu_paths",
 }
 
 GpuStackMode = Literal["install", "verify", "none"]
+# The components gpu_components may name (catalog.images.COMPONENTS and persistence mode).
+GpuComponent = Literal[
+    "driver",
+    "fabric_manager",
+    "nvlsm",
+    "cuda",
+    "nccl",
+    "dcgm",
+    "efa",
+    "ofi_nccl",
+    "gdrcopy",
+    "container_toolkit",
+    "persistence_mode",
+]
 
 
 class Host(BaseModel):
@@ -64,7 +80,17 @@ class Host(BaseModel):
     gpu_stack: GpuStackMode | None = Field(
         default=None,
         description="how the GPU roles treat the node: install, verify (the image carries the stack) or "
-        "none; default install with GPUs, else none",
+        "none; default install with GPUs, else none. The default of every component gpu_components "
+        "leaves out",
+    )
+    gpu_components: dict[GpuComponent, Literal["install", "verify"]] = Field(
+        default_factory=dict,
+        description="install or verify per component, from the manifest of the image the node boots "
+        "(catalog/images.yaml); a component left out follows gpu_stack",
+    )
+    gpu_paths: dict[Literal["cuda_home", "nccl_home", "nccl_lib_dir"], str] = Field(
+        default_factory=dict,
+        description="where the image keeps what it ships (NCCL's home and library folder on the DLAMI)",
     )
     # Fabric facts the fabric roles and the validation read; from the catalog's entry for the instance
     # type unless given (a bare-metal inventory of a type the catalog lacks writes them by hand).
@@ -78,6 +104,11 @@ class Host(BaseModel):
     def _default_gpu_stack(self) -> Host:
         if self.gpu_stack is None:
             self.gpu_stack = "install" if self.gpus > 0 else "none"
+        if self.gpu_stack == "none" and self.gpu_components:
+            raise ValueError(
+                f"host {self.name}: gpu_components is set but gpu_stack is none (the GPU roles skip the "
+                "node): leave gpu_components out, or set gpu_stack"
+            )
         return self
 
     @model_validator(mode="before")

@@ -85,3 +85,24 @@ def test_gpu_facts_and_stack_mode_follow_catalog_and_image(plan_aws):
         ).outputs
     )
     assert [(h.gpu_arch, h.nvswitch) for h in g5.compute] == [("sm_86", False)] * 2
+
+
+def test_gpu_components_follow_the_image_manifest(plan_aws):
+    """The DLAMI ships driver, CUDA, NCCL and DCGM: each is verified, and NCCL's folder in the CUDA tree
+    reaches the inventory; plain Ubuntu installs every component. The head node gets none."""
+    provider = {"kind": "aws", "region": "us-east-1", "zone": "us-east-1a"}
+    roles = ("driver", "cuda", "nccl", "dcgm")
+    for family, mode in (("ubuntu-24.04", "install"), ("dlami-base-ubuntu-24.04", "verify")):
+        spec = aws_spec(provider={**provider, "ami": {"family": family}})
+        outputs = plan_aws(spec).outputs
+        inventory = Inventory.from_stack_outputs(outputs)
+        for host in inventory.compute:
+            assert {host.gpu_components[c] for c in roles} == {mode}, (family, host.gpu_components)
+        assert inventory.controller.gpu_components == {} and inventory.controller.gpu_paths == {}
+        written = inventory.to_ansible()["all"]["children"]["compute"]["hosts"]["fleet-gpu-0"]
+        assert written["gpufleet_gpu_components"]["nccl"] == mode, written
+        if mode == "verify":
+            assert written["gpufleet_gpu_paths"]["nccl_lib_dir"] == "/usr/local/cuda-13.2/lib", written
+            assert written["gpufleet_gpu_components"]["persistence_mode"] == "install"
+        else:
+            assert written["gpufleet_gpu_paths"] == {}, written

@@ -355,3 +355,25 @@ def test_a_fixed_accelerator_image_means_verify(record):
     provider = {"kind": "gcp", "project": "test-project-1", "region": "us-central1", "zone": "us-central1-a"}
     inventory = Inventory.from_stack_outputs(record(gcp_spec(provider={**provider, "image": image})).outputs)
     assert {h.gpu_stack for h in inventory.compute} == {"verify"}
+
+
+@pytest.mark.parametrize("machine_type", ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"])
+def test_accelerator_image_verifies_the_driver_and_installs_cuda_nccl_dcgm(record, machine_type):
+    """Google's accelerator image carries the driver (and fabric manager) only: Cluster Toolkit installs
+    CUDA, DCGM and NCCL on top, and gpufleet does the same; persistence mode is turned on."""
+    inventory = Inventory.from_stack_outputs(record(gcp_spec(machine_type)).outputs)
+    for host in inventory.compute:
+        modes = host.gpu_components
+        picked = {
+            c: modes[c] for c in ("driver", "fabric_manager", "cuda", "nccl", "dcgm", "persistence_mode")
+        }
+        assert picked == {
+            "driver": "verify",
+            "fabric_manager": "verify",
+            "cuda": "install",
+            "nccl": "install",
+            "dcgm": "install",
+            "persistence_mode": "install",
+        }, (host.name, modes)
+        assert host.gpu_paths == {}, host
+    assert inventory.controller.gpu_components == {}

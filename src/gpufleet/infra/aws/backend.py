@@ -73,9 +73,9 @@ class AwsBackend(PulumiBackend):
         return ami.id or family_for(ami, load_catalog().get(bake_group(spec).instance_type))
 
     def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
-        from gpufleet.catalog import aws as rules
         from gpufleet.catalog import aws_interfaces as interfaces
         from gpufleet.catalog import load_catalog
+        from gpufleet.catalog.images import load_image_manifests
         from gpufleet.infra.aws.ami import family_for
         from gpufleet.infra.cloudbake import BUILDER_ROLES
         from gpufleet.infra.outputs import host_record
@@ -89,7 +89,7 @@ class AwsBackend(PulumiBackend):
             instance_type=group.instance_type,
             item=item,
             fabric_interfaces=efa,
-            image_has_gpu_stack=family_for(_provider(spec).ami, item) in rules.GPU_STACK_FAMILIES,
+            image=load_image_manifests().for_family(family_for(_provider(spec).ami, item)),
         )
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:

@@ -30,9 +30,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.catalog import aws as rules
 from gpufleet.catalog import aws_interfaces as interfaces
 from gpufleet.catalog import load_catalog
+from gpufleet.catalog.images import load_image_manifests
 from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
 from gpufleet.infra.aws import capacity, fsx, iam, network, security
@@ -152,7 +152,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=efa,
-                        image_has_gpu_stack=family_for(provider_spec.ami, item) in rules.GPU_STACK_FAMILIES,
+                        image=load_image_manifests().for_family(family_for(provider_spec.ami, item)),
                     )
                 )
 

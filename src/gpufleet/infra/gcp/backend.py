@@ -74,8 +74,9 @@ class GcpBackend(PulumiBackend):
     def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
         from gpufleet.catalog import load_catalog
         from gpufleet.catalog.gcp import nic_layout
+        from gpufleet.catalog.images import gcp_manifest_key
         from gpufleet.infra.cloudbake import BUILDER_ROLES
-        from gpufleet.infra.gcp.compute import carries_gpu_stack
+        from gpufleet.infra.gcp.compute import base_image
         from gpufleet.infra.outputs import host_record
 
         item = load_catalog().get(group.instance_type)
@@ -86,7 +87,7 @@ class GcpBackend(PulumiBackend):
             instance_type=group.instance_type,
             item=item,
             fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
-            image_has_gpu_stack=carries_gpu_stack(spec, group.instance_type),
+            image=gcp_manifest_key(base_image(spec, group.instance_type)),
         )
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:

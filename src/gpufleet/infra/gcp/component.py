@@ -23,8 +23,9 @@ import pulumi
 
 from gpufleet.catalog import load_catalog
 from gpufleet.catalog.gcp import nic_layout
+from gpufleet.catalog.images import gcp_manifest_key
 from gpufleet.errors import SpecError
-from gpufleet.infra.gcp.compute import Images, instance, placement_policy
+from gpufleet.infra.gcp.compute import Images, base_image, instance, placement_policy
 from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.images import CloudImage
@@ -104,7 +105,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=layout.gpu_nics,
-                        image_has_gpu_stack=images.carries_gpu_stack(group.instance_type),
+                        image=gcp_manifest_key(base_image(spec, group.instance_type)),
                     )
                 )
 
