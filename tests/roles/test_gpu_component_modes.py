@@ -1,0 +1,226 @@
+"""The GPU roles take their mode per component from the inventory (gpufleet_gpu_components, from the image
+manifest the node boots), falling back to gpufleet_gpu_stack; NCCL verify finds the DLAMI's libnccl.so.2 in
+its CUDA tree; verify mode turns persistence mode on over the image's driver. Run by Ansible on this
+machine (connection local), against a DLAMI-shaped tree and stand-in commands, never a real GPU."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from playbook_json import ROOT, run_playbook
+
+from gpufleet.catalog.images import component_modes, component_paths, load_image_manifests
+
+MODE_VARS = {
+    "driver": "nvidia_driver_mode",
+    "cuda": "cuda_toolkit_mode",
+    "nccl": "nccl_mode",
+    "dcgm": "gpu_health_mode",
+    "nccl_tests": "nccl_tests_mode",
+}
+ROLES = ("nvidia_driver", "cuda_toolkit", "nccl", "gpu_health", "nccl_tests")
+
+
+def _modes(tmp_path: Path, host_vars: dict) -> dict[str, str]:
+    play = [
+        {
+            "name": "Render the roles' modes",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "name": "Load the defaults",
+                    "ansible.builtin.include_vars": {"file": "{{ item }}"},
+                    "loop": [str(ROOT / "roles" / role / "defaults" / "main.yml") for role in ROLES],
+                },
+                {
+                    "name": "Show the modes",
+                    "ansible.builtin.debug": {
+                        "msg": {key: "{{ " + var + " | trim }}" for key, var in MODE_VARS.items()}
+                    },
+                },
+            ],
+        }
+    ]
+    inventory = {
+        "all": {
+            "hosts": {
+                "node": {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    **host_vars,
+                }
+            }
+        }
+    }
+    rc, results = run_playbook(tmp_path, inventory, play)
+    assert rc == 0, results
+    return results["node"]["Show the modes"]["msg"]
+
+
+def test_the_gcp_accelerator_image_verifies_the_driver_and_installs_cuda_nccl_dcgm(tmp_path):
+    image = load_image_manifests().images["gcp-ubuntu-accelerator-2404-nvidia-580"]
+    host = {
+        "gpufleet_gpus": 8,
+        "gpufleet_gpu_stack": "verify",
+        "gpufleet_gpu_components": component_modes(image),
+    }
+    assert _modes(tmp_path, host) == {
+        "driver": "verify",
+        "cuda": "install",
+        "nccl": "install",
+        "dcgm": "install",
+        "nccl_tests": "install",
+    }
+
+
+@pytest.mark.parametrize("stack", ["install", "verify", "none"])
+def test_a_bare_metal_inventory_without_components_keeps_gpu_stack(tmp_path, stack):
+    modes = _modes(tmp_path, {"gpufleet_gpus": 8, "gpufleet_gpu_stack": stack})
+    assert set(modes.values()) == {stack}, modes
+
+
+def _dlami_tree(root: Path) -> Path:
+    """The DLAMI's layout: several CUDA trees side by side, /usr/local/cuda a link to the default one, NCCL
+    in each tree's include/ and lib/ (libnccl.so -> libnccl.so.2 -> libnccl.so.2.<x.y.z>), none of it on
+    the linker cache. The versions are the vendor's shape, not the DLAMI's (not published)."""
+    for cuda, nccl in (("12.9", (2, 26, 2)), ("13.2", (2, 28, 9))):
+        home = root / "usr" / "local" / f"cuda-{cuda}"
+        (home / "include").mkdir(parents=True)
+        (home / "lib").mkdir()
+        major, minor, patch = nccl
+        (home / "include" / "nccl.h").write_text(
+            f"#define NCCL_MAJOR {major}\n#define NCCL_MINOR {minor}\n#define NCCL_PATCH {patch}\n"
+            f'#define NCCL_SUFFIX ""\n#define NCCL_VERSION_CODE {major * 10000 + minor * 100 + patch}\n'
+        )
+        real = home / "lib" / f"libnccl.so.{major}.{minor}.{patch}"
+        real.write_bytes(b"\x7fELF")
+        (home / "lib" / "libnccl.so.2").symlink_to(real.name)
+        (home / "lib" / "libnccl.so").symlink_to("libnccl.so.2")
+    (root / "usr" / "local" / "cuda").symlink_to("cuda-13.2")
+    return root / "usr" / "local" / "cuda-13.2"
+
+
+def _stand_in_ldconfig(bin_dir: Path) -> None:
+    """ldconfig -p as on the DLAMI: the system's libraries, no libnccl.so.2; plain ldconfig does nothing."""
+    bin_dir.mkdir()
+    script = bin_dir / "ldconfig"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-p" ]; then\n'
+        "  echo '2 libs found in cache `/etc/ld.so.cache'\"'\"\n"
+        "  echo '\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1'\n"
+        "  echo '\tlibc.so.6 (libc6,x86-64, OS ABI: Linux 3.2.0) => /lib/x86_64-linux-gnu/libc.so.6'\n"
+        "fi\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _verify_nccl(tmp_path: Path, gpu_paths: dict[str, str]) -> tuple[int, dict[str, dict]]:
+    _stand_in_ldconfig(tmp_path / "bin")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    play = [
+        {
+            "name": "Verify the image's NCCL",
+            "hosts": "all",
+            "gather_facts": False,
+            "environment": {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"},
+            "tasks": [
+                {
+                    "name": "NCCL verify",
+                    "ansible.builtin.include_role": {"name": "nccl", "tasks_from": "verify.yml"},
+                }
+            ],
+        }
+    ]
+    inventory = {
+        "all": {
+            "hosts": {
+                "node": {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    "gpufleet_gpus": 8,
+                    "gpufleet_gpu_stack": "verify",
+                    "gpufleet_gpu_components": {"nccl": "verify"},
+                    "gpufleet_gpu_paths": gpu_paths,
+                    "gpufleet_software": {"nccl": "2.27.7"},
+                    "nccl_env_file": str(etc / "nccl-home.env"),
+                }
+            }
+        }
+    }
+    extra = f"__nccl_ld_conf={etc / 'gpufleet-nccl.conf'} __nccl_profile={etc / 'gpufleet-nccl.sh'}"
+    rc, results = run_playbook(tmp_path, inventory, play, "-e", extra)
+    return rc, results.get("node", {})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes its files owned by root")
+def test_nccl_verify_finds_the_dlami_library_in_its_cuda_tree_and_adds_it_to_the_linker(tmp_path):
+    image = load_image_manifests().images["dlami-base-oss-ubuntu-24.04"]
+    tree = _dlami_tree(tmp_path / "image")
+    # The manifest's paths, moved under the test tree (the same layout).
+    paths = {
+        k: str(tmp_path / "image") + v for k, v in component_paths(image).items() if k.startswith("nccl")
+    }
+    assert paths["nccl_lib_dir"] == str(tree / "lib")
+    rc, results = _verify_nccl(tmp_path, paths)
+    failed = {name: r.get("msg") for name, r in results.items() if r.get("failed")}
+    assert rc == 0, failed
+    env = dict(
+        line.split("=", 1) for line in (tmp_path / "etc" / "nccl-home.env").read_text().splitlines()[2:]
+    )
+    assert env["NCCL_HOME"] == str(tree), env
+    assert env["NCCL_LIB_DIR"] == str(tree / "lib"), env
+    assert env["NCCL_VERSION"] == "2.28.9" and env["NCCL_SOURCE"] == "image", env
+    assert (tmp_path / "etc" / "gpufleet-nccl.conf").read_text() == f"{tree / 'lib'}\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the role writes its files owned by root")
+def test_nccl_verify_without_the_manifest_path_says_the_linker_does_not_know_it(tmp_path):
+    _dlami_tree(tmp_path / "image")
+    rc, results = _verify_nccl(
+        tmp_path, {"nccl_home": str(tmp_path / "image" / "usr" / "local" / "cuda-13.2")}
+    )
+    assert rc != 0
+    message = results["Assert that NCCL is there, found by the linker, at the pinned version or newer"]["msg"]
+    assert "libnccl.so.2 unknown to the dynamic linker (ldconfig -p)" in message, message
+
+
+def test_verify_mode_turns_persistence_mode_on_instead_of_failing(tmp_path):
+    """Over the image's driver (Google's image boots with persistence mode off), verify mode writes the same
+    nvidia-persistenced drop-in as install mode, then runs the node check (a stand-in that passes here)."""
+    check = tmp_path / "node_check.py"
+    check.write_text("import sys\nprint('ok: 8 GPUs, driver 580.95.05, persistence on')\nsys.exit(0)\n")
+    dropin = tmp_path / "etc" / "nvidia-persistenced.service.d" / "gpufleet.conf"
+    play = [{"name": "GPU node", "hosts": "all", "gather_facts": True, "roles": [{"role": "nvidia_driver"}]}]
+    inventory = {
+        "all": {
+            "hosts": {
+                "node": {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    "gpufleet_gpus": 8,
+                    "gpufleet_gpu_stack": "verify",
+                    "gpufleet_gpu_components": {"driver": "verify", "persistence_mode": "install"},
+                    "nvidia_driver_check_script": str(check),
+                }
+            }
+        }
+    }
+    rc, results = run_playbook(
+        tmp_path, inventory, play, "--check", "--diff", "-e", f"__nvidia_driver_persistenced_dropin={dropin}"
+    )
+    failed = {name: r.get("msg") for name, r in results.get("node", {}).items() if r.get("failed")}
+    assert rc == 0, failed
+    node = results["node"]
+    assert node["Install the driver"].get("skipped", True), "verify mode installed the driver"
+    written = node["Start nvidia-persistenced with persistence mode on"]
+    assert written.get("changed") and not written.get("skipped"), written
+    after = written["diff"][0]["after"] if isinstance(written["diff"], list) else written["diff"]["after"]
+    assert "ExecStart=/usr/bin/nvidia-persistenced --user root --persistence-mode --verbose" in after, after
+    assert not node["Assert that the node meets the pin and the inventory"].get("failed")
