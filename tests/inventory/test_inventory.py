@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpufleet.catalog.images import component_modes, load_image_manifests
 from gpufleet.errors import SpecError
 from gpufleet.inventory.model import Connection, Host, Inventory, with_software
 from gpufleet.spec.model import FabricKind, Role
@@ -197,3 +198,24 @@ def test_example_baremetal_inventory_verifies_dgx_os() -> None:
     inventory = Inventory.read(ROOT / "inventories" / "examples" / "baremetal.yml")
     assert {(h.gpu_arch, h.nvswitch, h.gpu_stack) for h in inventory.compute} == {("sm_90", True, "verify")}
     assert inventory.controller.gpu_stack == "none"
+
+
+def test_example_baremetal_inventory_follows_the_dgx_os_7_manifest() -> None:
+    """DGX OS 7 carries the driver, fabric manager and DCGM but no CUDA toolkit and no NCCL: the example
+    verifies the first and installs the others, exactly as the manifest decides."""
+    inventory = Inventory.read(ROOT / "inventories" / "examples" / "baremetal.yml")
+    want = component_modes(load_image_manifests().images["dgx-os-7"])
+    for host in inventory.compute:
+        assert host.gpu_components == want, host.name
+        assert (host.gpu_components["cuda"], host.gpu_components["nccl"]) == ("install", "install")
+        assert (host.gpu_components["driver"], host.gpu_components["dcgm"]) == ("verify", "verify")
+    written = inventory.to_ansible()["all"]["children"]["compute"]["hosts"]["dgx01"]
+    assert written["gpufleet_gpu_components"] == want
+
+
+def test_gpu_components_on_a_host_without_a_gpu_stack_are_refused() -> None:
+    data = sample().to_ansible()
+    for group in ("slurm_controller", "slurm_login"):  # the head node is written under both
+        data["all"]["children"][group]["hosts"]["c-head"]["gpufleet_gpu_components"] = {"driver": "verify"}
+    with pytest.raises(ValueError, match="gpu_components is set but gpu_stack is none"):
+        Inventory.from_ansible(data)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufleet.catalog.images import component_modes, manifest
 from gpufleet.errors import ProvisionError
 from gpufleet.infra.local import bake
 from gpufleet.infra.local.image import ensure_node_image
@@ -38,6 +39,8 @@ from gpufleet.state import ClusterState
 
 LABEL = "gpufleet.cluster"
 MPI_PERF_DIR = "/opt/gpufleet/mpi-perf/bin"
+# The manifest (catalog/images.yaml) of the node image: Debian 12, nothing of NVIDIA's in it.
+LOCAL_IMAGE_MANIFEST = "debian-12-local"
 # With provider.gpu_stack the nccl_tests role builds the real binaries here (its default on every backend).
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 _FIRST_HOST_OFFSET = 10
@@ -260,9 +263,15 @@ class LocalCluster:
     # ---- inventory --------------------------------------------------------------------------------
 
     def _gpu_stack(self, roles: Iterable[Role]) -> dict[str, Any]:
-        """With ``provider.gpu_stack``, compute nodes get the GPU user-space stack built for real (no GPU)."""
+        """With ``provider.gpu_stack``, compute nodes get the GPU user-space stack built for real (no GPU).
+        The node image is Debian 12 with nothing of NVIDIA's (its manifest, ``catalog/images.yaml``
+        ``debian-12-local``): every component is installed."""
         if self.provider.gpu_stack and Role.COMPUTE in roles:
-            return {"gpu_stack": "install", "gpu_arch": self.provider.gpu_arch}
+            return {
+                "gpu_stack": "install",
+                "gpu_arch": self.provider.gpu_arch,
+                "gpu_components": component_modes(manifest(LOCAL_IMAGE_MANIFEST)),
+            }
         return {"gpu_stack": "none"}
 
     def connection(self) -> Connection:
