@@ -173,3 +173,15 @@ def test_a_failed_bake_whose_builder_cannot_be_removed_says_both(cloud, monkeypa
     with pytest.raises(ConfigureError) as raised:
         cloudbake.bake(spec(), SilentReporter())
     assert "bake.yml failed" in raised.value.message and "i-0builder" in raised.value.message, raised.value
+
+
+def test_the_bake_pins_carry_the_base_image_manifests_decision():
+    """What the install phase installs per component is part of the image's hash: on a DLAMI every role
+    component is verified (nothing installed over it), on plain Ubuntu installed; the two bakes differ."""
+    plain = cloudbake.bake_pins(AwsBackend(), spec())["builder"]
+    dlami_data = {**SPEC, "provider": {**SPEC["provider"], "ami": {"family": "dlami-base-ubuntu-24.04"}}}
+    dlami = cloudbake.bake_pins(AwsBackend(), ClusterSpec.model_validate(dlami_data))["builder"]
+    roles = ("driver", "cuda", "nccl", "dcgm")
+    assert {plain["gpu_components"][c] for c in roles} == {"install"}, plain
+    assert {dlami["gpu_components"][c] for c in roles} == {"verify"}, dlami
+    assert dlami["gpu_paths"]["nccl_lib_dir"] == "/usr/local/cuda-13.2/lib", dlami

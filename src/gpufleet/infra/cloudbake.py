@@ -45,8 +45,19 @@ if TYPE_CHECKING:
 # A bake takes minutes to an hour; a builder left behind by a dead process expires after this.
 BUILDER_TTL = timedelta(hours=3)
 BUILDER_ROLES = [Role.CONTROLLER, Role.LOGIN, Role.COMPUTE]
-# The host record fields that reach the install phase (the rest are per node: name, address, sizes).
-_INSTALL_FACTS = ("gpus", "gpu_model", "gpu_arch", "nvswitch", "gpu_stack", "fabric_interfaces")
+# The host record fields that reach the install phase (the rest are per node: name, address, sizes). The
+# per-component decision and paths come from the base image's manifest (catalog/images.yaml): a manifest
+# that changes what is installed changes the bake's hash.
+_INSTALL_FACTS = (
+    "gpus",
+    "gpu_model",
+    "gpu_arch",
+    "nvswitch",
+    "gpu_stack",
+    "gpu_components",
+    "gpu_paths",
+    "fabric_interfaces",
+)
 
 
 @dataclass(frozen=True)
