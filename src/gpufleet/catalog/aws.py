@@ -151,9 +151,9 @@ AMI_FAMILIES: dict[str, AmiQuery] = {
         "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) *",
     ),
 }
-# Families whose images carry the NVIDIA driver, CUDA and NCCL: the GPU roles verify them (gpu_stack
-# "verify") instead of installing over them. With ``ami.id``, ``ami.family`` says what the image is.
-GPU_STACK_FAMILIES = frozenset({"dlami-base-ubuntu-22.04", "dlami-base-ubuntu-24.04"})
+# What each family's images ship of the NVIDIA stack, and so what the GPU roles verify or install per
+# component, is the image manifests' (catalog/images.yaml, whose ``families`` name these keys). With
+# ``ami.id``, ``ami.family`` says what the image is.
 # Nodes without GPUs (the head node) run the plain Ubuntu release of the GPU image family.
 PLAIN_FAMILY = {
     "ubuntu-22.04": "ubuntu-22.04",

@@ -71,7 +71,8 @@ _TOOLKIT_A3HIGH = (
 TCPX_KERNEL_DOC = _TOOLKIT_A3HIGH + "README.md"
 TCPX_IMAGE_SOURCE = _TOOLKIT_A3HIGH + "a3high-slurm-blueprint.yaml"
 TCPX_KERNEL_PACKAGE = "linux-gcp-tcpx"
-# They carry the NVIDIA driver too, so the GPU roles verify rather than install on them (gpu_stack).
+# They carry the NVIDIA driver (and fabric manager) only: the GPU roles verify those and install CUDA, NCCL
+# and DCGM, as the image manifest says (catalog/images.yaml, gcp-ubuntu-accelerator-2404-nvidia-580).
 ACCELERATOR_IMAGE_PROJECT = "ubuntu-os-accelerator-images"
 _UBUNTU_ACCEL = (ACCELERATOR_IMAGE_PROJECT, "ubuntu-accelerator-2404-amd64-with-nvidia-580")
 

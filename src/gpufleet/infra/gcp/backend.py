@@ -74,9 +74,8 @@ class GcpBackend(PulumiBackend):
     def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
         from gpufleet.catalog import load_catalog
         from gpufleet.catalog.gcp import nic_layout
-        from gpufleet.catalog.images import gcp_manifest_key
         from gpufleet.infra.cloudbake import BUILDER_ROLES
-        from gpufleet.infra.gcp.compute import base_image
+        from gpufleet.infra.gcp.compute import image_manifest
         from gpufleet.infra.outputs import host_record
 
         item = load_catalog().get(group.instance_type)
@@ -87,7 +86,7 @@ class GcpBackend(PulumiBackend):
             instance_type=group.instance_type,
             item=item,
             fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
-            image=gcp_manifest_key(base_image(spec, group.instance_type)),
+            image=image_manifest(spec, group.instance_type),
         )
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:

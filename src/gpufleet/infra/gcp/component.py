@@ -23,9 +23,8 @@ import pulumi
 
 from gpufleet.catalog import load_catalog
 from gpufleet.catalog.gcp import nic_layout
-from gpufleet.catalog.images import gcp_manifest_key
 from gpufleet.errors import SpecError
-from gpufleet.infra.gcp.compute import Images, base_image, instance, placement_policy
+from gpufleet.infra.gcp.compute import Images, image_manifest, instance, placement_policy
 from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.images import CloudImage
@@ -105,7 +104,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=layout.gpu_nics,
-                        image=gcp_manifest_key(base_image(spec, group.instance_type)),
+                        image=image_manifest(spec, group.instance_type),
                     )
                 )
 

@@ -24,13 +24,13 @@ import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
 from gpufleet.catalog.gcp import (
-    ACCELERATOR_IMAGE_PROJECT,
     VM_SCOPES,
     NicLayout,
     compact_max_distance,
     image_family,
     series_of,
 )
+from gpufleet.catalog.images import gcp_manifest_key
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
 from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
 
@@ -89,9 +89,6 @@ class Images:
             self._found[key] = image.self_link
         return self._found[key]
 
-    def carries_gpu_stack(self, instance_type: str) -> bool:
-        return carries_gpu_stack(self._spec, instance_type)
-
 
 def base_image(spec: ClusterSpec, instance_type: str) -> str:
     """The image a type boots, as a path: ``provider.image``, else its family in this cluster."""
@@ -102,10 +99,11 @@ def base_image(spec: ClusterSpec, instance_type: str) -> str:
     return f"projects/{project}/global/images/family/{family}"
 
 
-def carries_gpu_stack(spec: ClusterSpec, instance_type: str) -> bool:
-    """Whether the type's image is one of Google's accelerator images (NVIDIA driver inside); a baked
-    image carries what its base carried."""
-    return ACCELERATOR_IMAGE_PROJECT in base_image(spec, instance_type)
+def image_manifest(spec: ClusterSpec, instance_type: str) -> str | None:
+    """The manifest (catalog/images.yaml) of the image a type boots, which decides per component what the
+    GPU roles verify and install; None for an image the table does not know. A baked image carries what
+    its base carried."""
+    return gcp_manifest_key(base_image(spec, instance_type))
 
 
 def _scheduling(group: NodeGroup, gpu: bool, compact: bool) -> gcp.compute.InstanceSchedulingArgs | None:
