@@ -260,3 +260,50 @@ def test_validate_judges_the_loaded_driver_against_the_inventory_software():
     report = evaluate_health([_host()], run, driver_branch=driver_branch({"nvidia_driver": "580"}))
     assert report.failed_nodes == ["n1"]
     assert report.nodes[0].problems[0].startswith("driver 570.86.15 is older than the pinned branch 580")
+
+
+# ---- NVLSM on fourth-generation NVSwitch (HGX B200/B300) ---------------------------------------------------
+
+
+def _b200(instance_type: str = "p6-b200.48xlarge", gpus: int = 8, arch: str = "sm_100") -> Host:
+    return Host(
+        name="n1", roles=[Role.COMPUTE], address="a", private_ip="a", instance_type=instance_type,
+        gpus=gpus, gpu_arch=arch, nvswitch=True, cpus=1, memory_mb=1,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("host", "nvlsm", "failing"),
+    [
+        (_b200(), "running", []),
+        (
+            _b200(),
+            "not running",
+            [
+                "nvlsm is not running on a fourth-generation NVSwitch node: the GPUs cannot join the NVLink "
+                "fabric without it (install nvlink5-<driver branch>, then systemctl restart "
+                "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager)"
+            ],
+        ),
+        (_b200("p6-b300.48xlarge", arch="sm_103"), None, ["nvlsm is not present on a fourth-generation"]),
+        (_host(), None, []),  # H100: third-generation NVSwitch, no NVLSM
+        (_b200("p6e-gb200.36xlarge", gpus=4), None, []),  # GB200 NVL72 tray: the switches are elsewhere
+    ],
+    ids=["b200-running", "b200-stopped", "b300-absent", "h100", "gb200-tray"],
+)
+def test_nvlsm_is_required_on_fourth_generation_nvswitch_only(host, nvlsm, failing):
+    raw = _raw() if nvlsm is None else _raw(nvlsm=nvlsm)
+    node = evaluate_node(host, HealthRun(states={}, answers={"n1": raw}, rc=0, stderr=""))
+    assert [p[: len(f)] for p, f in zip(node.problems, failing, strict=False)] == failing, node.problems
+    assert len(node.problems) == len(failing), node.problems
+
+
+def test_check_mode_looks_for_the_nvlsm_process(tmp_path):
+    bin_dir = _fake_node(tmp_path, gpus=8)
+    expect = tmp_path / "node-check.json"
+    expect.write_text(json.dumps({"gpus": 8, "nvswitch": True, "cpus": 1, "memory_mb": 1}))
+    missing = _check(bin_dir, "--expect", str(expect), "--nvlsm")
+    assert missing.returncode == 1 and "nvlsm is not present" in missing.stdout, missing.stdout
+    _tool(bin_dir, "pgrep", '[ "$2" = nvlsm ]')
+    running = _check(bin_dir, "--expect", str(expect), "--nvlsm")
+    assert running.returncode == 0 and "nvlsm running" in running.stdout, running.stdout + running.stderr

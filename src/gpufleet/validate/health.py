@@ -7,7 +7,8 @@ This module adds Slurm's view, the checks that need the inventory's fabric facts
 results into ``Check``s. A node fails when it did not answer, Slurm does not consider it usable, its GPU or
 fabric device count is short of the inventory's ``gpufleet_gpus`` / ``gpufleet_fabric_interfaces``, it has
 uncorrected ECC errors, remapped-row failures or a serious XID, DCGM's level-1 diagnostic failed, a GPU runs
-without persistence mode, an NVSwitch node (``gpufleet_nvswitch``) has no running nvidia-fabricmanager, it
+without persistence mode, an NVSwitch node (``gpufleet_nvswitch``) has no running nvidia-fabricmanager (or,
+on fourth-generation NVSwitch HGX B200/B300, no nvlsm process), it
 has fewer CPUs or less memory than it declares to Slurm, munge/slurmd are not running, a fabric port or NIC
 is missing, down or at the wrong rate or MTU, or the inventory's shared filesystem is not mounted at its
 mount point with the filesystem type its kind means, or cannot be written. Tools that are absent are "not
@@ -184,6 +185,12 @@ def evaluate_node(
     return result
 
 
+# Fourth-generation NVSwitch HGX (B100/B200 sm_100, B300 sm_103, 8 GPUs on the baseboard) runs NVLSM under
+# nvidia-fabricmanager (NVIDIA Fabric Manager user guide, "Systems Using Fourth Generation NVSwitches"); the
+# nvidia_driver role's nvidia_driver_nvlsm default applies the same rule. GB200 NVL72 trays (4 GPUs) do not.
+_NVLSM_ARCHS = ("sm_100", "sm_103")
+
+
 def expectations(host: Host, driver_branch: int | None = None) -> dict[str, Any]:
     """What the inventory says ``host`` has, in the shape ``node_health.judge`` (and the node) reads."""
     expect: dict[str, Any] = {
@@ -192,6 +199,7 @@ def expectations(host: Host, driver_branch: int | None = None) -> dict[str, Any]
         "cpus": host.cpus,
         "memory_mb": host.memory_mb,
         "nvswitch": host.nvswitch,
+        "nvlsm": host.nvswitch and host.gpus == 8 and host.gpu_arch in _NVLSM_ARCHS,
     }
     if driver_branch is not None:
         expect["driver_branch"] = driver_branch

@@ -13,7 +13,8 @@ driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that
 right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the
 raw output of ``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory;
 the munge and slurmd services; persistence mode per GPU (``nvidia-smi --query-gpu``); the loaded driver
-(``/proc/driver/nvidia/version``); the nvidia-fabricmanager service; with ``--nccl-tests DIR``, a
+(``/proc/driver/nvidia/version``); the nvidia-fabricmanager service, and the nvlsm process it starts on
+fourth-generation NVSwitch (HGX B200/B300); with ``--nccl-tests DIR``, a
 one-rank smoke run of ``DIR/all_reduce_perf`` (8 bytes, one iteration) started as its own process,
 outside Slurm's MPI, so a node whose CUDA, NCCL or driver cannot run the binaries says why (e.g. "CUDA
 driver version is insufficient for CUDA runtime version"); with ``--mount PATH``, the shared filesystem
@@ -511,9 +512,18 @@ def service(name: str) -> str:
     return "running (no systemd)" if rc == 0 else "not running"
 
 
+def process(name: str) -> str:
+    """Whether a process of exactly that name runs (NVLSM has no unit of its own: nvidia-fabricmanager's
+    unit starts it on fourth-generation NVSwitch systems)."""
+    rc, _ = run(["pgrep", "-x", name], timeout=15)
+    if rc == 127:
+        return "not present"
+    return "running" if rc == 0 else "not running"
+
+
 # ---- judging ---------------------------------------------------------------------------------------
 # A check is (name, status, message); status is pass, fail, warn or info. ``expect`` holds what the
-# inventory says the node has: gpus, fabric_interfaces, cpus, memory_mb, nvswitch, driver_branch.
+# inventory says the node has: gpus, fabric_interfaces, cpus, memory_mb, nvswitch, nvlsm, driver_branch.
 
 
 def _judge_gpus(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
@@ -596,16 +606,28 @@ def _judge_fabricmanager(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
     if not expect.get("nvswitch"):
         return []
     state = raw.get("fabricmanager") or "not present"
-    if state in ("active", "running (no systemd)"):
-        return [("fabricmanager", PASS, "nvidia-fabricmanager active")]
-    return [
-        (
-            "fabricmanager",
-            FAIL,
+    checks = [("fabricmanager", PASS, "nvidia-fabricmanager active")]
+    if state not in ("active", "running (no systemd)"):
+        message = (
             f"nvidia-fabricmanager is {state} on an NVSwitch node: CUDA cannot use the GPUs until it runs "
-            "(systemctl enable --now nvidia-fabricmanager; journalctl -u nvidia-fabricmanager)",
+            "(systemctl enable --now nvidia-fabricmanager; journalctl -u nvidia-fabricmanager)"
         )
-    ]
+        checks = [("fabricmanager", FAIL, message)]
+    if expect.get("nvlsm"):  # fourth-generation NVSwitch (HGX B200/B300): NVLSM runs under the FM unit
+        nvlsm = raw.get("nvlsm") or "not present"
+        if nvlsm == "running":
+            checks.append(("nvlsm", PASS, "nvlsm running"))
+        else:
+            checks.append(
+                (
+                    "nvlsm",
+                    FAIL,
+                    f"nvlsm is {nvlsm} on a fourth-generation NVSwitch node: the GPUs cannot join the NVLink "
+                    "fabric without it (install nvlink5-<driver branch>, then systemctl restart "
+                    "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager)",
+                )
+            )
+    return checks
 
 
 def _judge_driver(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
@@ -725,6 +747,7 @@ def collect(
         "persistence": persistence,
         "driver": driver,
         "fabricmanager": lambda: service("nvidia-fabricmanager"),
+        "nvlsm": lambda: process("nvlsm"),
         "fabric": lambda: fabric(kind),
         "cpus": cpus,
         "memory_mb": memory_mb,
@@ -763,6 +786,8 @@ def _expectations(argv: list[str]) -> dict[str, object]:
             expect[key] = int(str(_option(argv, flag, "0")))
     if "--nvswitch" in argv:
         expect["nvswitch"] = True
+    if "--nvlsm" in argv:
+        expect["nvlsm"] = True
     return expect
 
 
