@@ -16,6 +16,7 @@ Checks (all offline, from the spec and the catalog):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -52,6 +53,9 @@ from gpufleet.spec.model import (
     NodeGroup,
     Role,
 )
+
+# A Compute Engine resource name (RFC 1035), as a resource policy's name must be.
+POLICY_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 # --------------------------------------------------------------------------------------------------
 # Checks
@@ -217,12 +221,14 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "capacity_block is AWS's; on GCP a calendar-mode future reservation delivers a reservation: "
                 "use mode: reservation with its name",
             )
-        if capacity.placement_group is not None:
+        if capacity.placement_group is not None and not POLICY_NAME.match(capacity.placement_group):
             yield Finding(
                 Level.ERROR,
                 "gcp_capacity",
                 f"{path}.placement_group",
-                "placement_group is AWS only; on GCP a reservation brings its own compact placement policy",
+                f"'{capacity.placement_group}' is not a resource policy name: on GCP placement_group names "
+                "the reservation's own compact placement policy (lowercase letters, digits and hyphens, "
+                "starting with a letter, at most 63 characters)",
             )
         if capacity.reservation_group_arn is not None:
             yield Finding(
@@ -240,15 +246,15 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                     f"'{capacity.reservation}' is not a reservation name; give NAME, or "
                     "projects/OWNER_PROJECT/reservations/NAME for a shared reservation",
                 )
-            if Role.COMPUTE in group.roles:
+            if Role.COMPUTE in group.roles and capacity.placement_group is None:
                 yield Finding(
                     Level.INFO,
                     "gcp_capacity",
                     f"{path}.reservation",
                     f"group '{group.name}' consumes reservation '{capacity.reservation}': its VMs carry no "
                     "gpufleet placement policy (a VM that consumes a specific reservation must use the "
-                    "reservation's own compact placement policy, if it has one); create the reservation "
-                    "with a compact placement policy for dense placement",
+                    "reservation's own compact placement policy, if it has one); if the reservation has "
+                    "one, name it in capacity.placement_group so that its VMs carry it",
                 )
         if capacity.mode is CapacityMode.ON_DEMAND and not series.on_demand:
             yield Finding(

@@ -303,8 +303,16 @@ class Capacity(SpecModel):
         Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")] | None
     ) = Field(
         default=None,
-        description="AWS only, mode reservation: the existing cluster placement group the capacity "
-        "reservation was created in (its instances must launch into that group)",
+        description="mode reservation: AWS: the existing cluster placement group the capacity "
+        "reservation was created in (its instances must launch into that group); GCP: the name of the "
+        "reservation's own compact placement policy, which its VMs then carry",
+    )
+    reservation_type: Literal["standard", "dense", "calendar"] | None = Field(
+        default=None,
+        description="GCP only, mode reservation: how the reservation was made: 'calendar' (auto-created "
+        "from a future reservation in calendar mode) or 'dense' (AI Hypercomputer, deployment type DENSE) "
+        "make its VMs RESERVATION_BOUND; 'standard' (an ordinary on-demand reservation) does not. Default: "
+        "calendar for series without on-demand capacity (A3 Ultra, A4), else standard",
     )
     max_run_duration: Duration | None = Field(
         default=None,
@@ -319,6 +327,13 @@ class Capacity(SpecModel):
                 "placement_group_unused",
                 "'placement_group' names the placement group a capacity reservation was made in; it is "
                 "only read with mode 'reservation', not '{mode}'",
+                {"mode": self.mode.value},
+            )
+        if self.reservation_type is not None and self.mode is not CapacityMode.RESERVATION:
+            raise PydanticCustomError(
+                "reservation_type_unused",
+                "'reservation_type' says how a GCP reservation was made; it is only read with mode "
+                "'reservation', not '{mode}'",
                 {"mode": self.mode.value},
             )
         flex = self.mode is CapacityMode.FLEX_START

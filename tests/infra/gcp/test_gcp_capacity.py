@@ -115,3 +115,82 @@ def test_flex_start_is_refused_on_aws():
         }
     )
     assert any("use mode: capacity_block" in e for e in _errors(spec)), _errors(spec)
+
+
+def _vm(rec: Any, name: str) -> Any:
+    """The VM of that name (A3 Mega's GPU networks share the hosts' names)."""
+    [vm] = [r for r in rec.of_type(INSTANCE) if r.name == name]
+    return vm
+
+
+def test_ordinary_reservation_vms_are_standard_not_reservation_bound(record):
+    """An ordinary (on-demand, non-dense) reservation: slurm-gcp leaves its VMs STANDARD; RESERVATION_BOUND
+    is for reservations from calendar-mode or AI Hypercomputer (dense) future reservations only."""
+    capacity = {"mode": "reservation", "reservation": "a3m-res"}
+    rec = record(gcp_spec("a3-megagpu-8g", node_groups=_groups("a3-megagpu-8g", capacity)))
+    assert rec.error is None, rec.error
+    for name in ("t1-gpu-0", "t1-gpu-1"):
+        vm = _vm(rec, name)
+        scheduling = vm.inputs["scheduling"]
+        assert scheduling.get("provisioningModel") != "RESERVATION_BOUND", f"{vm.urn}: {scheduling}"
+        assert vm.inputs["reservationAffinity"]["type"] == "SPECIFIC_RESERVATION", f"{vm.urn}"
+
+
+@pytest.mark.parametrize("kind", ["calendar", "dense"])
+def test_calendar_and_dense_reservations_are_reservation_bound_on_any_series(record, kind):
+    capacity = {"mode": "reservation", "reservation": "a3m-res", "reservation_type": kind}
+    rec = record(gcp_spec("a3-megagpu-8g", node_groups=_groups("a3-megagpu-8g", capacity)))
+    assert rec.error is None, rec.error
+    scheduling = _vm(rec, "t1-gpu-0").inputs["scheduling"]
+    assert scheduling["provisioningModel"] == "RESERVATION_BOUND", scheduling
+
+
+def test_standard_reservation_type_overrides_the_series_default(record):
+    capacity = {"mode": "reservation", "reservation": "a3u-res", "reservation_type": "standard"}
+    rec = record(gcp_spec("a3-ultragpu-8g", node_groups=_groups("a3-ultragpu-8g", capacity)))
+    assert rec.error is None, rec.error
+    scheduling = _vm(rec, "t1-gpu-0").inputs["scheduling"]
+    assert scheduling.get("provisioningModel") != "RESERVATION_BOUND", scheduling
+
+
+def test_reservation_vms_carry_the_reservations_own_placement_policy(record):
+    """slurm-gcp attaches the reservation's own resource policies to its VMs; gpufleet creates none."""
+    capacity = {"mode": "reservation", "reservation": "a3u-res", "placement_group": "a3u-compact"}
+    spec = gcp_spec("a3-ultragpu-8g", node_groups=_groups("a3-ultragpu-8g", capacity))
+    assert not _errors(spec), _errors(spec)
+    rec = record(spec)
+    assert rec.error is None, rec.error
+    assert rec.of_type(POLICY) == [], "the reservation's policy is used, none is created"
+    project, region = spec.provider.project, spec.provider.region  # type: ignore[union-attr]
+    for name in ("t1-gpu-0", "t1-gpu-1"):
+        vm = _vm(rec, name)
+        policies = vm.inputs["resourcePolicies"]
+        assert policies == f"projects/{project}/regions/{region}/resourcePolicies/a3u-compact", policies
+        assert vm.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE", vm.inputs["scheduling"]
+
+
+def test_shared_reservations_policy_lives_in_the_owner_project(record):
+    capacity = {
+        "mode": "reservation",
+        "reservation": "projects/owner-proj/reservations/a3u-res",
+        "placement_group": "a3u-compact",
+    }
+    spec = gcp_spec("a3-ultragpu-8g", node_groups=_groups("a3-ultragpu-8g", capacity))
+    rec = record(spec)
+    assert rec.error is None, rec.error
+    policies = _vm(rec, "t1-gpu-0").inputs["resourcePolicies"]
+    assert policies.startswith("projects/owner-proj/regions/"), policies
+
+
+def test_check_refuses_a_placement_policy_name_google_would_refuse():
+    capacity = {"mode": "reservation", "reservation": "a3u-res", "placement_group": "My_Policy"}
+    spec = gcp_spec("a3-ultragpu-8g", node_groups=_groups("a3-ultragpu-8g", capacity))
+    assert [e for e in _errors(spec) if "not a resource policy name" in e], _errors(spec)
+
+
+def test_reservation_type_only_with_mode_reservation():
+    with pytest.raises(ValidationError, match="reservation_type"):
+        gcp_spec(
+            "a3-megagpu-8g",
+            node_groups=_groups("a3-megagpu-8g", {"mode": "spot", "reservation_type": "dense"}),
+        )

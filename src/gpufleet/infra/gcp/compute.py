@@ -3,7 +3,8 @@
 Creates:
 - ``<name>-<group>-placement``: a compact placement policy per compute group (group placement,
   collocation COLLOCATED, the series' loosest max distance where it supports one); every node of the
-  group carries it, except in a group that consumes a specific reservation (the reservation decides);
+  group carries it, except in a group that consumes a specific reservation, whose VMs carry the
+  reservation's own policy when the spec names it (``capacity.placement_group``);
 - ``<name>-<group>[-<i>]``: one VM per host, named as ``ClusterSpec.host_names`` says, with no external IP,
   the NICs of its layout, labels on the VM and its boot disk, and the cloud-config of
   ``gpufleet.infra.userdata`` (python3, the cluster's SSH key for the image's user) as ``user-data`` metadata.
@@ -106,9 +107,53 @@ def image_manifest(spec: ClusterSpec, instance_type: str) -> str | None:
     return gcp_manifest_key(base_image(spec, instance_type))
 
 
+# Google: "The reservation-bound provisioning model lets you create A4X, A4, or A3 Ultra VMs by using
+# reserved capacity from a future reservation in calendar mode or future reservation in AI Hypercomputer"
+# (RESERVATION_BOUND_DOC, read 2026-11-24). slurm-gcp sets it only then: ``if reservation.dense or
+# calendar_mode: provisioningModel = "RESERVATION_BOUND"``, and otherwise leaves an ordinary reservation's
+# VMs STANDARD (RESERVATION_PROPS_SOURCE, update_reservation_props). It also attaches the reservation's own
+# resource policies ("use ones already attached to reservations"; "vanilla reservations don't support
+# external policies").
+RESERVATION_BOUND_DOC = "https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms"
+RESERVATION_PROPS_SOURCE = (
+    "https://github.com/GoogleCloudPlatform/cluster-toolkit/blob/02895beac250f6e3a07b2cbb9947afb510035c16/"
+    "community/modules/scheduler/schedmd-slurm-gcp-v6-controller/modules/slurm_files/scripts/resume.py"
+)
+
+
+def reservation_bound(group: NodeGroup) -> bool:
+    """Whether the group's VMs are RESERVATION_BOUND: a dense or calendar-mode reservation, as the spec
+    says (``capacity.reservation_type``), else by series: a series without on-demand capacity (A3 Ultra,
+    A4) is only reserved through future reservations (calendar mode or AI Hypercomputer)."""
+    capacity = group.capacity
+    if capacity.mode is not CapacityMode.RESERVATION:
+        return False
+    kind = capacity.reservation_type
+    if kind is None:
+        return not series_of(group.instance_type).on_demand
+    return kind in ("dense", "calendar")
+
+
+def reservation_policy(spec: ClusterSpec, group: NodeGroup) -> str | None:
+    """The reservation's own compact placement policy (``capacity.placement_group``) as a resource path:
+    in the reservation owner's project for a shared reservation (projects/OWNER/reservations/NAME), else
+    the cluster's; in the cluster's region."""
+    capacity = group.capacity
+    if capacity.mode is not CapacityMode.RESERVATION or capacity.placement_group is None:
+        return None
+    provider = spec.provider
+    project = provider.project  # type: ignore[union-attr]
+    reservation = capacity.reservation or ""
+    if reservation.startswith("projects/"):
+        project = reservation.split("/")[1]
+    region = provider.region  # type: ignore[union-attr]
+    return f"projects/{project}/regions/{region}/resourcePolicies/{capacity.placement_group}"
+
+
 def _scheduling(group: NodeGroup, gpu: bool, compact: bool) -> gcp.compute.InstanceSchedulingArgs | None:
-    """How the VM is bought. A reservation's VMs are RESERVATION_BOUND (they only ever run on it, as
-    Cluster Toolkit's A3 Ultra and A4 blueprints set); flex-start VMs (DWS) run for ``max_run_duration``
+    """How the VM is bought. A dense or calendar-mode reservation's VMs are RESERVATION_BOUND (they only
+    ever run on it, ``reservation_bound``); an ordinary reservation's are STANDARD. Flex-start VMs (DWS)
+    run for ``max_run_duration``
     and are deleted then, without automatic restart (pulumi-gcp's InstanceSchedulingArgs). A VM under a
     compact placement policy cannot live-migrate: it terminates on host maintenance, GPUs or not (as
     slurm-gcp's resume.py sets whenever a VM carries resource policies)."""
@@ -133,7 +178,7 @@ def _scheduling(group: NodeGroup, gpu: bool, compact: bool) -> gcp.compute.Insta
                 seconds=int(duration.total_seconds())
             ),
         )
-    if mode is CapacityMode.RESERVATION:
+    if mode is CapacityMode.RESERVATION and reservation_bound(group):
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="RESERVATION_BOUND",
             on_host_maintenance="TERMINATE" if gpu or compact else None,
@@ -180,6 +225,8 @@ def instance(
     provider = spec.provider
     series = series_of(group.instance_type)
     gpu = item is not None and item.gpu is not None
+    own_policy = reservation_policy(spec, group)
+    policies = policy.self_link if policy is not None else own_policy
     tags = [f"{spec.name}-{group.name}"]
     if group in spec.login_groups:
         tags.append(f"{spec.name}-{LOGIN_TAG}")
@@ -199,9 +246,9 @@ def instance(
             ),
         ),
         network_interfaces=network.interfaces(layout),
-        scheduling=_scheduling(group, gpu, compact=policy is not None),
+        scheduling=_scheduling(group, gpu, compact=policies is not None),
         reservation_affinity=_reservation(group),
-        resource_policies=policy.self_link if policy is not None else None,
+        resource_policies=policies,
         service_account=gcp.compute.InstanceServiceAccountArgs(scopes=list(VM_SCOPES)),
         labels=dict(labels),
         metadata=dict(metadata),
