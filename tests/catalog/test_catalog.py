@@ -172,6 +172,24 @@ def test_gcp_gpu_nic_layout(name):
         assert fabric.mtu is not None, f"{name}: GPU NIC VPCs without an MTU"
 
 
+GPUDIRECT_KINDS = (FabricKind.TCPX, FabricKind.TCPXO, FabricKind.ROCE)
+
+
+@pytest.mark.parametrize("name", _types(lambda t: t.provider == "gcp" and t.fabric.kind in GPUDIRECT_KINDS))
+def test_gcp_gpudirect_types_name_their_host_nics(name):
+    """gcp_gpudirect exports NCCL_SOCKET_IFNAME from these names: none would export an empty value."""
+    fabric = CATALOG.instance_types[name].fabric
+    names = fabric.host_nic_names
+    assert names, f"{name}: no host_nic_names, nccl.env would export NCCL_SOCKET_IFNAME=''"
+    assert len(names) == fabric.host_nics, f"{name}: {names} for {fabric.host_nics} host NICs"
+    assert "fabric.host_nic_names" in CATALOG.instance_types[name].sources, f"{name}: unsourced NIC names"
+
+
+def test_a4_host_nics_are_the_toolkits():
+    """Cluster Toolkit's A4 NCCL test sets NCCL_SOCKET_IFNAME=enp0s19,enp192s20."""
+    assert CATALOG.instance_types["a4-highgpu-8g"].fabric.host_nic_names == ["enp0s19", "enp192s20"]
+
+
 @pytest.mark.parametrize("name", _types(lambda t: t.fabric.kind is FabricKind.ROCE))
 def test_roce_types_use_roce_profile_and_mrdma(name):
     fabric = CATALOG.instance_types[name].fabric
