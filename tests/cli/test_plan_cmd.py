@@ -90,3 +90,15 @@ def test_summary_counts_typed_lists_and_drops_references():
 def test_collapse_folds_numbered_runs_only():
     rows = [("t", "n-0", "s"), ("t", "n-1", "s"), ("t", "n-2", "s"), ("t", "head", "s"), ("u", "x", "")]
     assert collapse(rows) == [("t", "n-0 ... n-2", "s", 3), ("t", "head", "s", 1), ("u", "x", "", 1)]
+
+
+def test_plan_says_which_changes_replace_a_groups_nodes():
+    """An instant fleet cannot be modified: the plan names the spec fields that make new nodes (issue 25)."""
+    result = runner.invoke(app, ["plan", str(ROOT / "examples" / "aws-p5.yaml")])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "replaces nodes:" in out, out
+    for field in ("count", "instance_type", "root_volume_gib", "access.ssh_public_key"):
+        assert field in out.split("replaces nodes:")[1], out
+    data = json.loads(runner.invoke(app, ["plan", str(ROOT / "examples" / "aws-p5.yaml"), "--json"]).output)
+    assert "count" in data["replaces_nodes"] and "root_volume_gib" in data["replaces_nodes"], data

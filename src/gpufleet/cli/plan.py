@@ -98,6 +98,13 @@ def collapse(rows: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str, 
     return folded
 
 
+def _replacing_fields(kind: str) -> tuple[str, ...]:
+    """The spec fields whose later change replaces a group's nodes (a Pulumi cloud's own list)."""
+    from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
+
+    return pulumi_backend_of(kind).replacing_fields if kind in PULUMI_KINDS else ()
+
+
 def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
     """Show what 'pulumi up' would create for SPEC, offline (no credentials, no Pulumi CLI), and its cost."""
     from gpufleet.infra import program
@@ -106,6 +113,7 @@ def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
     result = program.plan_spec(spec, datetime.now(UTC))
     total, lines = program.hourly_cost(spec)
     counts = result.counts()
+    replacing = _replacing_fields(spec.provider.kind)
     # Registration order depends on when each resource's inputs resolve; type and name order does not.
     resources = sorted(result.resources, key=lambda r: (r.type, r.name))
     if json_out:
@@ -116,6 +124,7 @@ def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
                 "counts": dict(sorted(counts.items())),
                 "cost_per_hour_usd": total,
                 "cost_breakdown": lines,
+                "replaces_nodes": list(replacing),
             }
         )
         return
@@ -136,6 +145,12 @@ def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
         totals.add_row(type_, str(count))
     totals.add_row("[bold]total[/]", f"[bold]{sum(counts.values())}[/]")
     console.print(totals)
+    if replacing:
+        console.print(
+            "[bold]replaces nodes:[/] a later change of a group's "
+            + ", ".join(replacing)
+            + " makes new nodes for the group (its old ones are deleted first), not an update in place"
+        )
 
     cost = Table(title="on-demand cost per hour (catalog prices)")
     for column in ("group", "instance type", "count", "USD/h each", "USD/h"):

@@ -101,6 +101,8 @@ class PulumiBackend:
     """A cloud's backend: the Automation API driver, with the cloud's hooks left to subclasses."""
 
     kind = ""
+    # The spec fields whose change replaces a group's nodes rather than updating them (gpufleet plan).
+    replacing_fields: tuple[str, ...] = ()
 
     # ---- what each cloud says -----------------------------------------------------------------------
 
@@ -258,9 +260,21 @@ class PulumiBackend:
         self.check_credentials(spec)
         baked = None if program is not None else self.find_baked(spec, reporter)
         stack = self.select_stack(spec, state, program, baked)
+        replace: list[str] = []
+        if program is None:
+            try:
+                replace = self.replace_before_up(stack.export_stack().deployment or {})
+            except auto.CommandError:  # a stack without state has nothing to replace
+                replace = []
+        for urn in replace:
+            reporter.info(f"replacing {urn.rsplit('::', 1)[-1]}: its last launch came short")
         with reporter.step(f"pulumi up: stack {spec.name}"):
             try:
-                result = stack.up(color="never", on_output=lambda line: reporter.info(line.rstrip()))
+                result = stack.up(
+                    color="never",
+                    on_output=lambda line: reporter.info(line.rstrip()),
+                    replace=replace or None,
+                )
             except auto.CommandError as exc:
                 raise ProvisionError(
                     f"pulumi up of cluster '{spec.name}' failed:\n{_tail(exc)}",
@@ -268,6 +282,11 @@ class PulumiBackend:
                     "or 'gpufleet down' to remove what was made",
                 ) from None
         return _plain(result.outputs)
+
+    def replace_before_up(self, deployment: dict[str, Any]) -> list[str]:
+        """URNs in the stack's state that the next ``pulumi up`` must replace, not keep (none here;
+        AWS: an instant fleet whose launch came short)."""
+        return []
 
     def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
         """The newest baked image of the spec's roles and pins now, said either way (``gpufleet up``)."""

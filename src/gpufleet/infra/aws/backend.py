@@ -13,6 +13,7 @@ from typing import Any
 
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
+from gpufleet.infra.aws.fleet import REPLACING_FIELDS
 from gpufleet.infra.cloudbake import BakeRequest
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
@@ -46,6 +47,7 @@ def _provider(spec: ClusterSpec) -> AwsProvider:
 
 class AwsBackend(PulumiBackend):
     kind = "aws"
+    replacing_fields = REPLACING_FIELDS
 
     def program(
         self,
@@ -58,6 +60,11 @@ class AwsBackend(PulumiBackend):
 
         args = GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
         return GpuClusterAws(spec.name, args).stack_outputs
+
+    def replace_before_up(self, deployment: dict[str, Any]) -> list[str]:
+        from gpufleet.infra.aws.fleet import short_fleets
+
+        return short_fleets(deployment)
 
     # ---- baked images -------------------------------------------------------------------------------
 

@@ -133,7 +133,12 @@ class GpuClusterAws(pulumi.ComponentResource):
                 )
                 self.fleets[group.name] = launched
                 for host in fleet_hosts(
-                    launched, spec.host_names(group), expires_at=expires_at, opts=child, invoke=invoke
+                    launched,
+                    spec.host_names(group),
+                    expires_at=expires_at,
+                    opts=child,
+                    invoke=invoke,
+                    region=provider_spec.region,
                 ):
                     addresses[host.name] = host.private_ip
             else:

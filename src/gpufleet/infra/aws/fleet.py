@@ -16,6 +16,24 @@ all-or-nothing scaling strategy launches a compute resource:
   and block id, which a fleet never leaves for On-Demand (``rules.FLEET_CAPACITY_BLOCK_DOC``);
 - ``terminate_instances``: deleting the fleet terminates its instances.
 
+An instant fleet cannot be modified ("You can't modify an EC2 Fleet of type request or instant",
+docs.aws.amazon.com/AWSEC2/latest/UserGuide/modify-ec2-fleet.html, read 2026-11-24), yet the provider
+calls ``ModifyFleet`` for any change but a tag's (terraform-provider-aws
+``internal/service/ec2/ec2_fleet.go``, ``resourceFleetUpdate``): so every input but the tags is in
+``replace_on_changes`` (``REPLACED_ON``) and the fleet is deleted before its replacement is created
+(``delete_before_replace``: a Capacity Block or a full ODCR has no room for two fleets). A change of a
+group's count, instance type, root volume, image or keys (a new template version) replaces its nodes
+(``REPLACING_FIELDS``, which ``gpufleet plan`` prints). Deleting a fleet of p5 nodes (33 ENIs each) can
+outlast the provider's 10-minute default, hence ``DELETE_TIMEOUT``.
+
+EC2 answers an instant fleet that could not launch with success and an ``Errors`` list, which the
+provider does not keep (no ``errors`` output in pulumi-aws 7.51). When a fleet comes short,
+``launch_errors`` reads them back with ``DescribeFleets`` (whose ``Errors`` are "valid only when Type is
+set to instant", API_DescribeFleets, read 2026-11-24), as ParallelCluster's ``fleet_manager.py`` does
+(aws-parallelcluster-node PR #533), and the error names EC2's codes and messages. Such a fleet stays in
+the stack's state; ``short_fleets`` finds it there so the next ``up`` replaces it (``--replace``)
+instead of failing on it again.
+
 The fleet returns instance ids, not hosts. ``fleet_hosts`` sorts them (a stable order for as long as the
 fleet lives) and gives the i-th to the group's i-th host name; each host's private IP comes from
 ``aws.ec2.get_instance`` on its id, so the stack outputs keep one record per host. Every instance gets a
@@ -26,7 +44,9 @@ default tags reach the fleet, not the instances it launches.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -34,6 +54,43 @@ import pulumi_aws as aws
 from gpufleet.catalog import aws as rules
 from gpufleet.infra.tags import AWS_EXPIRES_TAG
 from gpufleet.spec.model import CapacityMode, NodeGroup, Role
+
+FLEET_TYPE = "aws:ec2/fleet:Fleet"
+
+# Every input of aws.ec2.Fleet that ModifyFleet would carry (all but tags): a change replaces the fleet.
+REPLACED_ON = [
+    "type",
+    "launchTemplateConfigs",
+    "targetCapacitySpecification",
+    "onDemandOptions",
+    "spotOptions",
+    "terminateInstances",
+    "terminateInstancesWithExpiration",
+    "excessCapacityTerminationPolicy",
+    "replaceUnhealthyInstances",
+    "context",
+    "validFrom",
+    "validUntil",
+    "fleetInstanceSets",
+    "fleetState",
+    "fulfilledCapacity",
+    "fulfilledOnDemandCapacity",
+    "region",
+]
+
+# The spec fields whose change replaces a compute group's nodes (a new fleet), as gpufleet plan says.
+REPLACING_FIELDS = (
+    "count",
+    "instance_type",
+    "root_volume_gib",
+    "capacity",
+    "provider.ami (or a new baked image)",
+    "provider.zone",
+    "access.ssh_public_key",
+)
+
+# terraform-provider-aws ec2_fleet.go: a 10-minute default delete timeout, a fixed 5-minute wait within.
+DELETE_TIMEOUT = "30m"
 
 
 @dataclass(frozen=True)
@@ -113,7 +170,14 @@ def build_fleet(
         terminate_instances=True,
         tags={"gpufleet:group": group.name},
         **fleet_options(group),
-        opts=opts,
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(
+                replace_on_changes=REPLACED_ON,
+                delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(delete=DELETE_TIMEOUT),
+            ),
+        ),
     )
 
 
@@ -126,14 +190,58 @@ def sorted_instance_ids(sets: list[dict[str, object]] | list[object] | None) -> 
     return sorted(ids)
 
 
-def _nth(ids: list[str], index: int, count: int, fleet: str) -> str:
+def launch_errors(client: Any, fleet_id: str) -> list[str]:
+    """EC2's own reasons an instant fleet launched too few instances (``DescribeFleets`` ``Errors``),
+    one line per distinct code and message: ``InsufficientInstanceCapacity: ...``."""
+    if not fleet_id:
+        return []
+    try:
+        fleets = client.describe_fleets(FleetIds=[fleet_id]).get("Fleets") or []
+    except Exception as exc:  # the reason is a bonus; the shortfall is the error
+        return [f"(DescribeFleets failed: {exc})"]
+    lines: list[str] = []
+    for fleet in fleets:
+        for error in fleet.get("Errors") or []:
+            line = f"{error.get('ErrorCode', '?')}: {error.get('ErrorMessage', '')}".rstrip(": ")
+            if line not in lines:
+                lines.append(line)
+    return lines
+
+
+def _nth(
+    ids: list[str],
+    index: int,
+    count: int,
+    fleet: str,
+    errors: Callable[[], list[str]] = list,
+) -> str:
     if len(ids) < count:
+        reasons = errors()
+        said = "; EC2 says: " + " | ".join(reasons) if reasons else ""
         raise RuntimeError(
-            f"EC2 Fleet {fleet} launched {len(ids)} of {count} instances; gpufleet needs every node "
-            f"(an instant fleet's minimum target capacity stops at {rules.FLEET_MIN_TARGET_CAPACITY_MAX}): "
-            "run 'gpufleet down' and retry, or split the group"
+            f"EC2 Fleet {fleet} launched {len(ids)} of {count} instances{said}. gpufleet needs every node "
+            f"(an instant fleet's minimum target capacity stops at {rules.FLEET_MIN_TARGET_CAPACITY_MAX}); "
+            "fix the cause and run 'gpufleet up' again (it replaces the short fleet), or split the group"
         )
     return ids[index]
+
+
+def _total(items: Any) -> int:
+    return sum(len(item.get("instanceIds") or []) for item in items or [] if isinstance(item, Mapping))
+
+
+def short_fleets(deployment: Mapping[str, Any]) -> list[str]:
+    """The URNs of the instant fleets in a stack's exported deployment that hold fewer instances than
+    their target capacity (a launch that came short): the next ``up`` replaces them."""
+    urns: list[str] = []
+    for resource in deployment.get("resources") or []:
+        if resource.get("type") != FLEET_TYPE or resource.get("delete"):
+            continue
+        outputs = resource.get("outputs") or {}
+        target = (outputs.get("targetCapacitySpecification") or {}).get("totalTargetCapacity") or 0
+        if outputs.get("type") == "instant" and _total(outputs.get("fleetInstanceSets")) < int(target):
+            urns.append(resource["urn"])
+    return urns
 
 
 def fleet_hosts(
@@ -143,13 +251,24 @@ def fleet_hosts(
     expires_at: str,
     opts: pulumi.ResourceOptions,
     invoke: pulumi.InvokeOptions,
+    region: str | None = None,
 ) -> list[FleetHost]:
     """The fleet's instances as the group's hosts, in order, each tagged with the cluster's expiry."""
-    ids = fleet.fleet_instance_sets.apply(sorted_instance_ids)
     fleet_name = fleet.pulumi_resource_name
+
+    def errors(fleet_id: str) -> Callable[[], list[str]]:
+        def read() -> list[str]:
+            import boto3
+
+            return launch_errors(boto3.client("ec2", region_name=region), fleet_id)
+
+        return read
+
+    sets = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets)
+    ids = sets.apply(lambda both: (both[0], sorted_instance_ids(both[1])))
     found: list[FleetHost] = []
     for index, host in enumerate(hosts):
-        instance_id = ids.apply(lambda all_ids, i=index: _nth(all_ids, i, len(hosts), fleet_name))
+        instance_id = ids.apply(lambda got, i=index: _nth(got[1], i, len(hosts), fleet_name, errors(got[0])))
         aws.ec2.Tag(
             f"{host}-expires", resource_id=instance_id, key=AWS_EXPIRES_TAG, value=expires_at, opts=opts
         )
