@@ -10,7 +10,8 @@ Type token ``gpufleet:aws:ImageBuilder``. Children (named after the builder, ``b
 - ``<name>-sg``: SSH (22) in from each of ``access.allowed_cidrs`` and from nowhere else; HTTPS and HTTP
   out (packages, NVIDIA's and EFA's downloads);
 - ``<name>-builder``: one instance from the base image (the GPU groups' family, or ``ami.id``), IMDSv2
-  required, an encrypted gp3 root volume of the GPU group's size, the cluster key in its user data;
+  required, an encrypted gp3 root volume of the smallest size among the spec's groups
+  (``bake_root_gib``), the cluster key in its user data;
 - with the request's ``source`` (the builder's instance id, recorded from the first update as a plain string):
   ``<name>-image``, an ``aws.ec2.AmiFromInstance`` of the builder, through ``<name>-image-provider``
   (no default tags: the AMI carries the spec's tags and its own record, ``tags.aws_image_tags``, not
@@ -39,6 +40,15 @@ from gpufleet.infra.userdata import render_user_data
 from gpufleet.spec.model import AwsProvider, ClusterSpec
 
 TYPE_TOKEN = "gpufleet:aws:ImageBuilder"
+
+
+def bake_root_gib(spec: ClusterSpec) -> int:
+    """The builder's root volume: the smallest ``root_volume_gib`` of the spec's groups. The AMI's root
+    snapshot takes the builder's size, and EC2 refuses a root volume smaller than its snapshot ("you must
+    specify a snapshot whose size is equal to or greater", docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    instance-block-device-mapping.html, read 2026-11-24); every node boots the image, the head included,
+    and a larger volume grows its file system at first boot (cloud-init growpart)."""
+    return min(group.root_volume_gib for group in spec.node_groups)
 
 
 class ImageBuilderAws(pulumi.ComponentResource):
@@ -76,7 +86,7 @@ class ImageBuilderAws(pulumi.ComponentResource):
                 instance_metadata_tags="disabled",
             ),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                volume_size=args.group.root_volume_gib,
+                volume_size=bake_root_gib(spec),
                 volume_type="gp3",
                 encrypted=True,
                 delete_on_termination=True,
