@@ -72,6 +72,14 @@ TABLE = [
     ({"provider": {"vpc_id": "vpc-0abc1234", "subnet_id": "subnet-0abc1234"}},
      ("info", "provider.subnet_id", "must be in us-east-1a")),
     ({"gpu": {"count": 4096}, "fabric": "ethernet"}, None),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 2400,
+                     "data_repository": {"s3_path": "s3://my-training-data/datasets"}}},
+     ("error", "filesystem.data_repository.s3_path", "placeholder bucket (my-training-data)")),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 2400,
+                     "data_repository": {"s3_path": "s3://amzn-s3-demo-bucket/data"}}},
+     ("error", "filesystem.data_repository.s3_path", "Set s3_path to a bucket of yours")),
+    ({"filesystem": {"kind": "fsx_lustre", "size_gib": 2400,
+                     "data_repository": {"s3_path": "s3://acme-llm-datasets-us-east-1/pile"}}}, None),
 ]  # fmt: skip
 
 

@@ -217,11 +217,33 @@ def reservation_ids(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
+# Bucket names that stand for "your bucket" in examples and docs: the FSx link to one fails 10-20 minutes
+# into an up, after the FSx creation, while the fleet already runs. "amzn-s3-demo-" is the prefix of AWS's
+# documentation buckets, which no bucket may start with ("Bucket names must not start with the prefix
+# amzn-s3-demo-", docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html, read
+# 2026-11-24); the others are the usual stand-ins.
+PLACEHOLDER_BUCKET = re.compile(r"^(my-|your-|amzn-s3-demo-|example-|placeholder|changeme)|(^|-)example(-|$)")
+
+
+def _bucket(s3_path: str) -> str:
+    return s3_path.removeprefix("s3://").split("/", 1)[0]
+
+
 @check("aws_fsx", providers=AWS)
 def fsx(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     fs = spec.filesystem
     if not isinstance(fs, FsxLustreFilesystem):
         return
+    repository = fs.data_repository
+    if repository is not None and PLACEHOLDER_BUCKET.search(_bucket(repository.s3_path)):
+        yield Finding(
+            Level.ERROR,
+            "aws_fsx_bucket",
+            "filesystem.data_repository.s3_path",
+            f"{repository.s3_path} names a placeholder bucket ({_bucket(repository.s3_path)}); FSx links "
+            "to it after the file system is made, 10-20 minutes into 'up', while the nodes already bill. "
+            "Set s3_path to a bucket of yours in the cluster's region, or remove data_repository",
+        )
     if not rules.fsx_size_ok(fs.size_gib):
         below, above = rules.fsx_sizes_near(fs.size_gib)
         yield Finding(

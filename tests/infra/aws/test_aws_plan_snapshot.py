@@ -56,7 +56,8 @@ def test_p5_snapshot_has_32_efa_per_node_placement_and_fsx():
     assert len(by_type["aws:ec2/placementGroup:PlacementGroup"]) == 1
     (lustre,) = by_type["aws:fsx/lustreFileSystem:LustreFileSystem"]
     assert (lustre["inputs"]["deploymentType"], lustre["inputs"]["storageCapacity"]) == ("PERSISTENT_2", 2400)
-    assert len(by_type["aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"]) == 1
+    # The example links no bucket (a placeholder would fail 10-20 minutes into up; test_fsx covers the link).
+    assert "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation" not in by_type
     gpu_hosts = [h for h in plan["outputs"]["hosts"] if "compute" in h["roles"]]
     assert [h["fabric_interfaces"] for h in gpu_hosts] == [32, 32]
     assert plan["cost_per_hour_usd"] is not None and plan["cost_per_hour_usd"] > 100
