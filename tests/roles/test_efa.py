@@ -38,6 +38,11 @@ APT = "Install what the EFA installer needs"
 PLUGIN_CHECK = "Assert that the aws-ofi-nccl plugin is installed"
 MULTIARCH = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}[platform.machine()]
 FI_INFO_SAMPLE = ROOT / "tests" / "validate" / "data" / "fabric" / "fi_info-efa-libfabric-5689.txt"
+# The aws-ofi-nccl each EFA installer bundles: 1.43.2 -> 1.16.3 and 1.50.0 -> 1.21.1 (AWS's EFA release
+# notes, docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-changelog.html, as docs/fabrics.md quotes them);
+# 1.49.0 -> 1.20.0 ("EFA installer 1.49.0 vends libfabric 2.4.0amzn5.0 and aws-ofi-nccl 1.20.0",
+# aws/deep-learning-containers docker/base/cu132/Dockerfile at commit 149d8e5, read 2026-11-24).
+BUNDLED_OFI_NCCL = {"1.43.2": "1.16.3", "1.49.0": "1.20.0", "1.50.0": "1.21.1"}
 PLUGIN_NAMES = ("libnccl-net.so", "libnccl-ofi-tuner.so", "libnccl-tuner-ofi.so")
 
 
@@ -77,8 +82,15 @@ def fake_node(root: Path, efa_version: str | None, plugin_layout: str | None) ->
     return amazon
 
 
-def converge(tmp_path: Path, amazon: Path, pin: str, **extra: object) -> tuple[int, dict[str, dict]]:
-    """Gather min facts as site.yml does, then run the efa role on this machine as a one-EFA node."""
+def converge(
+    tmp_path: Path, amazon: Path, pin: str, software: dict[str, str] | None = None, **extra: object
+) -> tuple[int, dict[str, dict]]:
+    """Gather min facts as site.yml does, then run the efa role on this machine as a one-EFA node. The
+    inventory's software pins: the installer and, where known, the aws-ofi-nccl that installer bundles."""
+    if software is None:
+        software = {"efa_installer": pin}
+        if pin in BUNDLED_OFI_NCCL:
+            software["aws_ofi_nccl"] = BUNDLED_OFI_NCCL[pin]
     node = amazon.parent.parent
     play = [{"name": "Fabric", "hosts": "all", "gather_facts": True, "gather_subset": ["!all", "min"],
              "roles": [{"role": "efa"}]}]  # fmt: skip
@@ -89,7 +101,7 @@ def converge(tmp_path: Path, amazon: Path, pin: str, **extra: object) -> tuple[i
         "gpufleet_instance_type": "g5.8xlarge",
         "gpufleet_fabric_interfaces": 1,
         "gpufleet_fabric_gpudirect_rdma": False,
-        "gpufleet_software": {"efa_installer": pin, "aws_ofi_nccl": "1.16.3"},
+        "gpufleet_software": software,
         "gpufleet_nccl_env_file": str(tmp_path / "nccl.env"),
         "efa_prefix": str(amazon),
         "efa_ld_so_conf": str(node / "etc" / "ld.so.conf.d" / "gpufleet-ofi-nccl.conf"),
@@ -184,3 +196,17 @@ def test_an_older_or_absent_efa_takes_the_install_path_and_stops_before_download
     if stops_at == CHECKSUM:
         assert "set efa_installer_sha256" in message and "1.49.0, 1.50.0" in message, message
     assert APT not in results and not (tmp_path / "work").exists()
+
+
+def test_the_expected_plugin_defaults_to_what_the_pinned_installer_bundles(tmp_path: Path):
+    """The spec's default aws_ofi_nccl and the role's fallback both name the plugin the default EFA pin
+    bundles (1.49.0 -> 1.20.0), so the env file's GPUFLEET_OFI_NCCL_EXPECTED says what the node runs."""
+    from gpufleet.spec.model import Software
+
+    pin = Software().efa_installer
+    assert Software().aws_ofi_nccl == BUNDLED_OFI_NCCL[pin]
+    amazon = fake_node(tmp_path / "node", pin, "flat")
+    rc, results = converge(tmp_path, amazon, pin, software={"efa_installer": pin})
+    assert rc == 0, failures(results)
+    seen = sourced(tmp_path / "nccl.env", "GPUFLEET_OFI_NCCL_EXPECTED")
+    assert seen == {"GPUFLEET_OFI_NCCL_EXPECTED": BUNDLED_OFI_NCCL[pin]}

@@ -550,7 +550,10 @@ class Software(SpecModel):
     nccl: Version = "2.27.7"
     nccl_tests: Version = "2.19.6"
     efa_installer: Version = "1.49.0"
-    aws_ofi_nccl: Version = "1.16.3"
+    # The aws-ofi-nccl that EFA installer 1.49.0 bundles: "EFA installer 1.49.0 vends libfabric 2.4.0amzn5.0
+    # and aws-ofi-nccl 1.20.0" (aws/deep-learning-containers docker/base/cu132/Dockerfile, commit 149d8e5,
+    # read 2026-11-24); the installer's own changelog could not be read here. Move it with efa_installer.
+    aws_ofi_nccl: Version = "1.20.0"
     slurm: Version = "distro"
     openmpi: Version = "distro"
     gpu_packages: Literal["repo", "pypi"] = Field(
