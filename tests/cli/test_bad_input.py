@@ -45,6 +45,7 @@ SPEC_CASES = [
     ("latin1.yaml", "is not UTF-8 text: byte 0xe9 at line 1", ExitCode.SPEC),
     ("binary.bin", "is a binary file, not YAML text", ExitCode.SPEC),
     ("deep.yaml", "nested too deeply to be a spec", ExitCode.SPEC),
+    ("billion-laughs.yaml", "expand to more than 100000 values", ExitCode.SPEC),
     ("count-yes.yaml", "YAML reads yes as a boolean", ExitCode.SPEC),
     (
         "cuda-float.yaml",

@@ -86,3 +86,60 @@ def test_sizes_that_overflow(value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_bytes(value)
     assert parse_bytes("1P") == MAX_BYTES
+
+
+def _sequence_bomb(levels: int = 9, width: int = 10) -> str:
+    """Nine levels of ten aliases: 90 aliases (under MAX_ALIASES) standing for 10**9 values."""
+    text = 'l0: &l0 "lol"\n'
+    for i in range(1, levels + 1):
+        text += f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]\n"
+    return text
+
+
+def _merge_bomb(levels: int = 30) -> str:
+    """Merge keys that merge a mapping twice per level: 60 aliases, 2**30 key/value pairs once merged."""
+    text = "m0: &m0 {a: 1, b: 2}\n"
+    for i in range(1, levels + 1):
+        text += f"m{i}: &m{i} {{<<: [*m{i - 1}, *m{i - 1}], k{i}: {i}}}\n"
+    return text
+
+
+def _mapping_bomb(levels: int = 9) -> str:
+    """The same expansion written as nested mappings inside an otherwise real spec field."""
+    text = "name: demo\nprovider: local\ntags:\n  x0: &x0 {v: lol}\n"
+    for i in range(1, levels + 1):
+        entries = ", ".join(f"k{j}: *x{i - 1}" for j in range(10))
+        text += f"  x{i}: &x{i} {{{entries}}}\n"
+    return text
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("bomb", [_sequence_bomb, _merge_bomb, _mapping_bomb])
+def test_alias_bombs_are_refused_naming_the_problem(bomb) -> None:
+    """Each of these kept the depth walk (and then construction, validation) busy for minutes."""
+    text = bomb()
+    assert text.count("*") <= yaml_text.MAX_ALIASES, "the bomb stays under the alias-count limit"
+    with pytest.raises(SpecError) as raised:
+        yaml_text.parse(text, "spec.yaml")
+    message = str(raised.value)
+    assert "anchors and aliases (&name, *name)" in message, message
+    assert f"expand to more than {yaml_text.MAX_NODES} values" in message, message
+    assert "billion" in message, message
+
+
+@pytest.mark.parametrize("text", ["a: &a [*a]\n", "a: &a {b: [1, *a]}\n"])
+def test_an_alias_inside_its_own_anchor_is_refused(text: str) -> None:
+    with pytest.raises(SpecError, match="alias to itself"):
+        yaml_text.parse(text, "spec.yaml")
+
+
+def test_many_plain_values_without_aliases_are_refused_as_not_a_spec() -> None:
+    text = "a: [" + ", ".join(["1"] * (yaml_text.MAX_NODES + 10)) + "]\n"
+    with pytest.raises(SpecError, match=f"holds more than {yaml_text.MAX_NODES} values"):
+        yaml_text.parse(text, "spec.yaml")
+
+
+def test_a_few_shared_aliases_stay_fine() -> None:
+    text = "base: &b {cpus: 1}\na: *b\nb: *b\nlist: [*b, *b, *b]\n"
+    data, _ = yaml_text.parse(text, "spec.yaml")
+    assert data["list"] == [{"cpus": 1}] * 3

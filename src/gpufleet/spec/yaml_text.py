@@ -4,8 +4,9 @@
 - a key given twice in one mapping (PyYAML lets the last one win silently: a repeated ``count`` would
   change the cluster's size without a word) is an error naming both lines;
 - tabs, inconsistent indentation, unclosed brackets and quotes are explained, with the line and a caret;
-- nesting deeper than any spec needs (``MAX_DEPTH``) and anchors expanded past ``MAX_ALIASES`` are
-  refused before anything walks the tree.
+- nesting deeper than any spec needs (``MAX_DEPTH``), more than ``MAX_ALIASES`` aliases, and aliases
+  that expand to more than ``MAX_NODES`` values (a "billion laughs") are refused before anything walks
+  the expanded tree.
 
 The composed node tree is returned with the data, so later messages can quote the text the user wrote
 (``yes``, ``12.10``) and its line.
@@ -23,6 +24,7 @@ from gpufleet.errors import SpecError
 MAX_BYTES = 1 << 20  # a spec is a few KiB; a megabyte is something else
 MAX_DEPTH = 32  # the deepest real spec path is 5 levels (validation.min_busbw.<collective>)
 MAX_ALIASES = 100
+MAX_NODES = 100_000  # values with aliases expanded; a spec holds a few hundred, an inventory a few thousand
 
 _EXAMPLE = "see examples/local.yaml for the shape"
 
@@ -100,7 +102,7 @@ def parse(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         raise SpecError(f"{source} is {what}: there is no spec in it", hint=_EXAMPLE)
     try:
         root = yaml.compose(text, Loader=_StrictLoader)
-        _check_depth(root, source)
+        _check_shape(root, source)
         loader = _StrictLoader(text)
         try:
             data = loader.get_single_data()
@@ -113,20 +115,66 @@ def parse(text: str, source: str) -> tuple[Any, yaml.Node | None]:
     return data, root
 
 
-def _check_depth(root: yaml.Node | None, source: str) -> None:
-    stack = [(root, 1)] if root is not None else []
+def _check_shape(root: yaml.Node | None, source: str) -> None:
+    """Refuse a tree nested deeper than ``MAX_DEPTH`` or holding more than ``MAX_NODES`` values once its
+    aliases are expanded. An alias (``*name``, also under a merge key ``<<``) is the node its anchor names,
+    so a few dozen aliases can stand for a billion values ("billion laughs"): every walker after this
+    one (construction with merge keys, validation, error paths) would go through each of them. The
+    expanded size and depth are counted per distinct node, so this takes time in the size of the file."""
+    if root is None:
+        return
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_: set[int] = set()  # nodes whose children are still being counted
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        node, done = stack.pop()
+        key = id(node)
+        if key in size and not done:
+            continue
+        children = _children(node)
+        if not done:
+            if any(id(child) in open_ or child is node for child in children):
+                raise SpecError(
+                    f"{source}: the block at line {node.start_mark.line + 1} contains an alias to itself "
+                    "(an anchor used inside its own block), which never ends",
+                    hint="write the values out; a spec needs no recursive aliases",
+                )
+            open_.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in size)
+            continue
+        open_.discard(key)
+        size[key] = 1 + sum(size[id(child)] for child in children)
+        depth[key] = 1 + max((depth[id(child)] for child in children), default=0)
+        if depth[key] > MAX_DEPTH:
             raise SpecError(
                 f"{source} nests blocks {MAX_DEPTH}+ levels deep (line {node.start_mark.line + 1}); "
                 "no spec field is deeper than 5",
                 hint=_EXAMPLE,
             )
-        if isinstance(node, yaml.MappingNode):
-            stack.extend((child, depth + 1) for pair in node.value for child in pair)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in node.value)
+        if size[key] > MAX_NODES:
+            line = node.start_mark.line + 1
+            if size[key] > len(size) * 2:  # far more values than the file writes: aliases multiply them
+                raise SpecError(
+                    f"{source}: the YAML anchors and aliases (&name, *name) in the block at line {line} "
+                    f"expand to more than {MAX_NODES} values (aliases of aliases multiply: a 'billion "
+                    "laughs'); refused before reading further",
+                    hint="write the values out; a spec needs no more than a few aliases, none nested",
+                )
+            raise SpecError(
+                f"{source} holds more than {MAX_NODES} values (the block at line {line}); a spec holds "
+                "a few hundred",
+                hint="check that this is the spec file you meant",
+            )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [child for pair in node.value for child in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def explain(exc: yaml.YAMLError, text: str, source: str) -> str:
