@@ -111,3 +111,32 @@ def test_cuda_must_target_the_gpu_architecture(compute_type, cuda, first):
     else:
         assert [(f.level, f.path) for f in found] == [(Level.ERROR, "software.cuda")], found
         assert f"the first CUDA that does is {first}" in found[0].message, found[0].message
+
+
+def _baremetal(compute_type: str, tmp_path):
+    """examples/baremetal.yaml with another compute type, its inventory copied beside it."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    shutil.copy(root / "inventories" / "examples" / "baremetal.yml", tmp_path / "inventory.yml")
+    data = yaml.safe_load((root / "examples" / "baremetal.yaml").read_text())
+    data["provider"]["inventory"] = "inventory.yml"
+    data["node_groups"][1]["instance_type"] = compute_type
+    return parse_spec(yaml.safe_dump(data), base_dir=tmp_path)
+
+
+def test_baremetal_compute_type_typo_warns_with_the_nearest_catalog_type(tmp_path) -> None:
+    """A typo of a catalog type switches the bandwidth gate off silently; say so, and name the closest."""
+    spec = _baremetal("dgx-h10", tmp_path)
+    warnings = [
+        f.message for f in run_checks(spec) if f.check == "instance_type_known" and f.level is Level.WARNING
+    ]
+    assert len(warnings) == 1, [f.message for f in run_checks(spec)]
+    assert "did you mean dgx-h100?" in warnings[0], warnings[0]
+    assert "bandwidth" in warnings[0], warnings[0]
+
+
+def test_baremetal_known_and_generic_types_do_not_warn(tmp_path) -> None:
+    spec = _baremetal("dgx-h100", tmp_path)
+    assert not [f for f in run_checks(spec) if f.check == "instance_type_known"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
@@ -11,6 +12,7 @@ from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
 _CLOUDS = ("aws", "gcp")
+_GENERIC = "baremetal"  # a bare-metal machine with no catalog entry (preflight.baremetal.GENERIC_TYPE)
 
 
 def _group_path(spec: ClusterSpec, name: str) -> str:
@@ -40,6 +42,22 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                     "instance_type_known",
                     path,
                     f"'{group.instance_type}' is not in the catalog: no price or size check for this group",
+                )
+            elif (
+                provider == "baremetal" and Role.COMPUTE in group.roles and group.instance_type != "baremetal"
+            ):
+                # A site may name its own machines, but a typo of a catalog type silently drops the
+                # bandwidth gate (no catalog figure to gate on): say which known type is closest.
+                known = sorted(i.name for i in catalog.for_provider("baremetal"))
+                close = difflib.get_close_matches(group.instance_type, known, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]}? " if close else ""
+                yield Finding(
+                    Level.WARNING,
+                    "instance_type_known",
+                    path,
+                    f"'{group.instance_type}' is not in the catalog: {hint}Without a catalog entry there "
+                    "is no fabric or bandwidth figure, so validation gates no bandwidth for this group; "
+                    f"known bare-metal types: {', '.join(known)}",
                 )
             continue
         if item.provider != provider:

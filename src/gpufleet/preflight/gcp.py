@@ -56,6 +56,22 @@ from gpufleet.spec.model import (
 
 # A Compute Engine resource name (RFC 1035), as a resource policy's name must be.
 POLICY_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+# Compute Engine machine type names (read 2026-11-24): predefined types are SERIES-TYPE-VCPUS, with a GPU
+# count and "g" for accelerator types (n2-standard-8, c3d-highmem-360, a3-megagpu-8g) and optional
+# suffixes (-lssd, -metal, -highlssd): https://cloud.google.com/compute/docs/machine-resource; shared-core
+# e2-micro / e2-small / e2-medium, f1-micro, g1-small; X4's SERIES-VCPUS (x4-960); custom types
+# custom-CPUS-MB (N1), SERIES-custom-CPUS-MB with -ext for extended memory, and E2 shared-core
+# e2-custom-(micro|small|medium)-MB: https://cloud.google.com/compute/docs/instances/creating-instance-with-custom-machine-type
+MACHINE_TYPE_DOC = "https://cloud.google.com/compute/docs/machine-resource"
+MACHINE_TYPE_NAME = re.compile(
+    r"^(?:"
+    r"[a-z][a-z0-9]{1,5}-[a-z]+-\d+[gt]?(?:-[a-z]+)*"  # predefined, e.g. c3-standard-4-lssd
+    r"|e2-(?:micro|small|medium)|f1-micro|g1-small"  # shared-core
+    r"|[a-z][a-z0-9]{1,5}-\d+"  # X4: x4-960
+    r"|(?:[a-z][a-z0-9]{1,5}-)?custom-\d+-\d+(?:-ext)?"  # custom-4-5120, n2-custom-8-16384-ext
+    r"|e2-custom-(?:micro|small|medium)-\d+"  # E2 shared-core custom
+    r")$"
+)
 
 # --------------------------------------------------------------------------------------------------
 # Checks
@@ -205,6 +221,23 @@ def gcp_service_zones(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if roce:
         profile = f"the RoCE network profile {zone}-vpc-roce"
         yield from _service_zone(zones.roce_network_profile, profile, zone, "provider.zone")
+
+
+@check("gcp_machine_type_name", providers=("gcp",))
+def gcp_machine_type_name(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """A name outside Compute Engine's machine type grammar is an error (an unknown but well-formed one
+    is a warning, ``instance_type_known``)."""
+    for group in spec.node_groups:
+        if catalog.get(group.instance_type) is not None or MACHINE_TYPE_NAME.match(group.instance_type):
+            continue
+        yield Finding(
+            Level.ERROR,
+            "gcp_machine_type_name",
+            _path(spec, group, "instance_type"),
+            f"'{group.instance_type}' is not a Compute Engine machine type name: names are "
+            "SERIES-TYPE-VCPUS (n2-standard-8, a3-megagpu-8g), a shared-core type (e2-small), or custom "
+            f"(custom-4-5120, n2-custom-8-16384) ({MACHINE_TYPE_DOC})",
+        )
 
 
 @check("gcp_capacity", providers=("gcp",))

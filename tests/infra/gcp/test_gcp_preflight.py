@@ -216,3 +216,37 @@ def test_roce_profile_zone_is_reported_while_google_lists_none():
     assert [(level, path) for level, path, _ in found] == [("info", "provider.zone")], found
     assert "us-central1-a-vpc-roce" in found[0][2], found
     assert _service_zone_findings(gcp_spec("a3-megagpu-8g")) == []  # no RoCE VPC, no finding
+
+
+def _head_type(instance_type: str):
+    spec = gcp_spec("a3-megagpu-8g")
+    data = spec.model_dump(mode="json", exclude_none=True)
+    data["node_groups"][0]["instance_type"] = instance_type
+    return type(spec).model_validate(data)
+
+
+@pytest.mark.parametrize(
+    "name", ["n2_standard_8", "N2-standard-8", "n2.standard.8", "n2-standard", "standard-8"]
+)
+def test_a_head_type_outside_googles_machine_type_grammar_is_an_error(name):
+    """An unknown AWS type is an error; a GCP name that cannot be a machine type is one too."""
+    errors = [m for m in findings(_head_type(name), level=Level.ERROR) if "gcp_machine_type_name" in m]
+    assert len(errors) == 1, findings(_head_type(name))
+    assert "is not a Compute Engine machine type name" in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "n2-standard-16",
+        "c3d-highmem-360-lssd",
+        "e2-medium",
+        "custom-4-5120",
+        "n2-custom-8-16384-ext",
+        "x4-960",
+    ],
+)
+def test_a_well_formed_unknown_head_type_is_only_a_warning(name):
+    spec = _head_type(name)
+    assert findings(spec, level=Level.ERROR) == [], findings(spec, level=Level.ERROR)
+    assert [m for m in findings(spec) if m.startswith("warning:instance_type_known")], findings(spec)
