@@ -84,7 +84,7 @@ REPLACING_FIELDS = (
     "instance_type",
     "root_volume_gib",
     "capacity",
-    "provider.ami (or a new baked image)",
+    "provider.ami.id",
     "provider.zone",
     "access.ssh_public_key",
 )
