@@ -4,8 +4,8 @@
 
 - each service's own describe calls, which know a resource's state (instances not terminated, network
   interfaces, volumes, FSx file systems not yet deleted, placement groups, NAT gateways not deleted,
-  Elastic IPs, security groups, subnets, VPCs, launch templates, and IAM roles and instance profiles
-  under gpufleet's path);
+  Elastic IPs, security groups, subnets, VPCs, launch templates, EC2 Fleets not deleted, and IAM roles
+  and instance profiles under gpufleet's path);
 - the Resource Groups Tagging API, for any other tagged resource type (it also remembers resources for a
   while after they are gone, so for the types above the describe calls decide).
 
@@ -36,6 +36,7 @@ _DESCRIBED = {
     "ec2:subnet",
     "ec2:vpc",
     "ec2:launch-template",
+    "ec2:fleet",
     "fsx:file-system",
     "fsx:association",
 }
@@ -103,6 +104,12 @@ class AwsLeftovers:
             found.append(
                 Leftover("launch template", template["LaunchTemplateId"], template["LaunchTemplateName"])
             )
+        # DescribeFleets takes no tag filter; a deleted fleet stays listed for a while in a deleted* state
+        # (its instances, if any still run, are the instance check's; API_DescribeFleets, read 2026-11-24).
+        for fleet in _paged(ec2, "describe_fleets", "Fleets"):
+            state = fleet.get("FleetState", "")
+            if _tags(fleet.get("Tags")).get(AWS_CLUSTER_TAG) == cluster and not state.startswith("deleted"):
+                found.append(Leftover("ec2 fleet", fleet["FleetId"], state))
         return found
 
     def _fsx(self, cluster: str) -> list[Leftover]:
