@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -23,25 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpufleet.catalog.model import Source
 from gpufleet.catalog.os_releases import OS_RELEASES
 
-# The components of the GPU node stack an image may ship, in the order the manifests list them.
-COMPONENTS = (
-    "driver",
-    "fabric_manager",
-    "nvlsm",
-    "cuda",
-    "nccl",
-    "dcgm",
-    "efa",
-    "ofi_nccl",
-    "gdrcopy",
-    "container_toolkit",
-)
-# The key the decision uses for persistence mode (not a package: a setting of the driver).
-PERSISTENCE = "persistence_mode"
-# Components whose path a role reads when it verifies them (cuda: CUDA_HOME; nccl: NCCL's home).
-PATH_COMPONENTS = ("cuda", "nccl")
-
 Mode = Literal["install", "verify"]
+# The components of the GPU node stack an image may ship, in the order the manifests list them, and the key
+# the decision uses for persistence mode (not a package: a setting of the driver).
 Component = Literal[
     "driver",
     "fabric_manager",
@@ -55,6 +39,10 @@ Component = Literal[
     "container_toolkit",
     "persistence_mode",
 ]
+PERSISTENCE = "persistence_mode"
+COMPONENTS = tuple(name for name in get_args(Component) if name != PERSISTENCE)
+# Components whose path a role reads when it verifies them (cuda: CUDA_HOME; nccl: NCCL's home).
+PATH_COMPONENTS = ("cuda", "nccl")
 
 
 class _Model(BaseModel):

@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpufleet.catalog import load_catalog
+from gpufleet.catalog.images import Component as GpuComponent
+from gpufleet.catalog.images import Mode as GpuMode
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import ClusterSpec, FabricKind, LocalProvider, Role
 
@@ -46,20 +48,6 @@ _HOST_FIELDS = {
 }
 
 GpuStackMode = Literal["install", "verify", "none"]
-# The components gpu_components may name (catalog.images.COMPONENTS and persistence mode).
-GpuComponent = Literal[
-    "driver",
-    "fabric_manager",
-    "nvlsm",
-    "cuda",
-    "nccl",
-    "dcgm",
-    "efa",
-    "ofi_nccl",
-    "gdrcopy",
-    "container_toolkit",
-    "persistence_mode",
-]
 
 
 class Host(BaseModel):
@@ -83,7 +71,7 @@ class Host(BaseModel):
         "none; default install with GPUs, else none. The default of every component gpu_components "
         "leaves out",
     )
-    gpu_components: dict[GpuComponent, Literal["install", "verify"]] = Field(
+    gpu_components: dict[GpuComponent, GpuMode] = Field(
         default_factory=dict,
         description="install or verify per component, from the manifest of the image the node boots "
         "(catalog/images.yaml); a component left out follows gpu_stack",
