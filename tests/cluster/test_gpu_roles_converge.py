@@ -267,8 +267,9 @@ def test_install_stops_for_the_reboot_then_converges_and_holds(node):
         "options nouveau modeset=0",
     ]
     expect = json.loads(node_shell(podman, "cat /etc/gpufleet/node-check.json"))
-    assert expect == {"gpus": 8, "nvswitch": True, "fabric": "ethernet", "fabric_interfaces": 0, "cpus": 1,
-                      "memory_mb": 1, "driver_branch": 580}  # fmt: skip
+    # 8 GPUs on NVSwitch with no Blackwell arch named: no NVLSM is expected (HGX B200/B300 only).
+    assert expect == {"gpus": 8, "nvswitch": True, "nvlsm": False, "fabric": "ethernet",
+                      "fabric_interfaces": 0, "cpus": 1, "memory_mb": 1, "driver_branch": 580}  # fmt: skip
     # on demand, as an operator runs it (slurmd is not part of this test's node)
     on_demand = podman.run(
         "exec", NAME, "/usr/local/sbin/gpufleet-node-check", "--check", "--skip", "services", check=False
