@@ -11,21 +11,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import platform
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from playbook_json import ROOT, run_playbook
-
-_spec = importlib.util.spec_from_file_location(
-    "pypi_wheels_filters", ROOT / "roles" / "pypi_wheels" / "filter_plugins" / "wheels.py"
-)
-assert _spec is not None and _spec.loader is not None
-wheels = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(wheels)
+from playbook_json import run_playbook
+from test_pypi_wheels_filters import wheels  # the role's filter module, loaded once
 
 # The files pip download saved from PyPI for the pins of cuda_toolkit and nccl (2026-11-24, this machine,
 # `pip download --no-deps --only-binary=:all:` with no --platform): their names are their tags.
