@@ -200,11 +200,6 @@ while True:
 """
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="residual race: the tree freeze passed 5 of 5 alone and one full suite, but left 15 workers in a "
-    "second full CI run (2026-11-24); open in issue 23's note",
-)
 def test_workers_forked_while_the_signal_is_handled_are_stopped_too(tmp_path: Path) -> None:
     """A worker forked after the handler listed the command's processes, and detached before the leader was
     told to stop, was left running after the command exited (seen once under load: "ansible-playbook still

@@ -8,10 +8,11 @@ what happened and exits 130 (SIGINT) or 143 (SIGTERM). ``down`` afterwards remov
 
 Before the command exits it waits, at most ``GRACE_S`` seconds, for every process that descended from it
 when the signal came (ansible-playbook and its forked workers, which lead sessions of their own, ssh,
-srun) to end, and kills those still there: when the command has exited, none of its work goes on.
+srun) to end, kills those still there and waits until the kernel has ended them: when the command has
+exited, none of its work goes on.
 
-The list of those processes is taken with the tree frozen (SIGSTOP, rescanned until no new process shows
-up, then SIGCONT once the stop signals are sent): otherwise a worker that ansible-playbook forks while the
+The list of those processes is taken with the tree frozen (SIGSTOP, rescanned once every process shows
+stopped, until a scan finds none new; then SIGCONT once the stop signals are sent): otherwise a worker that ansible-playbook forks while the
 list is read, and that detaches before ansible-playbook stops, is on no list and outlives the command.
 """
 
@@ -69,9 +70,20 @@ def descendants(root: int) -> list[int]:
 
 
 def _running_state(pid: int) -> bool:
-    """The process exists and is not (yet) stopped, traced or a zombie."""
-    found = _stat(pid)
-    return found is not None and found[1] not in ("T", "t", "Z", "X")
+    """Some thread of the process exists and is not (yet) stopped, traced or a zombie: a stop signal is
+    acted on by each thread as it next leaves the kernel, so the leader may show stopped before the rest."""
+    try:
+        tasks = [int(entry.name) for entry in Path(f"/proc/{pid}/task").iterdir()]
+    except (OSError, ValueError):
+        return False
+    for task in tasks:
+        try:
+            text = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+        except OSError:
+            continue
+        if text[text.rindex(")") + 2 :].split()[0] not in ("T", "t", "Z", "X"):
+            return True
+    return False
 
 
 def _alive(pid: int) -> bool:
@@ -79,16 +91,24 @@ def _alive(pid: int) -> bool:
     return found is not None and found[1] != "Z"  # an exited child not yet reaped is a zombie: gone
 
 
-def wait_gone(pids: list[int], grace: float) -> list[int]:
-    """Wait up to ``grace`` seconds for ``pids`` to end, then SIGKILL those left; return the killed."""
-    deadline = time.monotonic() + grace
+KILL_WAIT_S = 5.0  # how long a SIGKILLed process gets to be scheduled and die before the command exits
+
+
+def _wait(pids: list[int], seconds: float, step: float) -> list[int]:
+    deadline = time.monotonic() + seconds
     while (left := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
+        time.sleep(step)
+    return left
+
+
+def wait_gone(pids: list[int], grace: float) -> list[int]:
+    """Wait up to ``grace`` seconds for ``pids`` to end, then SIGKILL those left and wait (at most
+    ``KILL_WAIT_S``) until they are gone: SIGKILL acts only when its process next runs, and on a loaded
+    machine that can be after ``kill`` returns and after this command would have exited.
+    Returns the killed."""
+    left = _wait(pids, grace, 0.1)
+    _signal_each(left, signal.SIGKILL)
+    _wait(left, KILL_WAIT_S, 0.005)
     return left
 
 
@@ -100,21 +120,24 @@ def _signal_each(pids: list[int], signum: int) -> None:
             continue
 
 
-def freeze_descendants(root: int, rounds: int = 100) -> list[int]:
-    """SIGSTOP every process below ``root``, rescanning until a scan finds none not yet stopped (a stopped
-    process forks no more), and return them all: the complete list of what must end."""
+def freeze_descendants(root: int, bound_s: float = 5.0) -> list[int]:
+    """SIGSTOP every process below ``root`` and return them all: the complete list of what must end.
+
+    A scan counts only once every process sent SIGSTOP shows stopped: a process acts on the signal when it
+    next leaves the kernel, and until then it may still fork. So the tree is complete when a scan taken
+    after all of them stopped finds none new (a stopped process forks no more). ``bound_s`` bounds the
+    whole freeze: a handler must never hang on a process that does not stop."""
     frozen: set[int] = set()
-    for _ in range(rounds):
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if any(_running_state(pid) for pid in frozen):
+            time.sleep(0.001)
+            continue
         new = [pid for pid in descendants(root) if pid not in frozen]
         if not new:
             break
         _signal_each(new, signal.SIGSTOP)
         frozen.update(new)
-        # A signal is acted on when its process next leaves the kernel: until each shows stopped, it may
-        # still fork, and the next scan must see the result.
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline and any(_running_state(pid) for pid in new):
-            time.sleep(0.001)
     return sorted(frozen)
 
 
