@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from playbook_json import ROOT, run_playbook
 
 DATA = Path(__file__).parent / "nvidia_apt" / "standins.csv"
@@ -376,3 +377,31 @@ def test_a_changed_keyring_updates_a_fresh_package_list(world: AptWorld, tmp_pat
     install = tasks["Install the pinned toolkit"]
     assert rc == 0 and install.get("cache_updated") is True, install
     assert selected(install) == {"cuda-toolkit-12-9": "12.9.1-1"}, install.get("stdout")
+
+
+# --- gcp_gpudirect: the NVIDIA Container Toolkit ---------------------------------------------------------
+
+
+def _role_task(role: str, tasks_file: str, uses: str) -> dict[str, Any]:
+    """The role's own task (from its task file) whose text names ``uses``: the test runs exactly it."""
+    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text())
+    return next(task for task in tasks if "ansible.builtin.apt" in task and uses in json.dumps(task))
+
+
+def test_the_container_toolkit_installs_all_four_packages_at_the_pin(world: AptWorld, tmp_path: Path) -> None:
+    """The receive-datapath manager's toolkit beside a newer release: the toolkit asks for its libraries
+    only as ">= version", so every one of the four packages must be named at the pin (NVIDIA's guide)."""
+    world.installed()
+    role = ROOT / "roles" / "gcp_gpudirect"
+    tasks = [
+        {"name": "Load the role's defaults", "ansible.builtin.include_vars": str(role / "defaults/main.yml")},
+        {"name": "Load the role's variables", "ansible.builtin.include_vars": str(role / "vars/main.yml")},
+        _role_task("gcp_gpudirect", "install-rxdm.yml", "__gcp_gpudirect_container_toolkit.package"),
+    ]
+    rc, results = run_playbook(tmp_path, _inventory(), _play(world, tasks, gather_facts=False), "--check")
+    install = results["localhost"][tasks[-1]["name"]]
+    assert selected(install) == dict.fromkeys(
+        ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+         "libnvidia-container1"], "1.20.0-1",
+    ), install.get("stdout")  # fmt: skip
+    assert rc == 0 and not install.get("failed"), install.get("msg")
