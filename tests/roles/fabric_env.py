@@ -101,6 +101,7 @@ def render(inv: Inventory, node_answers: dict[str, Any] | None = None, hostname:
     role = fabric_role(host["gpufleet_fabric"], host["gpufleet_provider"])
     variables: dict[str, Any] = {}
     variables.update(_trust(_load(ROLES / "nccl_env" / "defaults" / "main.yml")))
+    variables.update(_trust(_load(ROLES / "nccl_env" / "vars" / "main.yml")))
     variables.update(_trust(_load(ROLES / role / "defaults" / "main.yml")))
     variables.update(_trust(_load(ROLES / role / "vars" / "main.yml")))
     variables.update(_trust(host))
