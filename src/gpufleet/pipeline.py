@@ -7,6 +7,7 @@ the cluster's state folder (``gpufleet.state``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,13 +83,17 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
 def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
     """Run the validation suite through Slurm on the login node; the report goes to ``out``."""
     from gpufleet.configure.remote import SshExecutor
+    from gpufleet.monitoring import util
+    from gpufleet.validate.report import append_section
     from gpufleet.validate.suite import run_suite
 
     hold_cluster_lock(spec.name, "validate")
     state, inventory = load_inventory(spec)
     collectives = ", ".join(c.value for c in spec.validation.collectives)
+    started = time.time()
     with tracked(state, "validate"), reporter.step(f"validate: {collectives} through Slurm"):
         result = run_suite(spec, inventory, SshExecutor.login(inventory), out)
+    append_section(result.report, "utilization", util.during(inventory, started, time.time()))
     state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
     return result
 

@@ -29,6 +29,7 @@ from gpufleet.cli import image as image_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import reap as reap_cmd
 from gpufleet.cli import report as report_cmd
+from gpufleet.cli import util as util_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli.common import err_console, print_json
 from gpufleet.errors import ExitCode, GpufleetError
@@ -139,6 +140,7 @@ app.command("run")(validate_cmd.run)
 app.command("status")(cluster_cmd.status)
 app.command("down")(cluster_cmd.down)
 app.command("reap")(reap_cmd.reap)
+app.command("util")(util_cmd.util)
 app.add_typer(image_cmd.app, name="image")
 
 

@@ -2,8 +2,10 @@
 
 ``down`` asks the backend to destroy what the cluster made, then asks what is still there. When nothing
 is, the backend drops its own record (a Pulumi stack) and the state folder goes last; when something is,
-both stay, so that ``gpufleet down`` can be run again. ``Teardown.raise_for_leftovers`` is the one place
-that turns leftovers into ``LeftoversError`` (exit 9).
+both stay, so that ``gpufleet down`` can be run again. Before anything is destroyed, the utilization report
+of the cluster's life is written out of its Prometheus (``gpufleet.monitoring.teardown_report``); when
+Prometheus cannot be read the report says why, and teardown goes on. ``Teardown.raise_for_leftovers`` is
+the one place that turns leftovers into ``LeftoversError`` (exit 9).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from gpufleet.errors import LeftoversError
 from gpufleet.infra.backend import backend_for
+from gpufleet.monitoring.teardown_report import save_before_teardown
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -23,9 +26,10 @@ class Teardown:
     cluster: str = ""
     removed: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
+    utilization: dict[str, Any] = field(default_factory=dict)  # where the report went, or why there is none
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": self.removed, "leftovers": self.leftovers}
+        return {"removed": self.removed, "leftovers": self.leftovers, "utilization": self.utilization}
 
     def raise_for_leftovers(self) -> None:
         if self.leftovers:
@@ -41,6 +45,7 @@ def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> Teardown
     """Destroy the cluster's resources; report what was removed and what is still there."""
     backend = backend_for(spec)
     report = Teardown(cluster=spec.name)
+    report.utilization = save_before_teardown(state, reporter)
     report.removed.extend(backend.destroy(spec, state, reporter))
     report.leftovers = backend.leftovers(spec, state, reporter)
     if not report.leftovers:

@@ -561,6 +561,13 @@ class Software(SpecModel):
         description="where CUDA and NCCL come from when the roles install them: NVIDIA's package "
         "repository, or NVIDIA's wheels on PyPI (sites without the repository; the local backend)",
     )
+    monitoring: bool = Field(
+        default=False,
+        description="install and run the monitoring stack (roles/monitoring, docs/monitoring.md): Prometheus "
+        "and alertmanager on the controller, node_exporter and the job exporter on every node, the Slurm "
+        "exporter, dcgm-exporter on GPU nodes (the local backend: a stand-in labelled simulated). "
+        "'gpufleet util' and the report 'down' writes read it. false: none of it is installed",
+    )
 
 
 _SSH_KEY = re.compile(

@@ -1,0 +1,227 @@
+"""gpufleet util: GPU-hours allocated and used, busy ratio and dollars wasted, read from a fake Prometheus
+that speaks the real HTTP API (tests/monitoring/fake_prometheus.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.monitoring.fake_prometheus import Answers, fake_prometheus
+from typer.testing import CliRunner
+
+from gpufleet.catalog import load_catalog
+from gpufleet.cli.app import app
+from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
+from gpufleet.monitoring import util
+from gpufleet.monitoring.prometheus import PrometheusClient, PrometheusUnavailable, step_for
+from gpufleet.spec import load_spec
+from gpufleet.state import ClusterState
+
+ROOT = Path(__file__).resolve().parents[2]
+T0 = 1_790_000_000.0
+HOUR = 3600.0
+
+
+def inventory(instance_type: str = "p5.48xlarge", monitoring: bool = True) -> Inventory:
+    def host(name: str, roles: list[Role], gpus: int) -> Host:
+        return Host(
+            name=name,
+            roles=roles,
+            address=f"10.0.0.{len(name)}",
+            private_ip="10.0.0.9",
+            instance_type=instance_type if gpus else "m7i.2xlarge",
+            gpus=gpus,
+            cpus=8,
+            memory_mb=8000,
+        )
+
+    return Inventory(
+        cluster="demo",
+        provider="aws",
+        fabric=FabricKind.ETHERNET,
+        hosts=[
+            host("ctl", [Role.CONTROLLER, Role.LOGIN], 0),
+            host("n1", [Role.COMPUTE], 8),
+            host("n2", [Role.COMPUTE], 8),
+        ],
+        software={"monitoring": monitoring},
+    )
+
+
+def const(value: float, until: float | None = None):
+    return lambda t: value if until is None or t < until else None
+
+
+def answers(job: str | None = None) -> Answers:
+    alloc = (
+        util.ALLOCATED
+        if job is None
+        else util.ALLOCATED.replace("slurm_job_gpu", f'slurm_job_gpu{{jobid="{job}"}}')
+    )
+    used = util.USED if job is None else util.USED.replace("slurm_job_gpu", f'slurm_job_gpu{{jobid="{job}"}}')
+    half = T0 + HOUR / 2
+    allocated = [
+        ({"jobid": "7", "node": "n1", "gpu": "0"}, const(1)),
+        ({"jobid": "7", "node": "n1", "gpu": "1"}, const(1)),
+        ({"jobid": "8", "node": "n2", "gpu": "0"}, const(1, until=half)),
+    ]
+    busy = [
+        ({"jobid": "7", "node": "n1", "gpu": "0"}, const(0.5)),
+        ({"jobid": "7", "node": "n1", "gpu": "1"}, const(0.0)),
+        ({"jobid": "8", "node": "n2", "gpu": "0"}, const(1.0, until=half)),
+    ]
+    if job:
+        allocated = [a for a in allocated if a[0]["jobid"] == job]
+        busy = [b for b in busy if b[0]["jobid"] == job]
+    return {
+        alloc: allocated,
+        used: busy,
+        util.CAPACITY: [({"node": "n1"}, const(8)), ({"node": "n2"}, const(8))],
+        util.SIMULATED: [],
+    }
+
+
+def price() -> float:
+    itype = load_catalog().instance_types["p5.48xlarge"]
+    assert itype.price_per_hour_usd
+    return itype.price_per_hour_usd / itype.gpu_count
+
+
+def test_gpu_hours_busy_ratio_and_waste_per_node_and_job() -> None:
+    with fake_prometheus(answers()) as (url, seen):
+        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR)
+    assert {r["path"] for r in seen} == {"/api/v1/query_range"}
+    assert {float(r["step"]) for r in seen} == {15.0}
+    n1, n2 = report.nodes["n1"], report.nodes["n2"]
+    assert (n1.gpu_hours, n1.allocated_gpu_hours, n1.used_gpu_hours) == pytest.approx((8, 2, 0.5))
+    assert (n2.gpu_hours, n2.allocated_gpu_hours, n2.used_gpu_hours) == pytest.approx((8, 0.5, 0.5))
+    assert n1.busy_ratio == pytest.approx(0.25) and n2.busy_ratio == pytest.approx(1.0)
+    # n1: 1.5 allocated-idle GPU-hours + 6 unallocated; n2: 7.5 unallocated
+    assert n1.wasted_usd == pytest.approx(7.5 * price()) and n2.wasted_usd == pytest.approx(7.5 * price())
+    job7, job8 = report.jobs["7"], report.jobs["8"]
+    assert (job7.allocated_gpu_hours, job7.used_gpu_hours, job7.busy_ratio) == pytest.approx((2, 0.5, 0.25))
+    assert job7.wasted_usd == pytest.approx(1.5 * price()) and job8.wasted_usd == pytest.approx(0)
+    assert report.total.busy_ratio == pytest.approx(1.0 / 2.5)
+    assert not report.simulated
+    document = report.to_json()
+    assert document["jobs"]["7"]["busy_ratio"] == 0.25 and document["nodes"]["n2"]["gpu_hours"] == 8
+
+
+def test_one_job() -> None:
+    with fake_prometheus(answers("7")) as (url, _seen):
+        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR, job="7")
+    assert set(report.jobs) == {"7"}
+    assert report.nodes["n1"].allocated_gpu_hours == pytest.approx(2)
+    assert report.nodes["n1"].wasted_usd == pytest.approx(1.5 * price())  # no unallocated share for one job
+
+
+def test_no_price_no_dollars() -> None:
+    with fake_prometheus(answers()) as (url, _seen):
+        report = util.collect(PrometheusClient(url), inventory(instance_type="local"), T0, T0 + HOUR)
+    assert report.total.wasted_usd is None and report.jobs["7"].wasted_usd is None
+    assert "no price in the catalog" in util.render_markdown(report)
+
+
+def test_step_keeps_under_prometheus_point_limit() -> None:
+    assert step_for(0, 3600) == 15
+    week = 7 * 24 * HOUR
+    assert week / step_for(0, week) < 11_000
+
+
+def test_prometheus_errors_are_clear() -> None:
+    with (
+        fake_prometheus({}) as (url, _seen),
+        pytest.raises(PrometheusUnavailable, match=r"refused the query \(400\): 1:1: parse error"),
+    ):
+        PrometheusClient(url).query_range("up", T0, T0 + 60, 15)
+    with pytest.raises(PrometheusUnavailable, match="cannot be reached") as failure:
+        PrometheusClient("http://127.0.0.1:1", timeout=2).query("up")
+    assert failure.value.exit_code == 6 and failure.value.hint
+
+
+def test_report_files(tmp_path: Path) -> None:
+    with fake_prometheus(answers()) as (url, _seen):
+        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR)
+    files = util.write_report(tmp_path, report)
+    assert [f.name for f in files] == ["utilization.json", "utilization.md", "utilization.png"]
+    assert json.loads(files[0].read_text())["total"]["allocated_gpu_hours"] == 2.5
+    assert "| 7 | 2.000 | 0.500 | 25.0% |" in files[1].read_text()
+    assert files[2].read_bytes()[:4] == b"\x89PNG"
+
+
+def begin_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, ClusterState]:
+    """A cluster 'demo' (examples/local.yaml renamed) with a state folder, under a private state root."""
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    data = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+    data["name"] = "demo"
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(data))
+    state = ClusterState.for_name(load_spec(path).name)
+    state.begin(load_spec(path), path)
+    return path, state
+
+
+@pytest.fixture
+def local_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path, state = begin_demo(tmp_path, monkeypatch)
+    inventory().write(state.inventory_file)
+    return path
+
+
+def test_cli_util_json(local_state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()
+    with fake_prometheus(answers()) as (url, seen):
+        monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", url)
+        result = CliRunner().invoke(app, ["util", str(local_state), "--json", "--hours", "1"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["cluster"] == "demo" and set(document["jobs"]) == {"7"}  # job 8 ended before the window
+    assert document["nodes"]["n1"]["allocated_gpu_hours"] == pytest.approx(2, abs=0.01)
+    assert float(seen[0]["start"]) == pytest.approx(now - HOUR, abs=30)
+
+
+def test_cli_util_unreachable_prometheus_exits_6_with_the_cause(
+    local_state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", "http://127.0.0.1:1")
+    result = CliRunner().invoke(app, ["util", str(local_state), "--json"])
+    assert result.exit_code == 6, result.output
+    error = json.loads(result.stdout)["error"]
+    assert "cannot be reached" in error["message"] and error["hint"]
+
+
+def test_validation_report_gains_the_utilization_during_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufleet.validate.report import append_section, write_report
+
+    files = write_report(tmp_path, [], [])
+    with fake_prometheus(answers()) as (url, _seen):
+        monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", url)
+        section = util.during(inventory(), T0, T0 + HOUR)
+    append_section(files, "utilization", section)
+    document = json.loads(files.json.read_text())
+    assert (
+        document["utilization"]["available"] is True
+        and document["utilization"]["jobs"]["7"]["busy_ratio"] == 0.25
+    )
+    markdown = files.markdown.read_text()
+    assert markdown.startswith("# gpufleet validation report")
+    assert (
+        "## GPU utilization during the run: demo" in markdown and "| 7 | 2.000 | 0.500 | 25.0% |" in markdown
+    )
+
+
+def test_validation_report_says_why_there_is_no_utilization(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpufleet.validate.report import append_section, write_report
+
+    files = write_report(tmp_path, [], [])
+    monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", "http://127.0.0.1:1")
+    append_section(files, "utilization", util.during(inventory(), T0, T0 + HOUR))
+    assert json.loads(files.json.read_text())["utilization"]["available"] is False
+    assert "Not available: Prometheus at http://127.0.0.1:1 cannot be reached" in files.markdown.read_text()
