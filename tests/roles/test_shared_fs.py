@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -46,7 +47,7 @@ NFS = {"kind": "nfs", "mount_point": "/shared", "server": "nas.example.internal"
 # What each kind renders: (fstab line, i.e. source, mount point, type, options, dump, pass).
 EXPECTED = {
     "fsx_lustre": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre "
-    "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0",
+    "defaults,noatime,flock,_netdev,x-systemd.automount 0 0",
     "managed_lustre": "10.252.0.5@tcp:/lustre /lustre lustre defaults,noatime,_netdev 0 0",
     "filestore": "10.253.0.2:/shared /shared nfs "
     "hard,timeo=600,retrans=3,rsize=262144,wsize=1048576,resvport,async,_netdev 0 0",
@@ -118,6 +119,31 @@ def test_each_kind_renders_its_mount_on_each_platform(tmp_path):
         assert not role_fstab.exists() or role_fstab.read_text() == "", "check mode wrote the role's fstab"
 
 
+FSTAB_GENERATOR = Path("/lib/systemd/system-generators/systemd-fstab-generator")
+
+
+def test_the_fsx_mount_requires_no_unit_ubuntu_lacks(tmp_path):
+    """systemd turns the fstab line into units with its own fstab generator (run here on the role's FSx line):
+    an x-systemd.requires=network.service (AWS's fstab line, written for Amazon Linux) becomes Requires= on a
+    unit Ubuntu does not have, and the mount fails at boot; ParallelCluster mounts Lustre without it
+    (cookbook resources/lustre/partial/_mount_unmount.rb). _netdev alone orders the mount after
+    network-online.target (systemd.mount(5), "Mount units referring to remote file systems")."""
+    if not FSTAB_GENERATOR.exists():
+        pytest.fail(f"needs systemd's {FSTAB_GENERATOR} (package systemd)")
+    defaults = yaml.safe_load((HERE.parents[2] / "roles/shared_fs/defaults/main.yml").read_text())
+    options = ",".join(defaults["shared_fs_default_mount_options"]["fsx_lustre"])
+    source = EXPECTED["fsx_lustre"].split(" ")[0]
+    (tmp_path / "fstab").write_text(f"{source} /fsx lustre {options} 0 0\n")
+    out = tmp_path / "units"
+    out.mkdir()
+    env = {**os.environ, "SYSTEMD_FSTAB": str(tmp_path / "fstab"), "SYSTEMD_PROC_CMDLINE": ""}
+    subprocess.run([str(FSTAB_GENERATOR), str(out), str(out), str(out)], env=env, check=True)
+    units = {path.name: path.read_text() for path in out.rglob("fsx.*")}
+    assert set(units) >= {"fsx.mount", "fsx.automount"}, units
+    requires = [line for text in units.values() for line in text.splitlines() if line.startswith("Requires=")]
+    assert requires == [], requires
+
+
 def test_user_options_replace_the_kinds_defaults(tmp_path):
     options = ["ro", "hard", "nfsvers=4.2", "_netdev"]
     rc, results = converge(tmp_path, {"nfs-ro": ("debian-12", NFS)}, shared_fs_mount_options=options)
@@ -176,7 +202,7 @@ def test_preflight_says_what_is_wrong(tmp_path, platform, filesystem, message):
         (
             "aws/snapshots/aws-p5.plan.json",
             "fs-26136afd243f967be.fsx.us-east-1.amazonaws.com@tcp:/89c0dd8a /fsx lustre "
-            "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0",
+            "defaults,noatime,flock,_netdev,x-systemd.automount 0 0",
         ),
         (
             "gcp/snapshots/gcp-a3-mega.plan.json",
