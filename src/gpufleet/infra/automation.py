@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra import outputs as stack_outputs
-from gpufleet.infra.leftovers import ExpiredCluster, Leftover
+from gpufleet.infra.leftovers import ExpiredCluster, Leftover, settle
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, NodeGroup
@@ -398,8 +398,11 @@ class PulumiBackend:
         return [f"Pulumi stack {spec.name}: {deleted} resource(s) destroyed"]
 
     def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
+        """What is still listed once two reads in a row agree (the listing APIs lag a destroy)."""
         with reporter.step("looking for leftovers"):
-            return [str(item) for item in self.find_leftovers(spec)]
+            settled = settle(lambda: self.find_leftovers(spec), note=reporter.info)
+            reporter.info(settled.summary())
+            return [str(item) for item in settled.leftovers]
 
     def forget(self, spec: ClusterSpec, state: ClusterState) -> list[str]:
         """Remove the stack's record from its backend (once nothing of the cluster is left)."""

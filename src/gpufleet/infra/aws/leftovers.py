@@ -7,7 +7,9 @@
   Elastic IPs, security groups, subnets, VPCs, launch templates, EC2 Fleets not deleted, and IAM roles
   and instance profiles under gpufleet's path);
 - the Resource Groups Tagging API, for any other tagged resource type (it also remembers resources for a
-  while after they are gone, so for the types above the describe calls decide).
+  while after they are gone, so for the types above the describe calls decide, and an ARN of another
+  type it lists is asked of its own Describe call where there is one: internet gateways, route tables,
+  VPC endpoints, DHCP options, images, snapshots; one that call says is gone is no leftover).
 
 ``find_expired(region)`` is the reaper's eye: clusters whose ``gpufleet:expires-at`` has passed.
 Everything here only reads.
@@ -40,6 +42,24 @@ _DESCRIBED = {
     "fsx:file-system",
     "fsx:association",
 }
+
+
+# Tagged types the tagging API lists that have no check of their own above: their own Describe call says
+# whether the listed ARN is gone. A deleted id answers an error code ending in ".NotFound"
+# (InvalidInternetGatewayID.NotFound, InvalidRouteTableID.NotFound, InvalidVpcEndpointId.NotFound,
+# InvalidAMIID.NotFound, InvalidSnapshot.NotFound, InvalidDhcpOptionID.NotFound: EC2 API error codes,
+# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html, read 2026-11-24), or the
+# item comes back in a deleted state (VpcEndpoint.State "deleted", Image.State "deregistered":
+# API_VpcEndpoint.html and API_Image.html, read 2026-11-24).
+_OWN_DESCRIBE: dict[str, tuple[str, str, str]] = {
+    "ec2:internet-gateway": ("describe_internet_gateways", "InternetGatewayIds", "InternetGateways"),
+    "ec2:route-table": ("describe_route_tables", "RouteTableIds", "RouteTables"),
+    "ec2:vpc-endpoint": ("describe_vpc_endpoints", "VpcEndpointIds", "VpcEndpoints"),
+    "ec2:dhcp-options": ("describe_dhcp_options", "DhcpOptionsIds", "DhcpOptions"),
+    "ec2:image": ("describe_images", "ImageIds", "Images"),
+    "ec2:snapshot": ("describe_snapshots", "SnapshotIds", "Snapshots"),
+}
+_DELETED_STATES = {"deleted", "deregistered"}
 
 
 def _tags(items: Iterable[dict[str, Any]] | None) -> dict[str, str]:
@@ -141,9 +161,33 @@ class AwsLeftovers:
         filters = [{"Key": AWS_CLUSTER_TAG, "Values": [cluster]}]
         for mapping in _paged(tagging, "get_resources", "ResourceTagMappingList", TagFilters=filters):
             arn = mapping["ResourceARN"]
-            if _arn_type(arn) not in _DESCRIBED:
-                found.append(Leftover("tagged resource", arn))
+            kind = _arn_type(arn)
+            if kind in _DESCRIBED:
+                continue
+            gone, state = self._own_state(kind, arn.rsplit("/", 1)[-1])
+            if not gone:
+                found.append(Leftover("tagged resource", arn, state))
         return found
+
+    def _own_state(self, kind: str, resource_id: str) -> tuple[bool, str]:
+        """What the resource's own Describe call says of an ARN the tagging API lists: (gone, state).
+        Gone: not found, or in a deleted state. A type with no Describe call here stays a leftover."""
+        from botocore.exceptions import ClientError
+
+        check = _OWN_DESCRIBE.get(kind)
+        if check is None:
+            return False, ""
+        operation, ids, key = check
+        try:
+            items = getattr(self.client("ec2"), operation)(**{ids: [resource_id]}).get(key, [])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code", "").endswith(".NotFound"):
+                return True, "not found"
+            raise
+        if not items:
+            return True, "not found"
+        state = str(items[0].get("State", ""))
+        return state.lower() in _DELETED_STATES, state
 
     # ---- every cluster --------------------------------------------------------------------------------
 

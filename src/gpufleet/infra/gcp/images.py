@@ -10,7 +10,7 @@ Credentials, so no other client library is needed; tests pass a fake ``Http``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra.images import CloudImage
@@ -21,14 +21,17 @@ from gpufleet.infra.tags import (
     GCP_IMAGE_LABEL,
 )
 
+if TYPE_CHECKING:
+    from google.auth.transport.requests import AuthorizedSession
+
 COMPUTE = "https://compute.googleapis.com/compute/v1"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # Http(method, url, params) -> the JSON answer; raises ProvisionError on an error answer.
 Http = Callable[[str, str, dict[str, str]], dict[str, Any]]
 
 
-def session_http() -> Http:
-    """An ``Http`` on Application Default Credentials."""
+def authorized_session(purpose: str) -> AuthorizedSession:
+    """A requests session on Application Default Credentials; ``purpose`` names the calls in the error."""
     import google.auth
     import google.auth.exceptions
     from google.auth.transport.requests import AuthorizedSession
@@ -37,10 +40,15 @@ def session_http() -> Http:
         credentials, _ = google.auth.default(scopes=[SCOPE])
     except google.auth.exceptions.DefaultCredentialsError as exc:
         raise EnvironmentProblem(
-            f"no Google credentials for the image calls: {exc}",
+            f"no Google credentials for {purpose}: {exc}",
             hint="run 'gcloud auth application-default login', or use Workload Identity Federation in CI",
         ) from None
-    session = AuthorizedSession(credentials)
+    return AuthorizedSession(credentials)
+
+
+def session_http() -> Http:
+    """An ``Http`` on Application Default Credentials."""
+    session = authorized_session("the image calls")
 
     def call(method: str, url: str, params: dict[str, str]) -> dict[str, Any]:
         answer = session.request(method, url, params=params, timeout=60)

@@ -7,8 +7,10 @@ labels:
 - ``description:<marker>``: networks, subnets, firewall rules, routers and placement policies, whose
   description ``GpuClusterGcp`` starts with ``gpufleet-cluster=<name>``.
 Search matches words, so every result is checked again here for the exact label or marker: cluster
-``demo`` never reports resources of ``demo-2``. Credentials are Application Default Credentials; without
-them, or without the API, the failure says how to fix it. Everything here only reads.
+``demo`` never reports resources of ``demo-2``. Cloud Asset lags a deletion, so each result is then
+read from its own API (Compute Engine, Filestore, Managed Lustre): one that answers 404 is gone.
+Credentials are Application Default Credentials; without them, or without the API, the failure says how
+to fix it. Everything here only reads.
 
 ``find_expired(project)`` is the reaper's eye, as on AWS: clusters whose ``gpufleet-expires-at`` label
 (on VMs, disks, filesystems) has passed, from one search for the label's presence.
@@ -56,14 +58,70 @@ def parse_results(results: Iterable[Any], cluster: str) -> Iterator[Leftover]:
         yield Leftover(kind=str(result.asset_type), id=str(result.name), detail=", ".join(where))
 
 
-def find_leftovers(cluster: str, project: str, *, search: Search | None = None) -> list[Leftover]:
-    """Every resource in ``project`` that still belongs to ``cluster``, sorted by type and name."""
-    search = search or client_search(asset_client())
+def find_leftovers(
+    cluster: str, project: str, *, search: Search | None = None, get: Get | None = None
+) -> list[Leftover]:
+    """Every resource in ``project`` that still belongs to ``cluster``, sorted by type and name.
+
+    With ``get`` (always, unless a test passes its own ``search`` and no ``get``) each result is asked of
+    its own API: one that answers 404 is gone, whatever Cloud Asset still says."""
+    if search is None:
+        search = client_search(asset_client())
+        get = get or session_get()
     found: dict[str, Leftover] = {}
     for query in search_queries(cluster):
         for leftover in parse_results(search(f"projects/{project}", query), cluster):
             found.setdefault(leftover.id, leftover)
-    return sorted(found.values(), key=lambda item: (item.kind, item.id))
+    listed = sorted(found.values(), key=lambda item: (item.kind, item.id))
+    return [item for item in listed if get is None or still_there(item, get)]
+
+
+# Where a Cloud Asset full resource name (//SERVICE/PATH, "Resource name format",
+# https://cloud.google.com/asset-inventory/docs/resource-name-format, read 2026-11-24) is read from its own
+# API: GET ROOT/PATH. Compute Engine v1 (https://cloud.google.com/compute/docs/reference/rest/v1, e.g.
+# instances.get: GET .../compute/v1/projects/{project}/zones/{zone}/instances/{instance}), Filestore v1
+# (projects.locations.instances.get: GET https://file.googleapis.com/v1/{name}), Managed Lustre v1
+# (projects.locations.instances.get: GET https://lustre.googleapis.com/v1/{name}), all read 2026-11-24.
+# A deleted resource answers 404. A resource of another service stays a leftover (nothing asks it).
+API_ROOTS = {
+    "compute.googleapis.com": "https://compute.googleapis.com/compute/v1",
+    "file.googleapis.com": "https://file.googleapis.com/v1",
+    "lustre.googleapis.com": "https://lustre.googleapis.com/v1",
+}
+
+# Get(url) -> (HTTP status, the JSON body or None). Tests pass a fake of the REST API.
+Get = Callable[[str], "tuple[int, dict[str, Any] | None]"]
+
+
+def resource_url(name: str) -> str | None:
+    """The GET URL of a Cloud Asset full resource name, or None for a service not in ``API_ROOTS``."""
+    service, _, path = name.removeprefix("//").partition("/")
+    root = API_ROOTS.get(service)
+    return f"{root}/{path}" if root and path else None
+
+
+def still_there(item: Leftover, get: Get) -> bool:
+    """False only when the resource's own API answers 404 (deleted). Any other answer keeps it listed:
+    a stopped VM (status TERMINATED) or a filesystem in DELETING still exists; a 403 proves nothing."""
+    url = resource_url(item.id)
+    return url is None or get(url)[0] != 404
+
+
+def session_get() -> Get:
+    """A ``Get`` on Application Default Credentials."""
+    from gpufleet.infra.gcp.images import authorized_session
+
+    session = authorized_session("the leftover check")
+
+    def get(url: str) -> tuple[int, dict[str, Any] | None]:
+        answer = session.get(url, timeout=60)
+        try:
+            body = answer.json()
+        except ValueError:
+            body = None
+        return answer.status_code, body if isinstance(body, dict) else None
+
+    return get
 
 
 def find_expired(
