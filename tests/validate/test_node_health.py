@@ -153,9 +153,9 @@ def _judge(raw: dict | None, host: Host | None = None, state: str | None = None)
             ["4 uncorrected ECC errors (GPU 2)"],
         ),
         (
-            _raw(xid={"readable": True, "codes": [13, 94], "last": ["Xid 94"]}),
+            _raw(xid={"readable": True, "codes": [13, 95], "last": ["Xid 95"]}),
             None,
-            ["XID 94 in the kernel log (e.g. Xid 94)"],
+            ["XID 95 in the kernel log (e.g. Xid 95)"],
         ),
         (
             _raw(dcgm={"present": True, "passed": False, "summary": "memory test fail"}),
@@ -188,6 +188,15 @@ def _judge(raw: dict | None, host: Host | None = None, state: str | None = None)
 )
 def test_node_checks(raw, host, failing):
     assert _judge(raw, host).problems == failing
+
+
+def test_contained_ecc_and_row_remap_recording_warn_without_draining():
+    """XID 94 (contained ECC: only the application that hit it is affected) and 63 (a row-remapping entry
+    recorded) leave the node in service; NVIDIA GPU Memory Error Management."""
+    last = ["NVRM: Xid (PCI:0000:01:00): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No"]
+    node = _judge(_raw(xid={"readable": True, "codes": [63, 94], "last": last}))
+    statuses = {check.name: check.status for check in node.checks}
+    assert statuses["xid"] == WARN and node.passed, node.problems
 
 
 def test_minor_xid_warns_and_missing_tools_inform():

@@ -48,9 +48,14 @@ from pathlib import Path
 
 MARKER = "GPUFLEET_HEALTH "
 XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
-# XIDs that mean the hardware (not the application) is in trouble: double-bit ECC, row remapping,
-# NVLink, fallen off the bus, uncontained errors, GSP failures (NVIDIA's XID catalog).
-SERIOUS_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+# XIDs that mean the hardware (not the application) is in trouble: double-bit ECC, a row remapping that
+# failed, NVLink, fallen off the bus, uncontained errors, GSP failures (NVIDIA's XID catalog). Not 63 or 94
+# (they warn): NVIDIA GPU Memory Error Management (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt, "Error
+# Containment" and "User Visible Statistics", read 2026-11-24): XID 94 is a contained ECC error, whose impact
+# "will be limited to the applications that encounter the error ... new workloads can be launched", with no
+# GPU reset; XID 63 records a row-remapping entry in the InfoROM (the page is offlined meanwhile), and
+# XID 64, a failed recording, stays serious, as does the row-remapping failure the ECC check reads.
+SERIOUS_XIDS = frozenset({48, 61, 62, 64, 74, 79, 92, 95, 119, 120, 140})
 EXPECT_FILE = "/etc/gpufleet/node-check.json"
 PASS, FAIL, WARN, INFO = "pass", "fail", "warn", "info"
 _VERSION = re.compile(
