@@ -157,3 +157,44 @@ def test_reap_keeps_the_newest_two_per_base_and_any_ami_in_use_or_on_record(ec2,
     done = prune(backend, REGION)
     assert [(item.image.id, item.action) for item in done] == [(unused, "deleted")], done
     assert {i.id for i in images.list_images(REGION)} == {newest, second, running, recorded, other_base}
+
+
+def template(ec2, name: str, image_id: str) -> str:
+    return ec2.create_launch_template(
+        LaunchTemplateName=name, LaunchTemplateData={"ImageId": image_id, "InstanceType": "p5.48xlarge"}
+    )["LaunchTemplate"]["LaunchTemplateId"]
+
+
+def test_an_ami_a_launch_template_or_a_live_fleet_names_is_in_use_and_never_pruned(
+    ec2, tmp_path, monkeypatch
+):
+    """AWS audit N16: a template keeps its first image, so its next fleet (a replaced group, a lost node)
+    needs the AMI after every instance from it is gone."""
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
+    newest, _second, named, by_fleet, unused = (
+        bake(ec2, digest * 64, days=days)
+        for digest, days in (("e", 5), ("d", 4), ("c", 3), ("b", 2), ("a", 1))
+    )
+    template(ec2, "train-1-gpu-lt", named)
+    # A fleet naming version 1 of a template whose latest version has moved on to another image.
+    fleet_lt = template(ec2, "train-2-gpu-lt", by_fleet)
+    ec2.create_launch_template_version(
+        LaunchTemplateId=fleet_lt, SourceVersion="1", LaunchTemplateData={"ImageId": newest}
+    )
+    ec2.modify_launch_template(LaunchTemplateId=fleet_lt, DefaultVersion="2")
+    ec2.create_fleet(
+        Type="maintain",
+        LaunchTemplateConfigs=[
+            {"LaunchTemplateSpecification": {"LaunchTemplateId": fleet_lt, "Version": "1"}}
+        ],
+        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"},
+    )
+    used = {image.id: image.used_by for image in images.list_images(REGION)}
+    assert used[named] == ("launch template train-1-gpu-lt",), used
+    assert any(user.startswith("ec2 fleet fleet-") for user in used[by_fleet]), used
+    assert used[unused] == (), used
+
+    with pytest.raises(ProvisionError, match="in use by launch template train-1-gpu-lt"):
+        images.delete_image(REGION, next(i for i in images.list_images(REGION) if i.id == named))
+    done = prune(backend, REGION)
+    assert [(item.image.id, item.action) for item in done] == [(unused, "deleted")], done

@@ -2,10 +2,14 @@
 
 An AMI is gpufleet's when it is owned by the account and tagged ``gpufleet:image=baked``
 (``gpufleet.infra.tags.aws_image_tags``). Its users are the instances not yet terminated that were
-launched from it, named by their ``gpufleet:cluster`` tag. Deleting one deregisters it and deletes the EBS
-snapshots behind it (deregistering alone keeps them, and bills them: EC2's "Deregister an AMI" page,
+launched from it, named by their ``gpufleet:cluster`` tag, and every launch template whose latest or
+default version names it, and every live EC2 Fleet whose template version names it: a template keeps its
+first image (``launch_template.KEPT``), so the next fleet it launches (a replaced group, a lost node) needs
+the AMI long after its instances are gone (else ``InvalidAMIID.NotFound``; AWS audit 2026-11-24 N16).
+Deleting one deregisters it and deletes the EBS snapshots behind it (deregistering alone keeps them,
+and bills them: EC2's "Deregister an AMI" page,
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/deregister-ami.html); it is refused while any instance
-runs from it.
+runs from it or any template or live fleet names it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from gpufleet.infra.tags import (
 )
 
 _LIVE = ["pending", "running", "stopping", "stopped", "shutting-down"]
+# A fleet in any other state (deleted, deleted_running, deleted_terminating, failed) launches nothing more
+# (API_FleetData FleetState, docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetData.html, read
+# 2026-11-24).
+_LIVE_FLEET = ("submitted", "active", "modifying")
 
 
 def _ec2(region: str, session: Any) -> Any:
@@ -89,7 +97,51 @@ def _users(ec2: Any, image_ids: list[str]) -> dict[str, set[str]]:
                 tags = {tag["Key"]: tag["Value"] for tag in instance.get("Tags") or []}
                 who = tags.get(AWS_CLUSTER_TAG) or f"instance {instance['InstanceId']}"
                 users.setdefault(instance["ImageId"], set()).add(who)
+    wanted = set(image_ids)
+    for template, image in _template_images(ec2):
+        if image in wanted:
+            users.setdefault(image, set()).add(f"launch template {template}")
+    for fleet, image in _fleet_images(ec2):
+        if image in wanted:
+            users.setdefault(image, set()).add(f"ec2 fleet {fleet}")
     return users
+
+
+def _template_images(ec2: Any) -> Iterator[tuple[str, str]]:
+    """(template name, AMI id) of every launch template's latest and default version: with only
+    ``$Latest``/``$Default`` and no template named, DescribeLaunchTemplateVersions describes every template
+    of the account (API_DescribeLaunchTemplateVersions, read 2026-11-24)."""
+    pages = ec2.get_paginator("describe_launch_template_versions").paginate(Versions=["$Latest", "$Default"])
+    for page in pages:
+        for version in page.get("LaunchTemplateVersions", []):
+            image = (version.get("LaunchTemplateData") or {}).get("ImageId")
+            if image:
+                yield version.get("LaunchTemplateName") or version.get("LaunchTemplateId", "?"), image
+
+
+def _fleet_images(ec2: Any) -> Iterator[tuple[str, str]]:
+    """(fleet id, AMI id) of the template version each live fleet names (an older version than latest)."""
+    from botocore.exceptions import ClientError
+
+    for page in ec2.get_paginator("describe_fleets").paginate():
+        for fleet in page.get("Fleets", []):
+            if fleet.get("FleetState") not in _LIVE_FLEET:
+                continue
+            for config in fleet.get("LaunchTemplateConfigs") or []:
+                named = config.get("LaunchTemplateSpecification") or {}
+                if not named.get("LaunchTemplateId"):
+                    continue
+                try:
+                    found = ec2.describe_launch_template_versions(
+                        LaunchTemplateId=named["LaunchTemplateId"],
+                        Versions=[str(named.get("Version", "$Default"))],
+                    ).get("LaunchTemplateVersions", [])
+                except ClientError:  # its template is gone: the fleet can launch nothing from it
+                    continue
+                for version in found:
+                    image = (version.get("LaunchTemplateData") or {}).get("ImageId")
+                    if image:
+                        yield fleet["FleetId"], image
 
 
 def delete_image(region: str, image: CloudImage, *, session: Any = None) -> list[str]:
@@ -100,7 +152,8 @@ def delete_image(region: str, image: CloudImage, *, session: Any = None) -> list
     if users:
         raise ProvisionError(
             f"baked image {image.id} is in use by {', '.join(sorted(users))}; not deleted",
-            hint="take those clusters down first ('gpufleet down SPEC'), then delete the image",
+            hint="take those clusters down first ('gpufleet down SPEC'; it deletes their launch templates "
+            "and fleets too), then delete the image",
         )
     with _aws_errors(f"deregistering {image.id}"):
         ec2.deregister_image(ImageId=image.id)
