@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -14,6 +15,7 @@ from gpufleet.errors import ExitCode
 from gpufleet.infra.backend import pulumi_backend_of
 from gpufleet.lifecycle import teardown
 from gpufleet.lifecycle.lock import hold_cluster_lock
+from gpufleet.lifecycle.reap import CloudExpired, ReapItem, project_stack_destroy, project_stacks, reap_stacks
 from gpufleet.lifecycle.reap import reap as reap_expired
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -35,6 +37,15 @@ def reap(
         list[str] | None,
         typer.Option("--gcp-project", help="also list expired clusters by their GCP labels in this project"),
     ] = None,
+    destroy_stacks: Annotated[
+        Path | None,
+        typer.Option(
+            "--destroy-stacks",
+            help="destroy the expired clusters found by --aws-region/--gcp-project through the stack of this "
+            "Pulumi project folder whose spec names them (e.g. stacks); --dry-run only lists them",
+            show_default=False,
+        ),
+    ] = None,
     prune_images: Annotated[
         bool,
         typer.Option(
@@ -46,11 +57,18 @@ def reap(
     """Destroy every cluster made on this machine whose lifetime (spec lifetime.ttl) has passed.
 
     Exits 1 when a teardown failed. With --aws-region (--gcp-project), clusters tagged gpufleet:expires-at
-    (labelled gpufleet-expires-at) in the past are listed too (those made from CI have no state here:
-    destroy them from the stack that made them). With --prune-images, baked images there that the
+    (labelled gpufleet-expires-at) in the past are listed too (those made from CI have no state here);
+    with --destroy-stacks DIR each is destroyed through the one stack of that Pulumi project folder whose
+    spec names it (pulumi destroy, then the leftover check). With --prune-images, baked images there that the
     retention rule lets go are deleted (listed with --dry-run): never one a node runs from or a cluster
     state on this machine records.
     """
+    if destroy_stacks is not None and not (destroy_stacks / "Pulumi.yaml").is_file():
+        raise typer.BadParameter(
+            f"{destroy_stacks} holds no Pulumi project (no Pulumi.yaml): pass the folder that holds "
+            "Pulumi.yaml and the Pulumi.<stack>.yaml files, e.g. stacks",
+            param_hint="--destroy-stacks",
+        )
     reporter = RichReporter(err_console if json_out else console)  # stdout holds only the JSON
 
     def tear_down(spec: ClusterSpec, state: ClusterState) -> list[str]:
@@ -61,26 +79,30 @@ def reap(
 
     items = reap_expired(tear_down, dry_run=dry_run)
     cloud = {"aws": _cloud_expired("aws", aws_region or []), "gcp": _cloud_expired("gcp", gcp_project or [])}
+    stacks = _stacks(destroy_stacks, cloud, reporter, dry_run) if destroy_stacks is not None else []
     pruned = _pruned(aws_region or [], gcp_project or [], dry_run) if prune_images else []
-    failed = [item for item in [*items, *pruned] if item.action.startswith("failed")]
+    failed = [item for item in [*items, *stacks, *pruned] if item.action.startswith("failed")]
     if json_out:
         images = {"images": [item.to_json() for item in pruned]} if prune_images else {}
-        print_json({"local": [item.to_json() for item in items], **cloud, **images})
+        made = {"stacks": [item.to_json() for item in stacks]} if destroy_stacks is not None else {}
+        print_json({"local": [item.to_json() for item in items], **cloud, **made, **images})
     else:
         table = Table(title="expired clusters")
         for column in ("cluster", "provider", "expired at", "action"):
             table.add_column(column, overflow="fold")
         for item in items:
             table.add_row(item.cluster, item.provider, item.expires_at, escape(item.action))
+        for item in stacks:
+            table.add_row(item.cluster, item.provider, item.expires_at, escape(item.action))
         listed = [(kind, entry) for kind, entries in cloud.items() for entry in entries]
-        for kind, entry in listed:
+        for kind, entry in listed if destroy_stacks is None else []:
             table.add_row(
                 entry["cluster"],
                 f"{kind} {entry[pulumi_backend_of(kind).expiry_scope]}",
                 entry["expires_at"],
                 f"{entry['resources']} tagged resource(s) left: destroy its stack",
             )
-        console.print(table if items or listed else "no expired cluster")
+        console.print(table if items or listed or stacks else "no expired cluster")
         if prune_images:
             _print_pruned(pruned)
     if failed:
@@ -102,6 +124,21 @@ def _cloud_expired(kind: str, scopes: list[str]) -> list[dict[str, Any]]:
         for scope in scopes
         for e in cloud.find_expired(scope)
     ]
+
+
+def _stacks(
+    project: Path, cloud: dict[str, list[dict[str, Any]]], reporter: RichReporter, dry_run: bool
+) -> list[ReapItem]:
+    """The clouds' expired clusters, destroyed (or, on a dry run, listed) through the project's stacks."""
+    broken: list[ReapItem] = []
+    by_cluster = project_stacks(project, broken)
+    expired = [
+        CloudExpired(entry["cluster"], kind, entry[pulumi_backend_of(kind).expiry_scope], entry["expires_at"])
+        for kind, entries in cloud.items()
+        for entry in entries
+    ]
+    destroy = project_stack_destroy(project.resolve(), reporter)
+    return broken + reap_stacks(expired, by_cluster, destroy, dry_run=dry_run)
 
 
 def _pruned(regions: list[str], projects: list[str], dry_run: bool) -> list[PrunedImage]:

@@ -1,9 +1,10 @@
 """Expire clusters: find the ones past their lifetime and tear them down.
 
 Two sources: the state folders on this machine (every cluster ``gpufleet up`` made here, with the spec it
-was made from), and, for AWS, the ``gpufleet:expires-at`` tag on the cloud's resources (clusters made from
-CI with ``pulumi up`` have no state folder here; they are reported, and destroyed with ``pulumi destroy``
-on the stack that made them).
+was made from), and the clouds' expiry tags and labels (``gpufleet:expires-at``, ``gpufleet-expires-at``):
+clusters made from CI with ``pulumi up`` have no state folder here. Those are destroyed through the stack
+that made them when a Pulumi project folder (``stacks/``) is given: ``reap_stacks`` finds the one stack
+whose spec names the expired cluster (``project_stacks``) and destroys it; without one they are listed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufleet.errors import GpufleetError
+import yaml
+
+from gpufleet.errors import GpufleetError, LeftoversError, ProvisionError
+from gpufleet.progress import Reporter
 from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState, state_root
@@ -97,3 +101,134 @@ def reap(teardown: Teardown, *, dry_run: bool = False, now: datetime | None = No
                 item.action = f"failed: {exc.message.splitlines()[0]}"
         items.append(item)
     return items
+
+
+# ---- clusters made by `pulumi up` in a Pulumi project folder (stacks/) ----------------------------------
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack of a Pulumi project folder: its name (``Pulumi.<name>.yaml``) and the spec it makes."""
+
+    name: str
+    spec: ClusterSpec
+
+
+@dataclass(frozen=True)
+class CloudExpired:
+    """A cluster past its expiry by a cloud's tags or labels (``find_expired``), as the reaper sees it."""
+
+    cluster: str
+    provider: str  # "aws", "gcp"
+    scope: str  # the region (AWS) or project (GCP) it was found in
+    expires_at: str
+
+
+StackDestroy = Callable[[Stack], list[str]]  # destroys the stack, checks leftovers; raises GpufleetError
+
+
+def project_stacks(project: Path, broken: list[ReapItem] | None = None) -> dict[str, list[Stack]]:
+    """The stacks of a Pulumi project folder by the cluster their spec names (``gpufleet:spec`` in each
+    ``Pulumi.<stack>.yaml``, relative to the folder). A config that cannot be read goes to ``broken``."""
+    found: dict[str, list[Stack]] = {}
+    for path in sorted(project.glob("Pulumi.*.yaml")):
+        name = path.name[len("Pulumi.") : -len(".yaml")]
+        try:
+            config = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("config") or {}
+            spec_path = config.get("gpufleet:spec")
+            if not spec_path:
+                continue  # not a gpufleet stack
+            spec = load_spec(project / str(spec_path))
+        except GpufleetError as exc:
+            reason = exc.message.splitlines()[0]
+        except (OSError, yaml.YAMLError, AttributeError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        else:
+            found.setdefault(spec.name, []).append(Stack(name, spec))
+            continue
+        if broken is not None:
+            broken.append(ReapItem("?", "?", "?", f"skipped: stack config {path} cannot be read ({reason})"))
+    return found
+
+
+def reap_stacks(
+    expired: list[CloudExpired],
+    stacks: dict[str, list[Stack]],
+    destroy: StackDestroy,
+    *,
+    dry_run: bool = False,
+) -> list[ReapItem]:
+    """Destroy, through its stack, every cluster the clouds' tags say is expired (``dry_run``: say so).
+
+    A cluster is destroyed only when exactly one stack of the project makes it, on the same cloud, and its
+    spec does not ask to be kept (``lifetime.on_expiry: warn``)."""
+    items: list[ReapItem] = []
+    seen: set[tuple[str, str]] = set()
+    for entry in expired:
+        if (entry.provider, entry.cluster) in seen:
+            continue  # found in two regions or projects: one stack, one destroy
+        seen.add((entry.provider, entry.cluster))
+        item = ReapItem(entry.cluster, f"{entry.provider} {entry.scope}", entry.expires_at, "")
+        makers = [
+            stack for stack in stacks.get(entry.cluster, []) if stack.spec.provider.kind == entry.provider
+        ]
+        if not makers:
+            item.action = (
+                f"skipped: no stack in the project makes {entry.provider} cluster '{entry.cluster}'; "
+                "destroy it from the stack that made it (pulumi destroy --stack NAME)"
+            )
+        elif len(makers) > 1:
+            names = ", ".join(stack.name for stack in makers)
+            item.action = f"skipped: stacks {names} all make cluster '{entry.cluster}'; destroy the right one"
+        elif makers[0].spec.lifetime.on_expiry == "warn":
+            item.action = f"kept (lifetime.on_expiry: warn; stack {makers[0].name})"
+        elif dry_run:
+            item.action = f"would destroy (stack {makers[0].name})"
+        else:
+            try:
+                item.removed = destroy(makers[0])
+                item.action = f"destroyed (stack {makers[0].name})"
+            except GpufleetError as exc:
+                item.action = f"failed: stack {makers[0].name}: {exc.message.splitlines()[0]}"
+        items.append(item)
+    return items
+
+
+def project_stack_destroy(project: Path, reporter: Reporter) -> StackDestroy:
+    """A ``StackDestroy`` for the stacks of ``project``: ``pulumi destroy`` through the Automation API's
+    local-program workspace (the project's ``Pulumi.yaml`` and program; the backend ``pulumi login`` or
+    ``$PULUMI_BACKEND_URL`` names), then the cloud's leftover check, which waits out the listing APIs'
+    lag. The stack itself stays, emptied: ``pulumi stack rm`` would delete the project's config file."""
+
+    def destroy(stack: Stack) -> list[str]:
+        from pulumi import automation as auto
+
+        from gpufleet.infra.automation import pulumi_cli
+        from gpufleet.infra.backend import pulumi_backend_of
+
+        cloud = pulumi_backend_of(stack.spec.provider.kind)
+        cli = pulumi_cli()
+        cloud.check_credentials(stack.spec)
+        opts = auto.LocalWorkspaceOptions(
+            work_dir=str(project), pulumi_command=auto.PulumiCommand(root=str(cli.parent.parent))
+        )
+        with reporter.step(f"pulumi destroy: stack {stack.name} (cluster {stack.spec.name})"):
+            try:
+                selected = auto.select_stack(stack_name=stack.name, work_dir=str(project), opts=opts)
+                result = selected.destroy(color="never", on_output=lambda line: reporter.info(line.rstrip()))
+            except auto.CommandError as exc:
+                tail = "\n".join(str(getattr(exc, "stderr", "") or exc).strip().splitlines()[-12:])
+                raise ProvisionError(
+                    f"pulumi destroy of stack '{stack.name}' failed:\n{tail}",
+                    hint=f"run 'pulumi destroy --stack {stack.name}' in {project} and read its error",
+                ) from None
+        left = cloud.leftovers(stack.spec, ClusterState.for_name(stack.spec.name), reporter)
+        if left:
+            raise LeftoversError(
+                f"stack '{stack.name}' is destroyed but these are still there: " + ", ".join(left),
+                hint="run the reaper again; if they stay, remove them by hand",
+            )
+        deleted = (result.summary.resource_changes or {}).get("delete", 0)
+        return [f"Pulumi stack {stack.name}: {deleted} resource(s) destroyed, nothing left"]
+
+    return destroy
