@@ -258,6 +258,8 @@ class PulumiBackend:
 
         pulumi_cli()
         self.check_credentials(spec)
+        if program is None:
+            self.check_tools(spec)
         baked = None if program is not None else self.find_baked(spec, reporter)
         stack = self.select_stack(spec, state, program, baked)
         replace: list[str] = []
@@ -282,6 +284,10 @@ class PulumiBackend:
                     "or 'gpufleet down' to remove what was made",
                 ) from None
         return _plain(result.outputs)
+
+    def check_tools(self, spec: ClusterSpec) -> None:
+        """Refuse an ``up`` whose nodes this machine could not reach afterwards (none here; AWS: the aws
+        CLI and its Session Manager plugin)."""
 
     def replace_before_up(self, deployment: dict[str, Any]) -> list[str]:
         """URNs in the stack's state that the next ``pulumi up`` must replace, not keep (none here;

@@ -61,6 +61,11 @@ class AwsBackend(PulumiBackend):
         args = GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
         return GpuClusterAws(spec.name, args).stack_outputs
 
+    def check_tools(self, spec: ClusterSpec) -> None:
+        from gpufleet.preflight.aws_tools import require_ssm_tools
+
+        require_ssm_tools(spec)
+
     def replace_before_up(self, deployment: dict[str, Any]) -> list[str]:
         from gpufleet.infra.aws.fleet import short_fleets
 
