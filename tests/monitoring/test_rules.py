@@ -17,7 +17,7 @@ import yaml
 from tests.monitoring.rules_render import ROOT, render_rules
 
 from gpufleet.catalog import load_catalog
-from gpufleet.monitoring import rules
+from gpufleet.monitoring import metrics, rules
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(
@@ -25,11 +25,11 @@ needs_promtool = pytest.mark.skipif(
 )
 
 
-def test_checked_in_template_is_the_generated_one() -> None:
-    checked_in = (ROOT / rules.TEMPLATE_PATH).read_text(encoding="utf-8")
-    assert checked_in == rules.render_template(), (
-        "roles/monitoring/templates/gpufleet-rules.yml.j2 is stale: run "
-        "'.venv/bin/python -m gpufleet.monitoring.rules --write'"
+@pytest.mark.parametrize("path", sorted(rules.generated_files()), ids=str)
+def test_checked_in_files_are_the_generated_ones(path: Path) -> None:
+    checked_in = (ROOT / path).read_text(encoding="utf-8")
+    assert checked_in == rules.generated_files()[path], (
+        f"{path} is stale: run '.venv/bin/python -m gpufleet.monitoring.rules --write'"
     )
 
 
@@ -342,3 +342,30 @@ def test_every_alert_is_tested() -> None:
     alerts = {r["alert"] for g in doc["groups"] for r in g["rules"] if "alert" in r}
     tested = {t["alertname"] for c in CASES.values() for t in c.get("alert_rule_test", [])}
     assert alerts == tested
+
+
+@needs_promtool
+def test_dashboard_expressions_parse_and_name_real_series(tmp_path: Path) -> None:
+    """Every panel's expression parses (promtool checks it as a recording rule) and names a series the
+    rules record or an exporter (DCGM, Slurm, Prometheus's own ALERTS) emits."""
+    from gpufleet.monitoring import dashboards
+
+    exprs = dashboards.expressions()
+    doc = {
+        "groups": [
+            {"name": "dashboard", "rules": [{"record": f"panel:{i}", "expr": e} for i, e in enumerate(exprs)]}
+        ]
+    }
+    path = tmp_path / "dashboard.rules.yml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    done = subprocess.run(
+        [PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )  # type: ignore[list-item]
+    assert done.returncode == 0, done.stdout + done.stderr
+    recorded = {
+        r["record"] for g in yaml.safe_load(render_rules())["groups"] for r in g["rules"] if "record" in r
+    }
+    dcgm = {f.name for f in metrics.DCGM_FIELDS}
+    for expr in exprs:
+        name = re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", expr).group(0)  # type: ignore[union-attr]
+        assert name in recorded | dcgm | {"slurm_node_state", "ALERTS"}, expr

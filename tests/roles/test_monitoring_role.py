@@ -1,0 +1,177 @@
+"""roles/monitoring without a cluster: the scrape targets it renders from an inventory (checked by promtool),
+the GPU exporter each node gets, and the refusals of its preflight (the stand-in off the local backend)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.roles.playbook_json import ROOT, run_playbook
+
+from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
+
+ROLE = ROOT / "roles" / "monitoring"
+
+
+def inventory(provider: str, instance_type: str, gpus: int, **extra: Any) -> dict[str, Any]:
+    def host(name: str, roles: list[Role], ip: str, compute: bool) -> Host:
+        return Host(
+            name=name,
+            roles=roles,
+            address=ip,
+            private_ip=ip,
+            instance_type=instance_type if compute else "local" if provider == "local" else "m7i.2xlarge",
+            gpus=gpus if compute else 0,
+            cpus=2,
+            memory_mb=2048,
+        )
+
+    inv = Inventory(
+        cluster="mon",
+        provider=provider,
+        fabric=FabricKind.ETHERNET,
+        hosts=[
+            host("mon-ctl", [Role.CONTROLLER, Role.LOGIN], "10.9.0.2", False),
+            host("mon-c0", [Role.COMPUTE], "10.9.0.3", True),
+            host("mon-c1", [Role.COMPUTE], "10.9.0.4", True),
+        ],
+        software={"monitoring": True},
+    ).to_ansible()
+    inv["all"]["vars"].update(
+        {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **extra}
+    )
+    return inv
+
+
+def render_play(out: Path) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "Render the monitoring role's files",
+            "hosts": "all",
+            "gather_facts": False,
+            "vars": {"ansible_facts": {"os_family": "Debian"}},
+            "tasks": [
+                {
+                    "name": "Preflight",
+                    "ansible.builtin.include_role": {
+                        "name": "monitoring",
+                        "tasks_from": "preflight.yml",
+                        "public": True,
+                    },
+                },
+                {
+                    "name": "Load the OS's variables",
+                    "ansible.builtin.include_vars": str(ROLE / "vars" / "Debian.yml"),
+                },
+                {
+                    "name": "Render prometheus.yml",
+                    "ansible.builtin.template": {
+                        "src": str(ROLE / "templates" / "prometheus.yml.j2"),
+                        "dest": str(out / "prometheus.yml"),
+                        "mode": "0644",
+                    },
+                    "when": "inventory_hostname in groups['slurm_controller']",
+                },
+                {
+                    "name": "Render the job exporter unit",
+                    "ansible.builtin.template": {
+                        "src": str(ROLE / "templates" / "gpufleet-job-exporter.service.j2"),
+                        "dest": str(out / "{{ inventory_hostname }}-job-exporter.service"),
+                        "mode": "0644",
+                    },
+                    "when": "inventory_hostname in groups['compute']",
+                },
+                {
+                    "name": "Show",
+                    "ansible.builtin.debug": {"msg": "{{ monitoring_gpu_exporter }} {{ __monitoring_run }}"},
+                },
+            ],
+        }
+    ]
+
+
+def scrape_targets(path: Path) -> dict[str, list[tuple[str, dict[str, str]]]]:
+    config = yaml.safe_load(path.read_text())
+    return {
+        job["job_name"]: [(t, c.get("labels", {})) for c in job["static_configs"] for t in c["targets"]]
+        for job in config["scrape_configs"]
+    }
+
+
+def test_local_cluster_targets_and_the_stand_in(tmp_path: Path) -> None:
+    code, results = run_playbook(tmp_path, inventory("local", "local", 0), render_play(tmp_path))
+    assert code == 0, results
+    targets = scrape_targets(tmp_path / "prometheus.yml")
+    assert targets["node"] == [
+        ("10.9.0.3:9100", {"node": "mon-c0", "instance_type": "local"}),
+        ("10.9.0.4:9100", {"node": "mon-c1", "instance_type": "local"}),
+        ("10.9.0.2:9100", {"node": "mon-ctl", "instance_type": "local"}),
+    ]
+    assert [t for t, _ in targets["gpufleet-jobs"]] == ["10.9.0.3:9342", "10.9.0.4:9342"]
+    assert targets["slurm"] == [("10.9.0.2:9341", {})]
+    assert "dcgm" not in targets
+    unit = (tmp_path / "mon-c0-job-exporter.service").read_text()
+    assert "--mode node --port 9342 --node mon-c0 --simulate-dcgm 1 --cpus-per-gpu 1.0" in unit
+    assert (
+        results["mon-c0"]["Show"]["msg"] == "simulated ['prometheus-node-exporter', 'gpufleet-job-exporter']"
+    )
+    assert results["mon-ctl"]["Show"]["msg"] == (
+        "simulated ['prometheus-node-exporter', 'prometheus', 'prometheus-alertmanager', "
+        "'gpufleet-slurm-exporter']"
+    )
+
+
+def test_gpu_cluster_scrapes_dcgm_exporter(tmp_path: Path) -> None:
+    code, results = run_playbook(tmp_path, inventory("aws", "p5.48xlarge", 8), render_play(tmp_path))
+    assert code == 0, results
+    targets = scrape_targets(tmp_path / "prometheus.yml")
+    assert targets["dcgm"] == [("10.9.0.3:9400", {"node": "mon-c0"}), ("10.9.0.4:9400", {"node": "mon-c1"})]
+    assert {labels["instance_type"] for _t, labels in targets["node"]} == {"p5.48xlarge", "m7i.2xlarge"}
+    assert "--simulate-dcgm" not in (tmp_path / "mon-c0-job-exporter.service").read_text()
+    assert results["mon-c0"]["Show"]["msg"].startswith("dcgm ")
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool missing: apt-get install prometheus")
+def test_rendered_config_passes_promtool(tmp_path: Path) -> None:
+    code, _results = run_playbook(tmp_path, inventory("aws", "p5.48xlarge", 8), render_play(tmp_path))
+    assert code == 0
+    done = subprocess.run(
+        ["promtool", "check", "config", "--syntax-only", str(tmp_path / "prometheus.yml")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("provider", "itype", "gpus", "extra", "refusal"),
+    [
+        (
+            "aws",
+            "p5.48xlarge",
+            8,
+            {"monitoring_gpu_exporter": "simulated"},
+            "never on a cloud or bare-metal node",
+        ),
+        (
+            "baremetal",
+            "dgx-h100",
+            8,
+            {"monitoring_gpu_exporter": "simulated"},
+            "never on a cloud or bare-metal node",
+        ),
+        ("local", "local", 0, {"monitoring_gpu_exporter": "dcgm"}, "dcgm needs GPUs"),
+        ("local", "local", 0, {"monitoring_gpu_exporter": "prometheus"}, "want dcgm, simulated or none"),
+    ],
+)
+def test_preflight_refuses(
+    tmp_path: Path, provider: str, itype: str, gpus: int, extra: dict[str, str], refusal: str
+) -> None:
+    code, results = run_playbook(tmp_path, inventory(provider, itype, gpus, **extra), render_play(tmp_path))
+    assert code != 0
+    message = results["mon-c0"]["Assert that the GPU exporter fits the node"]["msg"]
+    assert refusal in message, message
