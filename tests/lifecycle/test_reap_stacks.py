@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from gpufleet.cli import reap as reap_cli
 from gpufleet.cli.app import app
 from gpufleet.errors import LeftoversError, ProvisionError
+from gpufleet.infra.stack_configs import Stack, project_stacks
 from gpufleet.lifecycle import reap as reap_module
-from gpufleet.lifecycle.reap import CloudExpired, Stack, project_stacks, reap_stacks
+from gpufleet.lifecycle.reap import CloudExpired, reap_stacks
 from gpufleet.progress import RecordingReporter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +97,7 @@ def test_two_stacks_of_one_cluster_and_a_kept_spec_are_left_alone(project):
     assert called == []
     assert (
         items[0].action
-        == "skipped: stacks p5-fsx-copy, p5-fsx all make cluster 'llm-p5'; destroy the right one"
+        == "skipped: stacks p5-fsx, p5-fsx-copy all make cluster 'llm-p5'; destroy the right one"
     )
     assert items[1].action == "kept (lifetime.on_expiry: warn; stack p4d-spot)"
 
@@ -106,9 +107,8 @@ def test_a_broken_stack_config_is_reported_not_fatal(project):
     broken: list = []
     found = project_stacks(project, broken)
     assert "llm-p5" in found
-    assert [item.action.split(" (")[0] for item in broken] == [
-        f"skipped: stack config {project / 'Pulumi.bad.yaml'} cannot be read"
-    ]
+    assert len(broken) == 1 and broken[0].startswith(f"stack bad ({project / 'Pulumi.bad.yaml'}): "), broken
+    assert "missing.yaml" in broken[0], broken
 
 
 def test_a_failed_destroy_is_a_failed_item(project):

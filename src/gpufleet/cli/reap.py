@@ -13,9 +13,10 @@ from gpufleet.cli.common import JsonOpt, console, err_console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra.backend import pulumi_backend_of
+from gpufleet.infra.stack_configs import project_stacks
 from gpufleet.lifecycle import teardown
 from gpufleet.lifecycle.lock import hold_cluster_lock
-from gpufleet.lifecycle.reap import CloudExpired, ReapItem, project_stack_destroy, project_stacks, reap_stacks
+from gpufleet.lifecycle.reap import CloudExpired, ReapItem, project_stack_destroy, reap_stacks
 from gpufleet.lifecycle.reap import reap as reap_expired
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -130,8 +131,9 @@ def _stacks(
     project: Path, cloud: dict[str, list[dict[str, Any]]], reporter: RichReporter, dry_run: bool
 ) -> list[ReapItem]:
     """The clouds' expired clusters, destroyed (or, on a dry run, listed) through the project's stacks."""
-    broken: list[ReapItem] = []
-    by_cluster = project_stacks(project, broken)
+    problems: list[str] = []
+    by_cluster = project_stacks(project, problems)
+    broken = [ReapItem("?", "?", "?", f"skipped: {problem}") for problem in problems]
     expired = [
         CloudExpired(entry["cluster"], kind, entry[pulumi_backend_of(kind).expiry_scope], entry["expires_at"])
         for kind, entries in cloud.items()

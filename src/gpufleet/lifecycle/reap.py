@@ -4,7 +4,8 @@ Two sources: the state folders on this machine (every cluster ``gpufleet up`` ma
 was made from), and the clouds' expiry tags and labels (``gpufleet:expires-at``, ``gpufleet-expires-at``):
 clusters made from CI with ``pulumi up`` have no state folder here. Those are destroyed through the stack
 that made them when a Pulumi project folder (``stacks/``) is given: ``reap_stacks`` finds the one stack
-whose spec names the expired cluster (``project_stacks``) and destroys it; without one they are listed.
+whose spec names the expired cluster (``gpufleet.infra.stack_configs.project_stacks``) and destroys it;
+without one they are listed.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpufleet.errors import GpufleetError, LeftoversError, ProvisionError
+from gpufleet.infra.stack_configs import Stack
 from gpufleet.progress import Reporter
 from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
@@ -107,14 +107,6 @@ def reap(teardown: Teardown, *, dry_run: bool = False, now: datetime | None = No
 
 
 @dataclass(frozen=True)
-class Stack:
-    """One stack of a Pulumi project folder: its name (``Pulumi.<name>.yaml``) and the spec it makes."""
-
-    name: str
-    spec: ClusterSpec
-
-
-@dataclass(frozen=True)
 class CloudExpired:
     """A cluster past its expiry by a cloud's tags or labels (``find_expired``), as the reaper sees it."""
 
@@ -125,30 +117,6 @@ class CloudExpired:
 
 
 StackDestroy = Callable[[Stack], list[str]]  # destroys the stack, checks leftovers; raises GpufleetError
-
-
-def project_stacks(project: Path, broken: list[ReapItem] | None = None) -> dict[str, list[Stack]]:
-    """The stacks of a Pulumi project folder by the cluster their spec names (``gpufleet:spec`` in each
-    ``Pulumi.<stack>.yaml``, relative to the folder). A config that cannot be read goes to ``broken``."""
-    found: dict[str, list[Stack]] = {}
-    for path in sorted(project.glob("Pulumi.*.yaml")):
-        name = path.name[len("Pulumi.") : -len(".yaml")]
-        try:
-            config = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("config") or {}
-            spec_path = config.get("gpufleet:spec")
-            if not spec_path:
-                continue  # not a gpufleet stack
-            spec = load_spec(project / str(spec_path))
-        except GpufleetError as exc:
-            reason = exc.message.splitlines()[0]
-        except (OSError, yaml.YAMLError, AttributeError) as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-        else:
-            found.setdefault(spec.name, []).append(Stack(name, spec))
-            continue
-        if broken is not None:
-            broken.append(ReapItem("?", "?", "?", f"skipped: stack config {path} cannot be read ({reason})"))
-    return found
 
 
 def reap_stacks(
