@@ -26,6 +26,7 @@ from typer.core import TyperGroup
 from gpufleet.cli import check as check_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import image as image_cmd
+from gpufleet.cli import leftovers as leftovers_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import reap as reap_cmd
 from gpufleet.cli import report as report_cmd
@@ -140,6 +141,7 @@ app.command("run")(validate_cmd.run)
 app.command("status")(cluster_cmd.status)
 app.command("down")(cluster_cmd.down)
 app.command("reap")(reap_cmd.reap)
+app.command("leftovers")(leftovers_cmd.leftovers)
 app.command("util")(util_cmd.util)
 app.add_typer(image_cmd.app, name="image")
 
