@@ -11,12 +11,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from cluster_cli import GPUFLEET, ROOT, Cli, labelled, package_state, podman, require_local_backend
+
+from gpufleet.inventory.model import Inventory
+from gpufleet.monitoring.prometheus import PrometheusClient, prometheus_url
 
 pytestmark = pytest.mark.cluster
 
@@ -184,3 +188,132 @@ def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> N
 
     # down on a cluster that is already gone is harmless.
     assert cli.json("down", str(spec))["removed"] == []
+
+
+# ---- monitoring (issue 20, docs/monitoring.md) ---------------------------------------------------------
+
+# Short durations for the test (the role's variables, set in the inventory as a user would): alerts fire
+# within a minute. On the shared 2-core host a spinning rank gets a fraction of a core, so the stand-in reads
+# a tenth of a CPU as a fully busy GPU.
+MONITORING_VARS = {
+    "monitoring_scrape_interval": "5s",
+    "monitoring_rules_window": "30s",
+    "monitoring_alert_for": {"gpu_idle": "20s", "no_progress": "20s", "no_process": "20s", "throttle": "20s",
+                             "node_down": "20s"},
+    "monitoring_thresholds": {"idle_below": 0.05, "busy_above": 0.2, "progress_below": 0.01,
+                              "heartbeat_stale_seconds": 600, "throttle_above": 0.1},
+    "monitoring_simulated_cpus_per_gpu": 0.1,
+}  # fmt: skip
+SPIN = "import sys, time\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end:\n    pass\n"
+
+
+def _wait(what: str, probe: Callable[[], object], timeout: float = 150.0) -> object:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last answer: {last!r}")
+
+
+def _sh(node: str, command: str) -> list[str]:
+    return podman("exec", node, "bash", "-c", command)
+
+
+def _firing(prom: PrometheusClient, alert: str, job: str) -> list:
+    return prom.query(f'ALERTS{{alertname="{alert}",alertstate="firing",jobid="{job}"}}')
+
+
+def _busy_nodes(prom: PrometheusClient, job: str) -> int:
+    return len(prom.query(f'gpufleet:job_node_busy_ratio{{jobid="{job}"}} > 0.2'))
+
+
+def _submit(ctl: str, nodes: int, command: str) -> str:
+    job = _sh(ctl, f"sbatch --parsable -N{nodes} --wrap '{command}'")[0]
+    _wait(f"job {job} running", lambda: _sh(ctl, f"squeue -h -j {job} -o %T") == ["RUNNING"], timeout=90)
+    return job
+
+
+def _scenario(prom: PrometheusClient, ctl: str, c0: str, c1: str) -> dict[str, str]:
+    """A 2-node busy job, a job that sleeps on a node, a 2-node job with a stopped rank; their job ids."""
+    podman("exec", ctl, "python3", "-c", f"open('/shared/spin.py', 'w').write({SPIN!r})")
+    # Busy while it runs, on both nodes; idle once it is gone.
+    busy = _submit(ctl, 2, "srun python3 /shared/spin.py 300")
+    held = _wait(
+        "its simulated GPUs", lambda: [s.labels for s in prom.query(f'slurm_job_gpu{{jobid="{busy}"}}')]
+    )
+    assert sorted((h["node"], h["gpu"], h["simulated"]) for h in held) == [
+        (c0, "0", "true"),
+        (c1, "0", "true"),
+    ]
+    _wait(f"job {busy} busy on both nodes", lambda: _busy_nodes(prom, busy) == 2)
+    _sh(ctl, f"scancel {busy}")
+    _wait("both nodes idle after the job", lambda: len(prom.query("gpufleet:gpu_busy_ratio < 0.05")) == 2)
+    assert not prom.query(f'slurm_job_node{{jobid="{busy}"}}')
+    # A job that holds a node and sleeps fires the idle alert.
+    sleeper = _submit(ctl, 1, "sleep 600")
+    idle = _wait("GpuAllocatedIdle firing", lambda: _firing(prom, "GpuAllocatedIdle", sleeper))
+    assert idle[0].labels["node"] in (c0, c1), idle  # type: ignore[index]
+    _sh(ctl, f"scancel {sleeper}")
+    # A stopped rank: one node spins, the other's rank is stopped: busy without progress fires.
+    hung = _submit(ctl, 2, "srun python3 /shared/spin.py 600")
+    _wait("both ranks busy", lambda: _busy_nodes(prom, hung) == 2)
+    _sh(c1, "pkill -STOP -f /shared/spin.py")
+    _wait("JobBusyNoProgress firing", lambda: _firing(prom, "JobBusyNoProgress", hung))
+    _sh(c1, "pkill -CONT -f /shared/spin.py")
+    _sh(ctl, f"scancel {hung}")
+    overhead = {
+        job: {s.labels["node"]: round(s.values[-1][1], 4) for s in
+              prom.query(f'sum by (node) (rate(process_cpu_seconds_total{{job="{job}"}}[1m]))')}
+        for job in ("node", "gpufleet-jobs")
+    }  # fmt: skip
+    print(f"exporter CPU (cores) per node: {overhead}")
+    return {"busy": busy, "sleeper": sleeper, "hung": hung}
+
+
+def test_monitoring_busy_idle_alerts_util_and_down(cluster, baked_image: dict) -> None:
+    cli, spec, state = cluster
+    data = yaml.safe_load(spec.read_text())
+    data["software"] = {**(data.get("software") or {}), "monitoring": True}
+    mon = spec.with_name("monitoring.yaml")
+    mon.write_text(yaml.safe_dump(data))
+    ctl, c0, c1 = f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"
+
+    cli.json("up", str(mon))
+    inventory_file = state / NAME / "inventory.yml"
+    inventory = yaml.safe_load(inventory_file.read_text())
+    inventory["all"]["vars"].update(MONITORING_VARS)
+    inventory_file.write_text(yaml.safe_dump(inventory, sort_keys=False))
+    first = cli.json("configure", str(mon))
+    assert first["ok"] is True
+    checked = task_results(first["artifacts"], "Check that every scrape target answers")
+    assert set(checked) == {ctl}, checked
+    second = cli.json("configure", str(mon))
+    assert second["changed"] == 0, second["changed_tasks"]
+    # The stand-in's series are labelled simulated; NVIDIA's exporter runs nowhere here.
+    page = podman("exec", c0, "python3", "-c", "import urllib.request as u; "
+                  "print(u.urlopen('http://127.0.0.1:9342/metrics').read().decode())")  # fmt: skip
+    sm = [line for line in page if line.startswith("DCGM_FI_PROF_SM_ACTIVE{")]
+    assert sm and all('simulated="true"' in line for line in sm), page[-40:]
+
+    with prometheus_url(Inventory.read(inventory_file)) as url:
+        jobs = _scenario(PrometheusClient(url), ctl, c0, c1)
+
+    util = cli.json("util", str(mon), "--hours", "1")
+    assert util["simulated"] is True
+    assert (
+        util["jobs"][jobs["busy"]]["busy_ratio"] > 0.2
+        and util["jobs"][jobs["busy"]]["allocated_gpu_hours"] > 0
+    )
+    assert util["jobs"][jobs["sleeper"]]["busy_ratio"] < 0.05
+    assert set(cli.json("util", str(mon), "--hours", "1", "--job", jobs["busy"])["jobs"]) == {jobs["busy"]}
+    print(f"util: {json.dumps(util['jobs'])}")
+
+    down = cli.json("down", str(mon))
+    assert down["leftovers"] == [] and leftovers() == {"containers": [], "networks": [], "volumes": []}
+    assert down["utilization"]["available"] is True, down["utilization"]
+    report = Path(down["utilization"]["dir"])
+    assert json.loads((report / "utilization.json").read_text())["jobs"][jobs["busy"]]["busy_ratio"] > 0.2
+    assert (report / "utilization.png").stat().st_size > 1000
