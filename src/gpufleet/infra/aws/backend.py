@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from gpufleet.errors import EnvironmentProblem
+from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.aws.fleet import REPLACING_FIELDS
 from gpufleet.infra.cloudbake import BakeRequest
@@ -66,10 +66,23 @@ class AwsBackend(PulumiBackend):
 
         require_ssm_tools(spec)
 
-    def replace_before_up(self, deployment: dict[str, Any]) -> list[str]:
-        from gpufleet.infra.aws.fleet import short_fleets
+    def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
+        """Fleets whose launch came short, and fleets holding a lost node (``fleet.lost_fleets``)."""
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
 
-        return short_fleets(deployment)
+        from gpufleet.infra.aws.fleet import lost_fleets, short_fleets
+
+        replace = {urn: "its last launch came short" for urn in short_fleets(deployment)}
+        try:
+            lost = lost_fleets(deployment, lambda region: boto3.client("ec2", region_name=region))
+        except (BotoCoreError, ClientError) as exc:
+            raise ProvisionError(
+                f"cannot tell whether the cluster's fleet instances still run (DescribeInstances: {exc})",
+                hint="give the deployer ec2:DescribeInstances (in ec2:Describe* of docs/aws.md's policy) "
+                "and run 'gpufleet up' again; nothing was changed",
+            ) from None
+        return {**lost, **replace}
 
     # ---- baked images -------------------------------------------------------------------------------
 

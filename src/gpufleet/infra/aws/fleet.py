@@ -34,9 +34,20 @@ set to instant", API_DescribeFleets, read 2026-11-24), as ParallelCluster's ``fl
 the stack's state; ``short_fleets`` finds it there so the next ``up`` replaces it (``--replace``)
 instead of failing on it again.
 
+A node lost later (a spot interruption, a manual termination) leaves the fleet unchanged in state, so
+nothing would replace it, and its host lookup finds no instance (AWS audit 2026-11-24 N10). Before each
+``up``, ``lost_fleets`` asks ``DescribeInstances`` for every instance a fleet in state holds: one that is
+shutting down, terminated or gone (EC2 lists a terminated instance for about an hour) makes the next
+``up`` replace its whole fleet, as a short launch does (an instant fleet cannot launch one more node:
+``ModifyFleet`` refuses it), and says which host was lost. ParallelCluster replaces such static nodes
+itself; gpufleet does it at the next ``up``.
+
 The fleet returns instance ids, not hosts. ``fleet_hosts`` sorts them (a stable order for as long as the
 fleet lives) and gives the i-th to the group's i-th host name; each host's private IP comes from
-``aws.ec2.get_instance`` on its id, so the stack outputs keep one record per host. Every instance gets a
+``aws.ec2.get_instances`` filtered on its id and the states ``pending``/``running``, so the stack outputs
+keep one record per host. That look-up answers an empty list for a lost instance where
+``get_instance`` fails the whole program (``plan``, ``pulumi preview``): the host then gets no address and
+a warning names the fleet that the next ``up`` replaces. Every instance gets a
 ``gpufleet:expires-at`` tag of its own (``aws.ec2.Tag``, updated in place when ``lifetime`` changes): the
 launch template's tags are kept from the first ``pulumi up`` (``launch_template.KEPT``) and the provider's
 default tags reach the fleet, not the instances it launches.
@@ -234,14 +245,96 @@ def short_fleets(deployment: Mapping[str, Any]) -> list[str]:
     """The URNs of the instant fleets in a stack's exported deployment that hold fewer instances than
     their target capacity (a launch that came short): the next ``up`` replaces them."""
     urns: list[str] = []
-    for resource in deployment.get("resources") or []:
-        if resource.get("type") != FLEET_TYPE or resource.get("delete"):
-            continue
+    for resource in _fleet_resources(deployment):
         outputs = resource.get("outputs") or {}
         target = (outputs.get("targetCapacitySpecification") or {}).get("totalTargetCapacity") or 0
         if outputs.get("type") == "instant" and _total(outputs.get("fleetInstanceSets")) < int(target):
             urns.append(resource["urn"])
     return urns
+
+
+# The states of an instance that is gone for good or on its way (API_InstanceState,
+# docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceState.html, read 2026-11-24); a stopped one
+# is the user's to start again and keeps its address.
+LOST_STATES = ("shutting-down", "terminated")
+INSTANCE_TYPE = "aws:ec2/instance:Instance"
+TAG_TYPE = "aws:ec2/tag:Tag"
+
+
+def _fleet_resources(deployment: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        resource
+        for resource in deployment.get("resources") or []
+        if resource.get("type") == FLEET_TYPE and not resource.get("delete")
+    ]
+
+
+def _region(deployment: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | None:
+    """The fleet's region: its own ``region`` output (pulumi-aws 7), else the aws provider's."""
+    if outputs.get("region"):
+        return str(outputs["region"])
+    for resource in deployment.get("resources") or []:
+        if str(resource.get("type", "")).startswith("pulumi:providers:aws"):
+            region = (resource.get("inputs") or {}).get("region") or (resource.get("outputs") or {}).get(
+                "region"
+            )
+            if region:
+                return str(region)
+    return None
+
+
+def _host_of(deployment: Mapping[str, Any]) -> dict[str, str]:
+    """instance id -> host name, from each fleet host's expiry tag (``<host>-expires``)."""
+    found: dict[str, str] = {}
+    for resource in deployment.get("resources") or []:
+        if resource.get("type") == TAG_TYPE:
+            name = str(resource.get("urn", "")).rsplit("::", 1)[-1]
+            instance = (resource.get("outputs") or resource.get("inputs") or {}).get("resourceId")
+            if instance and name.endswith("-expires"):
+                found[str(instance)] = name.removesuffix("-expires")
+    return found
+
+
+def lost_fleets(deployment: Mapping[str, Any], client: Callable[[str | None], Any]) -> dict[str, str]:
+    """URN -> why, for each fleet in a stack's exported deployment holding an instance that EC2 says is
+    shutting down, terminated or gone: the next ``up`` replaces it. ``client(region)`` is an EC2 client."""
+    lost: dict[str, str] = {}
+    hosts = _host_of(deployment)
+    for resource in _fleet_resources(deployment):
+        outputs = resource.get("outputs") or {}
+        ids = sorted(
+            {i for item in outputs.get("fleetInstanceSets") or [] for i in item.get("instanceIds") or []}
+        )
+        if outputs.get("type") != "instant" or not ids:
+            continue
+        states: dict[str, str] = {}
+        pages = client(_region(deployment, outputs)).get_paginator("describe_instances")
+        for page in pages.paginate(Filters=[{"Name": "instance-id", "Values": ids}]):
+            for reservation in page.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    states[instance["InstanceId"]] = (instance.get("State") or {}).get("Name", "")
+        gone = [
+            f"{hosts.get(i, 'its node')} ({i}) is {states.get(i) or 'gone'}"
+            for i in ids
+            if states.get(i, "terminated") in LOST_STATES
+        ]
+        if gone:
+            lost[resource["urn"]] = (
+                "; ".join(gone) + " (a spot interruption or a manual termination): its whole fleet is "
+                "replaced, since an instant fleet cannot launch one node more"
+            )
+    return lost
+
+
+def _address(ips: list[str] | None, host: str, fleet: str) -> str:
+    """The private IP of a running fleet host, or '' with a warning when its instance is lost."""
+    if ips:
+        return ips[0]
+    pulumi.log.warn(
+        f"{host}: its instance in EC2 Fleet {fleet} is no longer running (a spot interruption or a manual "
+        "termination); 'gpufleet up' replaces the fleet, and until then the host has no address"
+    )
+    return ""
 
 
 def fleet_hosts(
@@ -272,6 +365,10 @@ def fleet_hosts(
         aws.ec2.Tag(
             f"{host}-expires", resource_id=instance_id, key=AWS_EXPIRES_TAG, value=expires_at, opts=opts
         )
-        private_ip = aws.ec2.get_instance_output(instance_id=instance_id, opts=invoke).private_ip
+        private_ip = aws.ec2.get_instances_output(
+            filters=[aws.ec2.GetInstancesFilterArgs(name="instance-id", values=[instance_id])],
+            instance_state_names=["pending", "running"],
+            opts=invoke,
+        ).private_ips.apply(lambda ips, h=host: _address(ips, h, fleet_name))
         found.append(FleetHost(host, instance_id, private_ip))
     return found

@@ -3,7 +3,8 @@
 Implements ``gpufleet.infra.plan.MockCloud``: realistic ids (``i-``, ``lt-``, ``sg-``, ``fs-``, ...), ARNs
 in the spec's region, private IPs from the private subnet in the spec's host order (after the addresses AWS
 keeps), FSx ``dns_name`` and ``mount_name``, and the answers to the provider functions the program
-calls: ``aws:ec2/getAmi``, ``aws:ec2/getInstance``, and ``aws:ec2/getAmiIds`` (the baked AMIs a test puts
+calls: ``aws:ec2/getAmi``, ``aws:ec2/getInstance``, ``aws:ec2/getInstances`` (none for a host in
+``lost_hosts``) and ``aws:ec2/getAmiIds`` (the baked AMIs a test puts
 in ``baked_images``; none by default). An instant EC2 Fleet launches
 ``totalTargetCapacity`` instances (``fleetInstanceSets``); their ids sort in the group's host order, so
 ``getInstance`` answers each with its host's address. Creates nothing.
@@ -86,6 +87,9 @@ class AwsMockCloud:
         self._hosts_of = {group.name: spec.host_names(group) for group in spec.node_groups}
         # instance id -> host, for the instances a fleet launched (answered by aws:ec2/getInstance)
         self._fleet_host: dict[str, str] = {}
+        # Fleet hosts whose instance is gone (a spot interruption, a manual termination): getInstances
+        # finds no running instance for them, as EC2 answers a filter that matches nothing.
+        self.lost_hosts: set[str] = set()
         # The account's baked AMIs (gpufleet image build), for aws:ec2/getAmiIds and getAmi.
         self.baked_images: list[CloudImage] = []
 
@@ -114,6 +118,8 @@ class AwsMockCloud:
             return self._ami(args)
         if token == "aws:ec2/getInstance:getInstance":
             return self._get_instance(args)
+        if token == "aws:ec2/getInstances:getInstances":
+            return self._get_instances(args)
         if token == "aws:ec2/getAmiIds:getAmiIds":
             return self._ami_ids(args)
         raise NotImplementedError(f"AwsMockCloud has no answer for the provider function {token}")
@@ -261,7 +267,19 @@ class AwsMockCloud:
     def _get_instance(self, args: Mapping[str, Any]) -> dict[str, Any]:
         instance_id = args.get("instanceId") or ""
         host = self._fleet_host.get(instance_id, instance_id)
+        if host in self.lost_hosts:
+            # The aws_instance data source fails when nothing matches (terraform-provider-aws
+            # tfresource.SingularDataSourceFindError: "no matching EC2 Instance found").
+            raise RuntimeError("reading EC2 Instance: no matching EC2 Instance found")
         return {"id": instance_id, **self._instance(host, {}, instance_id), "instanceType": ""}
+
+    def _get_instances(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """aws_instances filtered on ``instance-id`` (and the default ``running`` state): the running
+        ones among the ids, each with its host's address; a lost host's id matches nothing."""
+        wanted = [v for f in args.get("filters") or [] if f.get("name") == "instance-id" for v in f["values"]]
+        ids = [i for i in wanted if self._fleet_host.get(i, i) not in self.lost_hosts]
+        ips = [self._instance(self._fleet_host.get(i, i), {}, i)["privateIp"] for i in ids]
+        return {"id": self.region, "ids": ids, "privateIps": ips, "publicIps": [], "ipv6Addresses": []}
 
     def _lustre_file_system(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
         # A real mount name is eight lower-case letters and digits (SCRATCH_1 mounts "fsx").
