@@ -31,6 +31,8 @@ from gpufleet.infra.local.cluster import cache_dir
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
 from gpufleet.progress import SilentReporter
+from twins.debs import Deb
+from twins.debs import build_repo as shared_build_repo
 
 pytestmark = pytest.mark.cluster
 
@@ -56,26 +58,6 @@ def _unit(name: str, binary: str) -> str:
     )
 
 
-def _package(
-    repo: Path, name: str, version: str, files: dict[str, tuple[str, int]], depends: str = ""
-) -> None:
-    root = repo / "build" / f"{name}_{version}"
-    (root / "DEBIAN").mkdir(parents=True)
-    control = f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: gpufleet test\n"
-    control += f"Depends: {depends}\n" if depends else ""
-    control += f"Description: gpufleet test stand-in for NVIDIA's {name}\n"
-    (root / "DEBIAN" / "control").write_text(control)
-    for path, (text, mode) in files.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        target.chmod(mode)
-    deb = repo / f"{name}_{version}_all.deb"
-    subprocess.run(
-        ["dpkg-deb", "--root-owner-group", "-b", str(root), str(deb)], check=True, capture_output=True
-    )
-
-
 def build_repo(repo: Path) -> None:
     sleeper = ("#!/bin/sh\nexec sleep infinity\n", 0o755)
     dcgmi = (
@@ -86,51 +68,49 @@ def build_repo(repo: Path) -> None:
         "esac\n",
         0o755,
     )
-    _package(repo, "nvidia-driver-pinning-580", "580.95.05-1", {})
-    _package(
-        repo,
-        "nvidia-open",
-        "580.95.05-1",
-        {
-            "/usr/bin/nvidia-smi": (NVIDIA_SMI, 0o755),
-            "/usr/bin/nvidia-persistenced": sleeper,
-            "/lib/systemd/system/nvidia-persistenced.service": (
-                _unit("nvidia-persistenced", "/usr/bin/nvidia-persistenced --no-persistence-mode"),
-                0o644,
-            ),
-        },
-    )
-    for version in ("580.82.07-1", "580.95.05-1", "580.105.08-1"):  # the right one must be picked
-        _package(
-            repo,
-            "nvidia-fabricmanager",
-            version,
-            {
-                "/usr/bin/nv-fabricmanager": sleeper,
-                "/lib/systemd/system/nvidia-fabricmanager.service": (
-                    _unit("nvidia-fabricmanager", "/usr/bin/nv-fabricmanager"),
+    fabricmanager = {
+        "/usr/bin/nv-fabricmanager": sleeper,
+        "/lib/systemd/system/nvidia-fabricmanager.service": (
+            _unit("nvidia-fabricmanager", "/usr/bin/nv-fabricmanager"), 0o644),
+    }  # fmt: skip
+    debs = [
+        Deb("nvidia-driver-pinning-580", "580.95.05-1", architecture="all"),
+        Deb(
+            "nvidia-open",
+            "580.95.05-1",
+            architecture="all",
+            files={
+                "/usr/bin/nvidia-smi": (NVIDIA_SMI, 0o755),
+                "/usr/bin/nvidia-persistenced": sleeper,
+                "/lib/systemd/system/nvidia-persistenced.service": (
+                    _unit("nvidia-persistenced", "/usr/bin/nvidia-persistenced --no-persistence-mode"),
                     0o644,
                 ),
             },
-        )
-    _package(repo, "datacenter-gpu-manager-4-core", "1:4.4.2-1", {"/usr/bin/dcgmi": dcgmi})
-    _package(
-        repo,
-        "datacenter-gpu-manager-4-cuda12",
-        "1:4.4.2-1",
-        {
-            "/usr/bin/nv-hostengine": sleeper,
-            "/lib/systemd/system/nvidia-dcgm.service": (
-                _unit("nvidia-dcgm", "/usr/bin/nv-hostengine"),
-                0o644,
-            ),
-        },
-        depends="datacenter-gpu-manager-4-core",
-    )
-    shutil.rmtree(repo / "build")
-    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True,
-                              capture_output=True, text=True).stdout  # fmt: skip
-    (repo / "Packages").write_text(packages)
+        ),
+        # the right one must be picked
+        *(
+            Deb("nvidia-fabricmanager", version, architecture="all", files=fabricmanager)
+            for version in ("580.82.07-1", "580.95.05-1", "580.105.08-1")
+        ),
+        Deb(
+            "datacenter-gpu-manager-4-core", "1:4.4.2-1", architecture="all", files={"/usr/bin/dcgmi": dcgmi}
+        ),
+        Deb(
+            "datacenter-gpu-manager-4-cuda12",
+            "1:4.4.2-1",
+            architecture="all",
+            files={
+                "/usr/bin/nv-hostengine": sleeper,
+                "/lib/systemd/system/nvidia-dcgm.service": (
+                    _unit("nvidia-dcgm", "/usr/bin/nv-hostengine"),
+                    0o644,
+                ),
+            },
+            depends="datacenter-gpu-manager-4-core",
+        ),
+    ]
+    shared_build_repo(repo, debs)
 
 
 PLAYBOOK = """
