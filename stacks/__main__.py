@@ -3,8 +3,14 @@
 Stack config (the only place gpufleet reads ``pulumi.Config``):
 - ``gpufleet:spec``: the cluster spec file, relative to this folder;
 - ``gpufleet:createdAt``: when the cluster was first made, ISO 8601 in UTC. The expiry tag is
-  createdAt + the spec's ttl, so pinning it keeps the tag still across runs. Without it the time of
-  the run is used, with a warning (every ``pulumi up`` would then push the expiry out);
+  createdAt + the spec's ttl. No shipped stack file sets it: ``gpufleet stack-pin --stack NAME`` writes it
+  before each ``pulumi up`` (the stack's own ``created_at`` output on a later up, the time now on the
+  first), so the expiry set at the first up is kept. Without it the time of the run is used, with a
+  warning;
+- ``gpufleet:sshPrivateKey`` (optional, a secret): the OpenSSH key gpufleet reaches the nodes with.
+  Without it the stack makes its own (pulumi-tls, kept in the stack's state). Either way its public key
+  is authorized on every node and the private key is the secret output ``ssh_private_key``, which
+  ``gpufleet adopt`` writes into the cluster's state folder (``gpufleet.infra.stack_access``);
 - ``gpufleet:useBakedImage`` (default true): boot the image ``gpufleet image build`` baked from the spec's
   roles and pins when the region (AWS) or project (GCP) has one, as ``gpufleet up`` does; false boots the
   base image, and configure then installs.
@@ -12,35 +18,14 @@ Stack config (the only place gpufleet reads ``pulumi.Config``):
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pulumi
 
-from gpufleet.errors import SpecError
-from gpufleet.infra import outputs, program
+from gpufleet.infra import outputs, program, stack_access
 from gpufleet.spec import load_spec
 
 HERE = Path(__file__).resolve().parent
-
-
-def created_at(config: pulumi.Config) -> datetime:
-    text = config.get("createdAt")
-    if text is None:
-        now = datetime.now(UTC).replace(second=0, microsecond=0)
-        pulumi.log.warn(
-            "gpufleet:createdAt is not set: the expiry tag counts from now and moves on every run; pin it "
-            f"with: pulumi config set gpufleet:createdAt {now.strftime('%Y-%m-%dT%H:%M:%SZ')}"
-        )
-        return now
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SpecError(
-            f"gpufleet:createdAt is {text!r}, not an ISO 8601 time",
-            hint="pulumi config set gpufleet:createdAt 2026-11-22T09:00:00Z",
-        ) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def main() -> None:
@@ -49,8 +34,18 @@ def main() -> None:
     if not spec_path.is_absolute():
         spec_path = HERE / spec_path
     spec = load_spec(spec_path)
+    pinned = config.get(stack_access.CREATED_CONFIG)
+    created = stack_access.created_at(pinned)
+    if pinned is None:
+        pulumi.log.warn(
+            "gpufleet:createdAt is not set: the expiry tag counts from now; run 'gpufleet stack-pin --stack "
+            f"{pulumi.get_stack()}' before 'pulumi up' to keep the time of the stack's first up"
+        )
+    key = stack_access.stack_key(spec.name, config.get_secret(stack_access.KEY_CONFIG))
     baked = program.find_baked_in_program(spec) if config.get_bool("useBakedImage") is not False else None
-    outputs.export_outputs(program.cluster_program(spec, created_at(config), baked=baked))
+    outputs.export_outputs(program.cluster_program(spec, created, ssh_keys=(key.public,), baked=baked))
+    pulumi.export(stack_access.ACCESS_KEY_OUTPUT, key.private)
+    pulumi.export(stack_access.CREATED_OUTPUT, stack_access.iso(created))
 
 
 main()

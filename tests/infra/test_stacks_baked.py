@@ -10,18 +10,18 @@ which image it is. No baked image, or ``gpufleet:useBakedImage: false``, boots t
 
 from __future__ import annotations
 
-import runpy
 from pathlib import Path
-from typing import Any
 
 import pulumi
 import pytest
 import yaml
+from stacks_run import run_stack
 
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.gcp.mocks import GcpMockCloud
 from gpufleet.infra.images import HASH_VAR, CloudImage, baked_and_current, spec_hash
-from gpufleet.infra.plan import Plan, run_offline
+from gpufleet.infra.plan import Plan
+from gpufleet.infra.stack_access import contract_outputs
 from gpufleet.inventory.model import Inventory
 from gpufleet.spec.load import load_spec
 from gpufleet.spec.model import ClusterSpec
@@ -33,19 +33,6 @@ AWS_STACK, GCP_STACK = "Pulumi.p5-fsx.yaml", "Pulumi.a3-mega-lustre.yaml"
 def stack(name: str) -> tuple[dict[str, str], ClusterSpec]:
     config = yaml.safe_load((STACKS / name).read_text(encoding="utf-8"))["config"]
     return config, load_spec(STACKS / config["gpufleet:spec"])
-
-
-def run_stack(name: str, cloud: Any, config: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Plan:
-    """The plan of stacks/__main__.py; its ``outputs`` are what the stack exports."""
-    exported: dict[str, Any] = {}
-    monkeypatch.setattr(pulumi, "export", exported.__setitem__)
-
-    def program() -> dict[str, Any]:
-        pulumi.runtime.set_all_config({key: str(value) for key, value in config.items()})
-        runpy.run_path(str(STACKS / "__main__.py"), run_name="__main__")
-        return exported
-
-    return run_offline(program, cloud, stack=name)
 
 
 def images(spec: ClusterSpec, prefix: str) -> list[CloudImage]:
@@ -86,7 +73,8 @@ def test_aws_stack_boots_the_newest_baked_ami_of_the_current_roles(logged, monke
     assert aws_images(plan) == {"ami-0bakednew"}
     digest = spec_hash(spec)
     assert plan.outputs["baked_image_hash"] == digest
-    assert baked_and_current(spec, Inventory.from_stack_outputs(plan.outputs).extra_vars) == digest
+    inventory = Inventory.from_stack_outputs(contract_outputs(plan.outputs))
+    assert baked_and_current(spec, inventory.extra_vars) == digest
     said = [line for line in logged if "node image ami-0bakednew: baked 2026-11-20T10:00:00Z" in line]
     assert said, logged
 
@@ -124,4 +112,5 @@ def test_no_current_baked_image_or_use_baked_image_false_boots_the_base_image(
     opted_out.baked_images = images(spec, prefix)
     plan = run_stack(name, opted_out, {**config, "gpufleet:useBakedImage": "false"}, monkeypatch)
     assert read(plan) == base and plan.outputs["baked_image_hash"] is None
-    assert HASH_VAR not in {k for k, v in Inventory.from_stack_outputs(plan.outputs).extra_vars.items() if v}
+    extra = Inventory.from_stack_outputs(contract_outputs(plan.outputs)).extra_vars
+    assert HASH_VAR not in {k for k, v in extra.items() if v}

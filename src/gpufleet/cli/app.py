@@ -23,6 +23,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from gpufleet.cli import adopt as adopt_cmd
 from gpufleet.cli import check as check_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import image as image_cmd
@@ -135,6 +136,8 @@ app.command("check")(check_cmd.check)
 app.command("report")(report_cmd.report)
 app.command("plan")(plan_cmd.plan)
 app.command("up")(cluster_cmd.up)
+app.command("adopt")(adopt_cmd.adopt)
+app.command("stack-pin")(adopt_cmd.stack_pin)
 app.command("configure")(cluster_cmd.configure)
 app.command("validate")(validate_cmd.validate)
 app.command("run")(validate_cmd.run)

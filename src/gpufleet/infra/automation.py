@@ -201,9 +201,15 @@ class PulumiBackend:
         """Create or select the cluster's stack with its inline program, backend and config.
 
         ``program`` (called with the creation time and the keys to authorize) replaces the cluster's
-        (the image builder's stack); ``baked`` is the image the cluster's nodes boot."""
+        (the image builder's stack); ``baked`` is the image the cluster's nodes boot. A cluster adopted
+        from a project's stack (``gpufleet adopt``) gets that stack, its config untouched."""
         from pulumi import automation as auto
 
+        from gpufleet.infra import adopted
+
+        project_stack = adopted.adopted_of(state) if program is None else None
+        if project_stack is not None:
+            return adopted.select(project_stack)
         cli = pulumi_cli()
         created_at = _created_at(state)
         url = backend_url(state)
@@ -262,20 +268,20 @@ class PulumiBackend:
             self.check_tools(spec)
         baked = None if program is not None else self.find_baked(spec, reporter)
         stack = self.select_stack(spec, state, program, baked)
-        replace: dict[str, str] = {}
+        replace: list[str] = []
         if program is None:
             try:
                 replace = self.replace_before_up(stack.export_stack().deployment or {})
             except auto.CommandError:  # a stack without state has nothing to replace
-                replace = {}
-        for urn, why in replace.items():
-            reporter.info(f"replacing {urn.rsplit('::', 1)[-1]}: {why}")
+                replace = []
+        for urn in replace:
+            reporter.info(f"replacing {urn.rsplit('::', 1)[-1]}: its last launch came short")
         with reporter.step(f"pulumi up: stack {spec.name}"):
             try:
                 result = stack.up(
                     color="never",
                     on_output=lambda line: reporter.info(line.rstrip()),
-                    replace=list(replace) or None,
+                    replace=replace or None,
                 )
             except auto.CommandError as exc:
                 raise ProvisionError(
@@ -289,10 +295,10 @@ class PulumiBackend:
         """Refuse an ``up`` whose nodes this machine could not reach afterwards (none here; AWS: the aws
         CLI and its Session Manager plugin)."""
 
-    def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
-        """URN -> why, for what in the stack's state the next ``pulumi up`` must replace, not keep (none
-        here; AWS: an instant fleet whose launch came short or that lost a node)."""
-        return {}
+    def replace_before_up(self, deployment: dict[str, Any]) -> list[str]:
+        """URNs in the stack's state that the next ``pulumi up`` must replace, not keep (none here;
+        AWS: an instant fleet whose launch came short)."""
+        return []
 
     def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
         """The newest baked image of the spec's roles and pins now, said either way (``gpufleet up``)."""
@@ -411,7 +417,13 @@ class PulumiBackend:
             return [str(item) for item in settled.leftovers]
 
     def forget(self, spec: ClusterSpec, state: ClusterState) -> list[str]:
-        """Remove the stack's record from its backend (once nothing of the cluster is left)."""
+        """Remove the stack's record from its backend (once nothing of the cluster is left); an adopted
+        cluster's stack stays, emptied, with its project (``gpufleet.infra.adopted``)."""
+        from gpufleet.infra import adopted
+
+        project_stack = adopted.adopted_of(state)
+        if project_stack is not None:
+            return [f"{project_stack} kept, empty: it belongs to its project ('pulumi stack rm' removes it)"]
         self.select_stack(spec, state).workspace.remove_stack(spec.name)
         return [f"Pulumi stack {spec.name} removed from {backend_url(state)}"]
 

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import pulumi
 
+from gpufleet.infra.stack_access import TLS_PRIVATE_KEY, mock_private_key
+
 
 @dataclass(frozen=True)
 class PlannedResource:
@@ -60,7 +62,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
         urn = f"urn:pulumi:{self.stack}::{self.project}::{args.typ}::{args.name}"
         self.resources.append(PlannedResource(args.typ, args.name, dict(args.inputs), urn))
         state = dict(args.inputs)
-        state.update(self.cloud.computed(args.typ, args.name, args.inputs, serial))
+        if args.typ == TLS_PRIVATE_KEY:  # the stacks/ program's key (pulumi-tls): no cloud's
+            state.update(mock_private_key(state))
+        else:
+            state.update(self.cloud.computed(args.typ, args.name, args.inputs, serial))
         resource_id = state.pop("id", None) or fake_id("id-", args.name)
         return resource_id, state
 

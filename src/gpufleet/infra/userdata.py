@@ -11,10 +11,14 @@ Drivers, EFA, Slurm and everything else are the Ansible roles' work.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import yaml
 
 from gpufleet.spec.model import ClusterSpec
+
+if TYPE_CHECKING:
+    import pulumi
 
 # The default user of every image gpufleet boots on AWS and GCP (Ubuntu's, and the DLAMIs built on it).
 IMAGE_USER = "ubuntu"
@@ -37,3 +41,15 @@ def render_user_data(host: str | None, keys: list[str]) -> str:
         "ssh_authorized_keys": keys,
     }
     return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=1000)
+
+
+def user_data(
+    spec: ClusterSpec, host: str | None, extra: Sequence[pulumi.Input[str]] = ()
+) -> pulumi.Input[str]:
+    """``render_user_data`` of the spec's key and ``extra``. A text while every key is one; an Output when a
+    key is (the key ``stacks/`` makes per stack with pulumi-tls, ``gpufleet.infra.stack_access``)."""
+    if all(isinstance(key, str) for key in extra):
+        return render_user_data(host, authorized_keys(spec, [str(key) for key in extra]))
+    import pulumi
+
+    return pulumi.Output.all(*extra).apply(lambda keys: render_user_data(host, authorized_keys(spec, keys)))

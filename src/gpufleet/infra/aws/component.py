@@ -40,7 +40,7 @@ from gpufleet.infra.aws.ami import Images, family_for
 from gpufleet.infra.aws.fleet import build_fleet, fleet_hosts, launched_by_fleet
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.images import CloudImage
-from gpufleet.infra.userdata import authorized_keys, render_user_data
+from gpufleet.infra.userdata import user_data
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, NodeGroup
 
@@ -51,8 +51,9 @@ TYPE_TOKEN = "gpufleet:aws:GpuCluster"
 class GpuClusterAwsArgs:
     spec: ClusterSpec
     created_at: datetime
-    # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key).
-    ssh_keys: tuple[str, ...] = ()
+    # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key;
+    # stacks/ the stack's key, an Output when pulumi-tls makes it).
+    ssh_keys: tuple[pulumi.Input[str], ...] = ()
     # The baked AMI of the spec's current roles and pins, when one exists (gpufleet up looks it up).
     baked: CloudImage | None = None
 
@@ -98,7 +99,6 @@ class GpuClusterAws(pulumi.ComponentResource):
             baked_id=baked.id if baked is not None else None,
         )
         templates: list[aws.ec2.LaunchTemplate] = []
-        keys = authorized_keys(spec, args.ssh_keys)
 
         hosts: list[dict[str, Any]] = []
         self.instances: dict[str, aws.ec2.Instance] = {}
@@ -121,7 +121,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                 placement_group=capacity.placement_group_of(group, placement),
                 tags=cluster_tags,
                 opts=child,
-                fleet_user_data=render_user_data(None, keys) if fleet_group else None,
+                fleet_user_data=user_data(spec, None, args.ssh_keys) if fleet_group else None,
             )
             templates.append(template)
             version = template.latest_version.apply(str)
@@ -129,7 +129,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             addresses: dict[str, pulumi.Output[str]] = {}
             if fleet_group:
                 launched = build_fleet(
-                    name, group, template=template, version=version, zone=provider_spec.zone, opts=child
+                    name, group, template=template, version=version, subnet_id=net.subnet_id, opts=child
                 )
                 self.fleets[group.name] = launched
                 for host in fleet_hosts(
@@ -144,7 +144,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             else:
                 for host in spec.host_names(group):
                     instance = self._instance(
-                        host, template, version, render_user_data(host, keys), group, child
+                        host, template, version, user_data(spec, host, args.ssh_keys), group, child
                     )
                     self.instances[host] = instance
                     addresses[host] = instance.private_ip
@@ -193,7 +193,7 @@ class GpuClusterAws(pulumi.ComponentResource):
         host: str,
         template: aws.ec2.LaunchTemplate,
         version: pulumi.Output[str],
-        user_data: str,
+        user_data: pulumi.Input[str],
         group: NodeGroup,
         opts: pulumi.ResourceOptions,
     ) -> aws.ec2.Instance:

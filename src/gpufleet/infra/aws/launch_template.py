@@ -68,7 +68,7 @@ def build_launch_template(
     placement_group: pulumi.Input[str] | None,
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
-    fleet_user_data: str | None = None,
+    fleet_user_data: pulumi.Input[str] | None = None,
 ) -> aws.ec2.LaunchTemplate:
     """``fleet_user_data`` set: the template of a compute group's fleet (see the module doc)."""
     fleet = fleet_user_data is not None
@@ -111,7 +111,18 @@ def build_launch_template(
             else None
         ),
         tag_specifications=specs,
-        user_data=base64.b64encode(fleet_user_data.encode()).decode() if fleet_user_data else None,
+        user_data=_user_data(fleet_user_data),
         **capacity.market_args(group.capacity, fleet=fleet),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(ignore_changes=list(kept))),
     )
+
+
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _user_data(text: pulumi.Input[str] | None) -> pulumi.Input[str] | None:
+    """The user data as EC2 takes it in a launch template: base64 (an Output when a key is one)."""
+    if not text:
+        return None
+    return _base64(text) if isinstance(text, str) else pulumi.Output.from_input(text).apply(_base64)

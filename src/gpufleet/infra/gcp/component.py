@@ -30,7 +30,7 @@ from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.outputs import host_record
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at_text, gcp_labels
-from gpufleet.infra.userdata import authorized_keys, render_user_data
+from gpufleet.infra.userdata import user_data
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
 
@@ -41,8 +41,9 @@ TYPE_TOKEN = "gpufleet:gcp:GpuCluster"
 class GpuClusterGcpArgs:
     spec: ClusterSpec
     created_at: datetime
-    # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key).
-    ssh_keys: tuple[str, ...] = ()
+    # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key;
+    # stacks/ the stack's key, an Output when pulumi-tls makes it).
+    ssh_keys: tuple[pulumi.Input[str], ...] = ()
     # The baked image of the spec's current roles and pins, when one exists (gpufleet up looks it up).
     baked: CloudImage | None = None
 
@@ -70,7 +71,6 @@ class GpuClusterGcp(pulumi.ComponentResource):
         baked = args.baked
         baked_path = f"projects/{provider.project}/global/images/{baked.id}" if baked else None  # type: ignore[union-attr]
         images = Images(self, spec, baked=baked_path)
-        keys = authorized_keys(spec, args.ssh_keys)
 
         hosts: list[dict[str, Any]] = []
         self.instances: dict[str, pulumi.Resource] = {}
@@ -91,7 +91,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
                     policy=policy,
                     labels=labels,
                     # Ubuntu's cloud-init reads the same cloud-config as on AWS from the user-data key.
-                    metadata={"user-data": render_user_data(hostname, keys)},
+                    metadata={"user-data": user_data(spec, hostname, args.ssh_keys)},
                     depends_on=[network.nat],
                     keep_image=provider.image is None,  # type: ignore[union-attr]
                 )

@@ -218,7 +218,7 @@ def instance(
     image: pulumi.Input[str],
     policy: gcp.compute.ResourcePolicy | None,
     labels: Mapping[str, str],
-    metadata: Mapping[str, str],
+    metadata: Mapping[str, pulumi.Input[str]],
     depends_on: list[pulumi.Resource],
     keep_image: bool = False,
 ) -> gcp.compute.Instance:
