@@ -57,7 +57,7 @@ def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
 def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     """Run playbooks/site.yml on the cluster (safe to re-run)."""
     from gpufleet.configure.runner import run_playbook
-    from gpufleet.infra.images import baked_and_current
+    from gpufleet.bake.baker import baked_and_current
 
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec)

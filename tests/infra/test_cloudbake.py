@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from gpufleet.bake import baker, key
+from gpufleet.bake import cloud as cloudbake
 from gpufleet.errors import ConfigureError, LeftoversError
-from gpufleet.infra import cloudbake, images
+from gpufleet.infra import images
 from gpufleet.infra.aws.backend import AwsBackend
 from gpufleet.inventory.model import Inventory
 from gpufleet.progress import SilentReporter
@@ -103,7 +105,7 @@ def spec() -> ClusterSpec:
 
 def test_a_bake_runs_builder_install_image_and_removes_the_builder(cloud):
     result = cloudbake.bake(spec(), SilentReporter())
-    name = f"bake-{(images.spec_hash(spec()) or '')[:8]}"
+    name = f"bake-{(baker.spec_hash(spec()) or '')[:8]}"
     assert result.built and result.image.id == "ami-0new"
     assert cloud.log == [
         "credentials",
@@ -116,7 +118,7 @@ def test_a_bake_runs_builder_install_image_and_removes_the_builder(cloud):
 
 
 def test_an_existing_image_of_the_hash_is_reused_without_a_builder(cloud):
-    digest = images.spec_hash(spec()) or ""
+    digest = baker.spec_hash(spec()) or ""
     cloud.made.append(images.CloudImage("ami-0old", "o", digest, "ubuntu-22.04", "2026-11-20T00:00:00Z"))
     result = cloudbake.bake(spec(), SilentReporter())
     assert not result.built and result.image.id == "ami-0old"
@@ -178,9 +180,9 @@ def test_a_failed_bake_whose_builder_cannot_be_removed_says_both(cloud, monkeypa
 def test_the_bake_pins_carry_the_base_image_manifests_decision():
     """What the install phase installs per component is part of the image's hash: on a DLAMI every role
     component is verified (nothing installed over it), on plain Ubuntu installed; the two bakes differ."""
-    plain = cloudbake.bake_pins(AwsBackend(), spec())["builder"]
+    plain = key.bake_pins(AwsBackend(), spec())["builder"]
     dlami_data = {**SPEC, "provider": {**SPEC["provider"], "ami": {"family": "dlami-base-ubuntu-24.04"}}}
-    dlami = cloudbake.bake_pins(AwsBackend(), ClusterSpec.model_validate(dlami_data))["builder"]
+    dlami = key.bake_pins(AwsBackend(), ClusterSpec.model_validate(dlami_data))["builder"]
     roles = ("driver", "cuda", "nccl", "dcgm")
     assert {plain["gpu_components"][c] for c in roles} == {"install"}, plain
     assert {dlami["gpu_components"][c] for c in roles} == {"verify"}, dlami

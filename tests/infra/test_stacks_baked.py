@@ -17,9 +17,10 @@ import pytest
 import yaml
 from stacks_run import run_stack
 
+from gpufleet.bake.baker import baked_and_current, spec_hash
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.gcp.mocks import GcpMockCloud
-from gpufleet.infra.images import HASH_VAR, CloudImage, baked_and_current, spec_hash
+from gpufleet.infra.images import HASH_VAR, CloudImage
 from gpufleet.infra.plan import Plan
 from gpufleet.infra.stack_access import contract_outputs
 from gpufleet.inventory.model import Inventory

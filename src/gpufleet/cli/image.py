@@ -1,15 +1,16 @@
 """``gpufleet image build / list / delete``: node images with the roles' install phase baked in.
 
-Local specs bake a podman image (docs/local.md); AWS and GCP specs an AMI or a GCP image from a builder
-instance (``gpufleet.infra.cloudbake``; docs/aws.md, docs/gcp.md). ``list`` and ``delete`` look at podman
-without ``--spec``, and at the spec's region (AWS) or project (GCP) with a cloud spec.
+Each backend's baker does the work (``gpufleet.bake``): local specs bake a podman image (docs/local.md);
+AWS and GCP specs an AMI or a GCP image from a builder instance (docs/aws.md, docs/gcp.md). ``list`` and
+``delete`` look at this machine's podman without ``--spec``, and at the spec's region (AWS) or project
+(GCP) with a cloud spec. The commands render what the baker returns and never branch on the provider.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -18,11 +19,10 @@ from rich.table import Table
 from gpufleet.cli.cluster import VerboseOpt, reporter_for
 from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
 from gpufleet.errors import SpecError
-from gpufleet.infra.images import CloudImage, the_one
-from gpufleet.spec.model import ClusterSpec, LocalProvider
+from gpufleet.spec.model import ClusterSpec
 
 if TYPE_CHECKING:
-    from gpufleet.infra.automation import PulumiBackend
+    from gpufleet.bake.baker import Baker
     from gpufleet.infra.plan import Plan
 
 app = typer.Typer(
@@ -38,12 +38,18 @@ SpecOpt = Annotated[
 ]
 
 
-def _is_local(spec: ClusterSpec | None) -> bool:
-    return spec is None or isinstance(spec.provider, LocalProvider)
+def _baker(spec: ClusterSpec | None) -> Baker:
+    """The baker of the spec's backend (this machine's podman without a spec), or ``SpecError``."""
+    from gpufleet.bake.baker import baker_for
 
-
-def _size(size_bytes: int) -> str:
-    return f"{size_bytes / 1e6:.0f} MB"
+    baker = baker_for(spec)
+    if baker is None:
+        assert spec is not None
+        raise SpecError(
+            f"provider '{spec.provider.kind}' bakes no node image: its machines are installed in place",
+            hint="run 'gpufleet up SPEC' and 'gpufleet configure SPEC' (configure installs everything)",
+        )
+    return baker
 
 
 @app.command("build")
@@ -61,39 +67,16 @@ def build(
 ) -> None:
     """Bake the spec's roles and pins into a node image (kept and reused while they stay the same)."""
     spec = read_spec(spec_path)
-    if _is_local(spec):
-        if plan:
-            raise SpecError(
-                "--plan shows the builder stack of a cloud spec; a local spec bakes on a podman node",
-                hint="run 'gpufleet image build SPEC' without --plan",
-            )
-        _build_local(spec, rebuild, json_out, verbose)
-        return
-    from gpufleet.infra import cloudbake
-
+    baker = _baker(spec)
     if plan:
-        _show_plan(spec, cloudbake.preview(spec, created_at=datetime.now(UTC)), json_out)
+        _show_plan(spec, baker.preview(spec, datetime.now(UTC)), json_out)
         return
-    result = cloudbake.bake(spec, reporter_for(json_out, verbose), rebuild=rebuild)
+    result = baker.build(spec, reporter_for(json_out, verbose), rebuild=rebuild)
     if json_out:
         print_json({"built": result.built, **result.image.as_json()})
         return
     verb = "baked" if result.built else "already baked (same roles and pins)"
-    console.print(
-        f"{escape(result.image.id)} ({escape(result.image.name)}): {verb}; hash {result.image.digest[:12]}"
-    )
-
-
-def _build_local(spec: ClusterSpec, rebuild: bool, json_out: bool, verbose: bool) -> None:
-    from gpufleet.infra.local.builder import ensure_baked_image
-
-    result = ensure_baked_image(spec, reporter_for(json_out, verbose), rebuild=rebuild)
-    if json_out:
-        print_json({"built": result.built, **result.image.as_json()})
-        return
-    image = result.image
-    verb = "baked" if result.built else "already baked (same roles and pins)"
-    console.print(f"{escape(image.ref)}: {verb}; hash {image.digest[:12]}, {_size(image.size_bytes)}")
+    console.print(escape(result.image.said(verb)))
 
 
 def _show_plan(spec: ClusterSpec, result: Plan, json_out: bool) -> None:
@@ -118,78 +101,21 @@ def _show_plan(spec: ClusterSpec, result: Plan, json_out: bool) -> None:
 def list_images(spec_path: SpecOpt = None, json_out: JsonOpt = False) -> None:
     """List the baked images, newest first, with the clusters whose nodes run from each."""
     spec = read_spec(spec_path) if spec_path is not None else None
-    if not _is_local(spec):
-        assert spec is not None
-        _list_cloud(spec, json_out)
-        return
-    from gpufleet.infra.local import bake
-    from gpufleet.infra.local.cluster import cache_dir
-    from gpufleet.infra.local.podman import Podman
-
-    images = bake.list_images(Podman(cache_dir()))
+    images: list[Any] = _baker(spec).images(spec)
     if json_out:
         print_json([image.as_json() for image in images])
         return
+    kind = f" ({spec.provider.kind})" if spec is not None else ""
     if not images:
-        console.print("no baked images (gpufleet image build SPEC makes one; gpufleet run makes one too)")
+        console.print(f"no baked images{kind} here (gpufleet image build SPEC makes one; gpufleet run too)")
         return
-    table = Table(title="baked node images")
-    for column in ("name", "hash", "base", "created", "size", "used by"):
+    rows = [image.row() for image in images]
+    table = Table(title=f"baked node images{kind}")
+    for column in rows[0]:
         table.add_column(column, overflow="fold")
-    for image in images:
-        table.add_row(
-            image.ref,
-            image.digest[:12],
-            image.base,
-            image.created,
-            _size(image.size_bytes),
-            ", ".join(image.used_by) or "-",
-        )
+    for row in rows:
+        table.add_row(*(escape(value) for value in row.values()))
     console.print(table)
-
-
-def _cloud(spec: ClusterSpec) -> PulumiBackend:
-    """The spec's cloud backend, once its credentials are there (``EnvironmentProblem`` otherwise)."""
-    from gpufleet.infra.program import pulumi_backend
-
-    cloud = pulumi_backend(spec)
-    cloud.check_credentials(spec)
-    return cloud
-
-
-def _list_cloud(spec: ClusterSpec, json_out: bool) -> None:
-    cloud = _cloud(spec)
-    images = cloud.list_images(cloud.image_scope(spec))
-    if json_out:
-        print_json([image.as_json() for image in images])
-        return
-    if not images:
-        console.print(f"no baked images for {spec.provider.kind} here (gpufleet image build SPEC makes one)")
-        return
-    table = Table(title=f"baked node images ({spec.provider.kind})")
-    for column in ("id", "hash", "base", "created", "used by"):
-        table.add_column(column, overflow="fold")
-    for image in images:
-        table.add_row(image.id, image.digest[:12], image.base, image.created, ", ".join(image.used_by) or "-")
-    console.print(table)
-
-
-def resolve_cloud(images: list[CloudImage], name: str) -> CloudImage:
-    """The one image ``name`` means: its id, its name, or a prefix (6+ characters) of its hash."""
-    wanted = name.strip()
-    found = [
-        image
-        for image in images
-        if wanted in (image.id, image.name) or (len(wanted) >= 6 and image.digest.startswith(wanted))
-    ]
-    return the_one(
-        found,
-        images,
-        name,
-        lambda image: image.id,
-        where="there",
-        hint="give the image's id (gpufleet image list --spec SPEC)",
-    )
 
 
 @app.command("delete")
@@ -200,23 +126,8 @@ def delete(
 ) -> None:
     """Remove a baked image (on AWS with its snapshots). Refused while any cluster's node runs from it."""
     spec = read_spec(spec_path) if spec_path is not None else None
-    if not _is_local(spec):
-        assert spec is not None
-        cloud = _cloud(spec)
-        scope = cloud.image_scope(spec)
-        image = resolve_cloud(cloud.list_images(scope), name)
-        removed = cloud.delete_image(scope, image)
-        if json_out:
-            print_json({"deleted": image.id, "hash": image.digest, "removed": removed})
-            return
-        console.print(f"deleted {escape(', '.join(removed))} (hash {image.digest[:12]})")
-        return
-    from gpufleet.infra.local import bake
-    from gpufleet.infra.local.cluster import cache_dir
-    from gpufleet.infra.local.podman import Podman
-
-    local = bake.delete_image(Podman(cache_dir()), name)
+    image, removed = _baker(spec).delete(spec, name)
     if json_out:
-        print_json({"deleted": local.ref, "hash": local.digest})
+        print_json({"deleted": image.ref, "hash": image.digest, "removed": removed})
         return
-    console.print(f"deleted {escape(local.ref)} (hash {local.digest[:12]})")
+    console.print(f"deleted {escape(', '.join(removed))} (hash {image.digest[:12]})")

@@ -34,7 +34,7 @@ from gpufleet.state import ClusterState
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
-    from gpufleet.infra.cloudbake import BakeRequest
+    from gpufleet.bake.key import BakeRequest
     from gpufleet.infra.images import CloudImage
     from gpufleet.infra.plan import MockCloud
 
@@ -142,7 +142,7 @@ class PulumiBackend:
         """Clusters past their expiry by the cloud's tags or labels, in one region or project."""
         raise NotImplementedError
 
-    # ---- baked images (gpufleet.infra.cloudbake drives them) ---------------------------------------
+    # ---- baked images (gpufleet.bake.cloud drives them; gpufleet.bake.key decides which) ------------
 
     builder_cpu_type = ""  # the builder's type when the install phase needs no GPU (docs/aws.md, gcp.md)
 
@@ -153,12 +153,6 @@ class PulumiBackend:
     def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
         """The builder as the roles see it: a host record (``outputs.host_record``) of ``group``'s type."""
         raise NotImplementedError
-
-    def bake_pins(self, spec: ClusterSpec) -> dict[str, Any]:
-        """What besides the role files keys the spec's baked image (``gpufleet.infra.images``)."""
-        from gpufleet.infra.cloudbake import bake_pins
-
-        return bake_pins(self, spec)
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:
         """Register the image builder's component (with ``request.source``: and its image)."""
@@ -302,50 +296,27 @@ class PulumiBackend:
 
     def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
         """The newest baked image of the spec's roles and pins now, said either way (``gpufleet up``)."""
-        from gpufleet.infra.images import matches
+        from gpufleet.bake.key import choose_baked
+        from gpufleet.infra.images import newest_of
 
         def newest(digest: str) -> CloudImage | None:
-            images = self.list_images(self.image_scope(spec))  # newest first
-            return next((image for image in images if matches(image, digest)), None)
+            return newest_of(self.list_images(self.image_scope(spec)), digest)
 
-        return self._choose_baked(spec, newest, reporter.info)
+        return choose_baked(self, spec, newest, reporter.info)
 
     def find_baked_in_program(self, spec: ClusterSpec) -> CloudImage | None:
         """``find_baked`` from inside a Pulumi program that the pulumi CLI runs (``stacks/``, CI): the same
         choice, read with the provider's own functions, and said in the engine's log."""
         import pulumi
 
-        return self._choose_baked(spec, lambda digest: self.baked_by_invoke(spec, digest), pulumi.log.info)
+        from gpufleet.bake.key import choose_baked
+
+        return choose_baked(self, spec, lambda digest: self.baked_by_invoke(spec, digest), pulumi.log.info)
 
     def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
         """Inside a Pulumi program: the newest image baked from ``digest`` in the spec's region or project,
         found with the provider's functions (an AMI's tags, an image's labels), or None."""
         raise NotImplementedError
-
-    def _choose_baked(
-        self, spec: ClusterSpec, newest: Callable[[str], CloudImage | None], say: Callable[[str], None]
-    ) -> CloudImage | None:
-        """None for GPU groups of different install phases, else ``newest(hash of the roles and pins now)``;
-        what was chosen is said either way."""
-        from gpufleet.infra.cloudbake import mixed_gpu_groups
-        from gpufleet.infra.images import spec_hash
-
-        if mixed_gpu_groups(self, spec):
-            say("GPU groups of different install phases: no baked image, nodes install at configure")
-            return None
-        digest = spec_hash(spec)
-        found = newest(digest) if digest else None
-        if found is None:
-            say(
-                f"no baked image for the current roles and pins ({(digest or '')[:12]}): nodes boot the base "
-                "image and configure installs (gpufleet image build SPEC bakes one)"
-            )
-        else:
-            say(
-                f"node image {found.id}: baked {found.created} from the current roles and pins "
-                f"({found.digest[:12]}); nodes made before it keep theirs"
-            )
-        return found
 
     def up(
         self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None

@@ -13,19 +13,27 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
-from gpufleet.infra.automation import PulumiBackend
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
+
+if TYPE_CHECKING:
+    from gpufleet.bake.baker import Baker
+    from gpufleet.infra.automation import PulumiBackend
 
 
 class Backend(Protocol):
     """What ``up``, ``status`` and ``down`` need from a provider."""
 
     kind: str
+
+    @property
+    def baker(self) -> Baker | None:
+        """Its baked node images (``gpufleet.bake``), or None where nothing is baked (bare metal)."""
+        ...
 
     def check_credentials(self, spec: ClusterSpec) -> None:
         """Raise ``EnvironmentProblem`` when the provider's credentials are missing (calls nothing)."""
@@ -77,6 +85,5 @@ def backend_of(kind: str) -> Backend:
 
 def pulumi_backend_of(kind: str) -> PulumiBackend:
     """The backend of a cloud with a Pulumi program (``PULUMI_KINDS``)."""
-    found = backend_of(kind)
-    assert isinstance(found, PulumiBackend), kind
-    return found
+    assert BACKENDS[kind].pulumi, f"{kind} has no Pulumi program"
+    return cast("PulumiBackend", backend_of(kind))

@@ -6,9 +6,9 @@ content hash of what went into it: every file under ``roles/`` and ``playbooks/`
 READMEs, not role tests) and the backend's pins (``bake_pins``: the spec's ``software`` block, the image it
 starts from, what the builder node looks like to the roles). ``up`` finds an image by that hash alone;
 ``configure`` skips the install phase when the inventory's ``gpufleet_baked_image_hash`` is the hash of
-the roles and pins now (``baked_and_current``). The local backend keeps its images in podman
-(``gpufleet.infra.local.bake``), the clouds as AMIs and GCP images (``gpufleet.infra.cloudbake``) with
-the record in their tags or labels (``gpufleet.infra.tags``).
+the roles and pins now (``gpufleet.bake.baker.baked_and_current``). The local backend keeps its images
+in podman (``gpufleet.infra.local.bake``), the clouds as AMIs and GCP images (``gpufleet.bake.cloud``)
+with the record in their tags or labels (``gpufleet.infra.tags``). A leaf: it imports no backend.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpufleet.errors import ProvisionError, StateError
-from gpufleet.spec.model import ClusterSpec
 
 # Folders the playbooks read, relative to the project root. Within them, files Ansible never reads
 # (documentation, role test scaffolding, caches, hidden files) do not change what is installed.
@@ -58,27 +57,6 @@ def content_hash(root: Path, pins: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def spec_hash(spec: ClusterSpec) -> str | None:
-    """The hash of the spec's roles and pins now, or None for a backend that does not bake (bare metal)."""
-    from gpufleet.configure.runner import project_root
-    from gpufleet.infra.backend import backend_for
-
-    pins = getattr(backend_for(spec), "bake_pins", None)
-    return None if pins is None else content_hash(project_root(), pins(spec))
-
-
-def baked_and_current(spec: ClusterSpec, extra_vars: dict[str, Any]) -> str | None:
-    """The hash the inventory says every node is baked from, if it is still the current one, else None.
-
-    When it is, the nodes already hold what the install phase would install, so ``configure`` runs with
-    ``--skip-tags install``; when the roles or pins changed since, it runs in full (docs/local.md).
-    """
-    recorded = extra_vars.get(HASH_VAR)
-    if not recorded:
-        return None
-    return recorded if recorded == spec_hash(spec) else None
-
-
 @dataclass(frozen=True)
 class CloudImage:
     """An AMI or a GCP image that gpufleet baked, as its tags or labels record it."""
@@ -90,6 +68,23 @@ class CloudImage:
     created: str  # ISO 8601
     snapshots: tuple[str, ...] = ()  # AWS: the EBS snapshots behind the AMI
     used_by: tuple[str, ...] = ()  # clusters with a live instance booted from it
+
+    @property
+    def ref(self) -> str:
+        """How ``gpufleet image delete`` names it: its id."""
+        return self.id
+
+    def said(self, verb: str) -> str:
+        return f"{self.id} ({self.name}): {verb}; hash {self.digest[:12]}"
+
+    def row(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "hash": self.digest[:12],
+            "base": self.base,
+            "created": self.created,
+            "used by": ", ".join(self.used_by) or "-",
+        }
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +101,11 @@ class CloudImage:
 def matches(image: CloudImage, digest: str) -> bool:
     """Whether ``image`` was baked from ``digest`` (a GCP label holds only the first 63 characters)."""
     return bool(image.digest) and digest.startswith(image.digest)
+
+
+def newest_of(found: Iterable[CloudImage], digest: str) -> CloudImage | None:
+    """The first image of ``found`` (listed newest first) baked from ``digest``, or None."""
+    return next((image for image in found if matches(image, digest)), None)
 
 
 def referenced_hashes(root: Path | None = None) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.infra import cloudbake
+from gpufleet.bake import cloud as cloudbake
 from gpufleet.infra.program import plan_spec
 from gpufleet.spec import load_spec
 

@@ -10,8 +10,9 @@ from typing import Any
 import pulumi
 from aws_specs import CREATED_AT, aws_spec
 
+from gpufleet.bake.baker import baked_and_current, spec_hash
 from gpufleet.infra.aws.mocks import AwsMockCloud
-from gpufleet.infra.images import HASH_VAR, CloudImage, baked_and_current, spec_hash
+from gpufleet.infra.images import HASH_VAR, CloudImage
 from gpufleet.infra.plan import run_offline
 from gpufleet.infra.program import pulumi_backend
 from gpufleet.inventory.model import Inventory

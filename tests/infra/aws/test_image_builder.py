@@ -11,8 +11,9 @@ import pulumi
 import pytest
 from aws_specs import CREATED_AT, aws_spec
 
+from gpufleet.bake import baker, key
+from gpufleet.bake import cloud as cloudbake
 from gpufleet.errors import SpecError
-from gpufleet.infra import cloudbake, images
 from gpufleet.infra.aws.backend import backend
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.plan import Plan, run_offline
@@ -146,11 +147,11 @@ def test_a_bake_without_allowed_cidrs_is_refused_before_anything_is_registered(r
 
 
 def test_the_hash_follows_the_pins_and_not_the_cluster_size():
-    base = images.spec_hash(bake_spec())
-    assert images.spec_hash(bake_spec(name="other", gpu={"count": 8})) == base
-    assert images.spec_hash(bake_spec(software={"nccl": "2.28.3"})) != base
-    assert images.spec_hash(bake_spec(provider=DLAMI)) != base
-    assert images.spec_hash(bake_spec(software={"efa_installer": "1.42.0"})) != base
+    base = baker.spec_hash(bake_spec())
+    assert baker.spec_hash(bake_spec(name="other", gpu={"count": 8})) == base
+    assert baker.spec_hash(bake_spec(software={"nccl": "2.28.3"})) != base
+    assert baker.spec_hash(bake_spec(provider=DLAMI)) != base
+    assert baker.spec_hash(bake_spec(software={"efa_installer": "1.42.0"})) != base
 
 
 def test_gpu_groups_that_install_different_software_are_not_baked_into_one_image():
@@ -163,7 +164,7 @@ def test_gpu_groups_that_install_different_software_are_not_baked_into_one_image
         {"name": "small", "roles": ["compute"], "instance_type": "g5.xlarge", "count": 1},
     ]
     spec = bake_spec(node_groups=groups, fabric="efa")
-    assert cloudbake.mixed_gpu_groups(backend, spec) == ["small"]
+    assert key.mixed_gpu_groups(backend, spec) == ["small"]
     with pytest.raises(SpecError, match="small install other GPU software than gpu"):
         cloudbake.request_for(backend, spec)
 
@@ -186,10 +187,10 @@ def test_groups_on_two_cpu_architectures_are_not_baked_into_one_image(monkeypatc
     catalog = Catalog.model_construct(
         sources=real.sources, instance_types={**real.instance_types, "p6-b300.48xlarge": arm}
     )
-    monkeypatch.setattr(cloudbake, "load_catalog", lambda: catalog)
+    monkeypatch.setattr(key, "load_catalog", lambda: catalog)
     spec = bake_spec(gpu={"instance_type": "p6-b300.48xlarge"})
-    arches = cloudbake.cpu_architectures(spec)
+    arches = key.cpu_architectures(spec)
     assert sorted(arches) == ["arm64", "x86_64"]
     with pytest.raises(SpecError, match=r"arm64 \(gpu\) and x86_64 \(.+\): one baked image boots on one CPU"):
         cloudbake.request_for(backend, spec, created_at=CREATED_AT)
-    assert cloudbake.cpu_architectures(bake_spec()) == {"x86_64": [g.name for g in bake_spec().node_groups]}
+    assert key.cpu_architectures(bake_spec()) == {"x86_64": [g.name for g in bake_spec().node_groups]}

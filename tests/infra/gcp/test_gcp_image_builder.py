@@ -9,13 +9,14 @@ import pulumi
 import pytest
 from gcp_testlib import CREATED_AT, gcp_spec
 
+from gpufleet.bake import cloud as cloudbake
+from gpufleet.bake.baker import baked_and_current, spec_hash
 from gpufleet.errors import SpecError
-from gpufleet.infra import cloudbake
 from gpufleet.infra.gcp.backend import backend
 from gpufleet.infra.gcp.compute import KEPT_BOOT_IMAGE
 from gpufleet.infra.gcp.image_builder import GUEST_OS_FEATURES
 from gpufleet.infra.gcp.mocks import GcpMockCloud
-from gpufleet.infra.images import HASH_VAR, CloudImage, baked_and_current, spec_hash
+from gpufleet.infra.images import HASH_VAR, CloudImage
 from gpufleet.infra.plan import Plan, run_offline
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL, GCP_IMAGE_HASH_LABEL
 from gpufleet.inventory.model import Inventory

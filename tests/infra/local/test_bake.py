@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpufleet.bake import baker
 from gpufleet.errors import ProvisionError
 from gpufleet.infra import images
 from gpufleet.infra.local import bake
@@ -157,12 +158,12 @@ def test_delete_removes_an_unused_image_by_id() -> None:
 def test_configure_trusts_a_recorded_hash_only_while_current() -> None:
     spec = local_spec()
     current = bake.spec_hash(spec)
-    assert bake.baked_and_current(spec, {"gpufleet_baked_image_hash": current}) == current
-    assert bake.baked_and_current(spec, {"gpufleet_baked_image_hash": "0" * 64}) is None
-    assert bake.baked_and_current(spec, {"gpufleet_baked_image_hash": None}) is None
-    assert bake.baked_and_current(spec, {}) is None
+    assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": current}) == current
+    assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": "0" * 64}) is None
+    assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": None}) is None
+    assert baker.baked_and_current(spec, {}) is None
     pinned = local_spec(software__slurm="23.11")
-    assert bake.baked_and_current(pinned, {"gpufleet_baked_image_hash": current}) is None
+    assert baker.baked_and_current(pinned, {"gpufleet_baked_image_hash": current}) is None
 
 
 def test_a_pin_change_rebuilds_and_the_same_pins_reuse(

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from gpufleet.bake.cloud import CloudBaker
+from gpufleet.bake.key import BakeRequest
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.aws.fleet import REPLACING_FIELDS
-from gpufleet.infra.cloudbake import BakeRequest
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
@@ -89,20 +90,25 @@ class AwsBackend(PulumiBackend):
     # 8 vCPUs for the DKMS and nccl-tests builds; in every commercial region (docs/aws.md).
     builder_cpu_type = "c6i.2xlarge"
 
+    @property
+    def baker(self) -> CloudBaker:
+        """Its baked images, made by this driver's builder program (``gpufleet.bake.cloud``)."""
+        return CloudBaker(self)
+
     def bake_base(self, spec: ClusterSpec) -> str:
+        from gpufleet.bake.key import bake_group
         from gpufleet.catalog import load_catalog
         from gpufleet.infra.aws.ami import family_for
-        from gpufleet.infra.cloudbake import bake_group
 
         ami = _provider(spec).ami
         return ami.id or family_for(ami, load_catalog().get(bake_group(spec).instance_type))
 
     def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        from gpufleet.bake.key import BUILDER_ROLES
         from gpufleet.catalog import aws_interfaces as interfaces
         from gpufleet.catalog import load_catalog
         from gpufleet.catalog.images import load_image_manifests
         from gpufleet.infra.aws.ami import family_for
-        from gpufleet.infra.cloudbake import BUILDER_ROLES
         from gpufleet.infra.outputs import host_record
 
         item = load_catalog().get(group.instance_type)

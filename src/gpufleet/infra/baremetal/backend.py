@@ -22,6 +22,7 @@ def inventory_path(spec: ClusterSpec, spec_path: Path | None) -> Path:
 
 class BaremetalBackend:
     kind = "baremetal"
+    baker = None  # a site's machines are installed in place, never from a baked image
 
     def check_credentials(self, spec: ClusterSpec) -> None:
         """No credentials: Ansible reaches the machines as the user's inventory says."""

@@ -14,9 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gpufleet.bake.cloud import CloudBaker
+from gpufleet.bake.key import BakeRequest
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
-from gpufleet.infra.cloudbake import BakeRequest
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
@@ -65,16 +66,21 @@ class GcpBackend(PulumiBackend):
     # 8 vCPUs for the DKMS and nccl-tests builds; offered in every region with GPUs (docs/gcp.md).
     builder_cpu_type = "n2-standard-8"
 
+    @property
+    def baker(self) -> CloudBaker:
+        """Its baked images, made by this driver's builder program (``gpufleet.bake.cloud``)."""
+        return CloudBaker(self)
+
     def bake_base(self, spec: ClusterSpec) -> str:
-        from gpufleet.infra.cloudbake import bake_group
+        from gpufleet.bake.key import bake_group
         from gpufleet.infra.gcp.compute import base_image
 
         return base_image(spec, bake_group(spec).instance_type)
 
     def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        from gpufleet.bake.key import BUILDER_ROLES
         from gpufleet.catalog import load_catalog
         from gpufleet.catalog.gcp import nic_layout
-        from gpufleet.infra.cloudbake import BUILDER_ROLES
         from gpufleet.infra.gcp.compute import image_manifest
         from gpufleet.infra.outputs import host_record
 

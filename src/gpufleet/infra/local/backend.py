@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.infra.local.cluster import LocalCluster
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter, SilentReporter
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
+
+if TYPE_CHECKING:
+    from gpufleet.bake.local import LocalBaker
 
 
 class LocalBackend:
@@ -38,11 +41,12 @@ class LocalBackend:
     def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
         return LocalCluster(spec, state, SilentReporter()).connection()
 
-    def bake_pins(self, spec: ClusterSpec) -> dict[str, Any]:
-        """What besides the role files keys the spec's baked image (``gpufleet.infra.images``)."""
-        from gpufleet.infra.local.bake import bake_pins
+    @property
+    def baker(self) -> LocalBaker:
+        """Podman images with the roles' install phase baked in (``gpufleet.bake.local``)."""
+        from gpufleet.bake.local import baker
 
-        return bake_pins(spec)
+        return baker
 
 
 backend = LocalBackend()

@@ -66,6 +66,19 @@ class BakedImage:
     pins: dict[str, Any]
     used_by: tuple[str, ...] = ()  # clusters whose nodes run from it
 
+    def said(self, verb: str) -> str:
+        return f"{self.ref}: {verb}; hash {self.digest[:12]}, {self.size_bytes / 1e6:.0f} MB"
+
+    def row(self) -> dict[str, str]:
+        return {
+            "name": self.ref,
+            "hash": self.digest[:12],
+            "base": self.base,
+            "created": self.created,
+            "size": f"{self.size_bytes / 1e6:.0f} MB",
+            "used by": ", ".join(self.used_by) or "-",
+        }
+
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.ref,
@@ -168,10 +181,3 @@ def delete_image(podman: Podman, name: str) -> BakedImage:
     # Without --force: podman itself refuses too if a container appeared since the check above.
     podman.run("rmi", image.image_id, what=f"removing image {image.ref}")
     return image
-
-
-def baked_and_current(spec: ClusterSpec, extra_vars: dict[str, Any]) -> str | None:
-    """``gpufleet.infra.images.baked_and_current`` for a local spec (None for any other)."""
-    from gpufleet.infra import images
-
-    return images.baked_and_current(spec, extra_vars) if isinstance(spec.provider, LocalProvider) else None

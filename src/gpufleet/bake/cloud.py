@@ -1,6 +1,7 @@
 """Bake an AWS AMI or a GCP image: one builder node, the roles' install phase over SSH, the image, no builder.
 
-``bake(spec)`` is what ``gpufleet image build`` runs on a cloud spec. The content hash of the roles and
+``CloudBaker(cloud).build(spec)`` is what ``gpufleet image build`` runs on a cloud spec (``cloud``: the
+spec's ``PulumiBackend``, passed in). The content hash of the roles and
 pins (``gpufleet.infra.images``) names the builder, ``bake-<hash>``, a short-lived Pulumi stack of its own
 driven through the Automation API like a cluster's (``gpufleet.infra.automation``), kept in
 ``$GPUFLEET_STATE_DIR/.bake/<hash>`` so a bake that stopped half-way is picked up (or destroyed) by the
@@ -28,14 +29,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.catalog import load_catalog
+from gpufleet.bake.key import (
+    BUILDER_ROLES,
+    BakeRequest,
+    bake_group,
+    builder_type,
+    cloud_digest,
+    cpu_architectures,
+    mixed_gpu_groups,
+)
 from gpufleet.errors import GpufleetError, LeftoversError, ProvisionError, SpecError
 from gpufleet.infra import images
 from gpufleet.infra.automation import known_hosts_args
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import ClusterSpec, Lifetime, NodeGroup, Role
+from gpufleet.spec.model import ClusterSpec, Lifetime
 from gpufleet.state import ClusterState, state_root
 
 if TYPE_CHECKING:
@@ -44,107 +53,12 @@ if TYPE_CHECKING:
 
 # A bake takes minutes to an hour; a builder left behind by a dead process expires after this.
 BUILDER_TTL = timedelta(hours=3)
-BUILDER_ROLES = [Role.CONTROLLER, Role.LOGIN, Role.COMPUTE]
-# The host record fields that reach the install phase (the rest are per node: name, address, sizes). The
-# per-component decision and paths come from the base image's manifest (catalog/images.yaml): a manifest
-# that changes what is installed changes the bake's hash.
-_INSTALL_FACTS = (
-    "gpus",
-    "gpu_model",
-    "gpu_arch",
-    "nvswitch",
-    "gpu_stack",
-    "gpu_components",
-    "gpu_paths",
-    "fabric_interfaces",
-)
-
-
-@dataclass(frozen=True)
-class BakeRequest:
-    """What the builder stack is made of (``PulumiBackend.builder_program``)."""
-
-    spec: ClusterSpec  # the builder's: the user's spec named bake-<hash>, with the builder's lifetime
-    group: NodeGroup  # the node group whose image is baked (base image family, root volume size)
-    instance_type: str
-    digest: str
-    base: str
-    created_at: datetime
-    ssh_keys: tuple[str, ...] = ()
-    source: str | None = None  # set: the image step, from this (``PulumiBackend.image_source``)
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
 
 
 @dataclass(frozen=True)
 class BakeResult:
     image: images.CloudImage
     built: bool  # False: an image with this hash was already there
-
-
-def bake_group(spec: ClusterSpec) -> NodeGroup:
-    """The group whose image is baked: the first with GPUs (the catalog says), else the first compute one.
-    Every node of the cluster boots the image, so it is made from the GPU groups' base image."""
-    catalog = load_catalog()
-    for group in spec.node_groups:
-        item = catalog.get(group.instance_type)
-        if item is not None and item.gpu is not None:
-            return group
-    return spec.compute_groups[0] if spec.compute_groups else spec.node_groups[0]
-
-
-def mixed_gpu_groups(cloud: PulumiBackend, spec: ClusterSpec) -> list[str]:
-    """The GPU groups whose install phase would differ from the baked group's (other GPU facts or GPU
-    stack mode, say an NVSwitch type beside one without): one image cannot serve them all."""
-    catalog = load_catalog()
-    group = bake_group(spec)
-    wanted = _install_facts(cloud.bake_host(spec, group))
-    return [
-        other.name
-        for other in spec.node_groups
-        if (item := catalog.get(other.instance_type)) is not None
-        and item.gpu is not None
-        and _install_facts(cloud.bake_host(spec, other)) != wanted
-    ]
-
-
-def cpu_architectures(spec: ClusterSpec) -> dict[str, list[str]]:
-    """The node groups by their instance type's CPU architecture (the catalog's ``cpu_arch``)."""
-    catalog = load_catalog()
-    arches: dict[str, list[str]] = {}
-    for group in spec.node_groups:
-        item = catalog.get(group.instance_type)
-        arches.setdefault(item.cpu_arch if item is not None else "x86_64", []).append(group.name)
-    return arches
-
-
-def _install_facts(host: dict[str, Any]) -> dict[str, Any]:
-    return {key: host[key] for key in _INSTALL_FACTS}
-
-
-def builder_type(cloud: PulumiBackend, spec: ClusterSpec) -> str:
-    """The GPU group's own type when the install phase installs the NVIDIA driver (its install steps load
-    the module and start nvidia-persistenced, which need the device); else a CPU type (docs/aws.md)."""
-    group = bake_group(spec)
-    return (
-        group.instance_type
-        if cloud.bake_host(spec, group)["gpu_stack"] == "install"
-        else cloud.builder_cpu_type
-    )
-
-
-def bake_pins(cloud: PulumiBackend, spec: ClusterSpec) -> dict[str, Any]:
-    """Everything besides the role files that decides what the install phase puts on a cloud image."""
-    host = cloud.bake_host(spec, bake_group(spec))
-    return {
-        "software": spec.software.model_dump(mode="json"),
-        "provider": spec.provider.kind,
-        "base_image": cloud.bake_base(spec),
-        "fabric": spec.fabric.kind.value,
-        "builder": _install_facts(host),
-    }
 
 
 def builder_spec(spec: ClusterSpec, digest: str) -> ClusterSpec:
@@ -176,24 +90,87 @@ def request_for(
             "one baked image cannot serve them all",
             hint="leave this cluster unbaked (its nodes install at configure), or use one GPU type",
         )
-    digest = images.spec_hash(spec) or ""
+    digest = cloud_digest(cloud, spec)
     return BakeRequest(
         spec=builder_spec(spec, digest),
         group=bake_group(spec),
         instance_type=builder_type(cloud, spec),
         digest=digest,
         base=cloud.bake_base(spec),
+        host=cloud.bake_host(spec, bake_group(spec)),
         created_at=(created_at or datetime.now(UTC)).replace(second=0, microsecond=0),
     )
 
 
-def preview(spec: ClusterSpec, *, created_at: datetime | None = None) -> Plan:
-    """The builder stack with its image step, offline under the cloud's mocks (``image build --plan``):
-    the first step's mocked outputs give the image step its source, as the real first update does."""
-    from gpufleet.infra.plan import run_offline
+class CloudBaker:
+    """The baker of a cloud (``Backend.baker`` of AWS and GCP): AMIs or GCP images in the spec's region or
+    project, made by ``cloud``'s builder program and driver."""
+
+    def __init__(self, cloud: PulumiBackend) -> None:
+        self.cloud = cloud
+
+    def digest(self, spec: ClusterSpec) -> str:
+        return cloud_digest(self.cloud, spec)
+
+    def build(self, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
+        return _bake(self.cloud, spec, reporter, rebuild=rebuild)
+
+    def preview(self, spec: ClusterSpec, created_at: datetime) -> Plan:
+        return _preview(self.cloud, spec, created_at)
+
+    def images(self, spec: ClusterSpec | None) -> list[images.CloudImage]:
+        """The baked images in the spec's region (AWS) or project (GCP), newest first, with their users."""
+        assert spec is not None, "a cloud's images are listed for a spec"
+        self.cloud.check_credentials(spec)
+        return self.cloud.list_images(self.cloud.image_scope(spec))
+
+    def delete(self, spec: ClusterSpec | None, name: str) -> tuple[images.CloudImage, list[str]]:
+        """Delete the one image ``name`` means (on AWS with its snapshots), refused while a node runs from
+        it."""
+        assert spec is not None, "a cloud's images are deleted for a spec"
+        image = resolve(self.images(spec), name)
+        return image, self.cloud.delete_image(self.cloud.image_scope(spec), image)
+
+
+def resolve(found: list[images.CloudImage], name: str) -> images.CloudImage:
+    """The one image ``name`` means: its id, its name, or a prefix (6+ characters) of its hash."""
+    wanted = name.strip()
+    matched = [
+        image
+        for image in found
+        if wanted in (image.id, image.name) or (len(wanted) >= 6 and image.digest.startswith(wanted))
+    ]
+    return images.the_one(
+        matched,
+        found,
+        name,
+        lambda image: image.id,
+        where="there",
+        hint="give the image's id (gpufleet image list --spec SPEC)",
+    )
+
+
+def _cloud_of(spec: ClusterSpec) -> PulumiBackend:
     from gpufleet.infra.program import pulumi_backend
 
-    cloud = pulumi_backend(spec)
+    return pulumi_backend(spec)
+
+
+def preview(spec: ClusterSpec, *, created_at: datetime | None = None) -> Plan:
+    """The builder stack with its image step, offline under the cloud's mocks (``image build --plan``)."""
+    return _preview(_cloud_of(spec), spec, created_at)
+
+
+def bake(spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
+    """The baked image of ``spec``'s roles and pins, built when the cloud has none (or ``rebuild``)."""
+    return _bake(_cloud_of(spec), spec, reporter, rebuild=rebuild)
+
+
+def _preview(cloud: PulumiBackend, spec: ClusterSpec, created_at: datetime | None) -> Plan:
+    """The builder stack with its image step, offline under the cloud's mocks: the first step's mocked
+    outputs give the image step its source, as the real first update does."""
+    from gpufleet.infra.plan import run_offline
+
     request = request_for(cloud, spec, created_at=created_at)
 
     def run(step: BakeRequest) -> Plan:
@@ -203,12 +180,9 @@ def preview(spec: ClusterSpec, *, created_at: datetime | None = None) -> Plan:
     return run(replace(request, source=cloud.image_source(first.outputs)))
 
 
-def bake(spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
-    """The baked image of ``spec``'s roles and pins, built when the cloud has none (or ``rebuild``)."""
+def _bake(cloud: PulumiBackend, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool) -> BakeResult:
     from gpufleet.infra.automation import pulumi_cli
-    from gpufleet.infra.program import pulumi_backend
 
-    cloud = pulumi_backend(spec)
     request = request_for(cloud, spec)
     pulumi_cli()
     cloud.check_credentials(spec)
@@ -255,7 +229,7 @@ def bake(spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> Bak
 
 def _find(cloud: PulumiBackend, spec: ClusterSpec, digest: str) -> images.CloudImage | None:
     found = cloud.list_images(cloud.image_scope(spec))
-    return next((image for image in found if images.matches(image, digest)), None)
+    return images.newest_of(found, digest)
 
 
 def _cluster_key(state: ClusterState) -> str:
@@ -269,12 +243,10 @@ def _install_phase(
 ) -> None:
     """``playbooks/bake.yml --tags install`` on the builder, over SSH to its public address."""
     from gpufleet.configure.runner import run_playbook
-    from gpufleet.infra.program import pulumi_backend
     from gpufleet.inventory.model import with_software
 
-    cloud = pulumi_backend(request.spec)
     host = {
-        **cloud.bake_host(request.spec, request.group),
+        **request.host,
         "name": f"{request.name}-builder",
         "roles": [role.value for role in BUILDER_ROLES],
         "private_ip": str(made["private_ip"]),

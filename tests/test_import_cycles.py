@@ -1,0 +1,113 @@
+"""The import graph of src/gpufleet (top-level and lazy, in-function imports; ``TYPE_CHECKING`` ones are
+for type checkers only) has no cycle through infra: the stack driver, the backend table, the bake policy
+and the Pulumi program import downward only (docs/architecture.md, the module map)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "gpufleet"
+
+# Cycles known to be harmless and kept on purpose, with the reason; none of them may touch infra.
+ALLOWED_CYCLES = {
+    # The check registry: preflight.base imports the check modules for their @check side effect, and they
+    # import base's decorator (a plugin registry, not layering).
+    "gpufleet.preflight",
+    # Inventory.from_stack_outputs reads the stack outputs' model lazily (review 2.4, cycle 2).
+    "gpufleet.inventory",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The gpufleet modules ``path`` imports at run time (``from a import b``: ``a.b`` if it is a module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if _type_checking_only(node, parents):
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if child in modules else node.module)
+    return {name for name in found if name in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {name: imports_of(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from a import b\n"
+        "if TYPE_CHECKING:\n    import c\n"
+        "def f():\n    from d import e\n    import f\n"
+    )
+    assert imports_of(module, {"a", "a.b", "c", "d", "f"}) == {"a.b", "d", "f"}
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_in_the_package_but_the_listed_ones():
+    found = cycles(import_graph())
+    unexplained = [c for c in found if not any(all(m.startswith(p) for m in c) for p in ALLOWED_CYCLES)]
+    assert not unexplained, f"import cycles: {unexplained}"
+
+
+def test_no_import_cycle_through_infra():
+    through_infra = [c for c in cycles(import_graph()) if any(m.startswith("gpufleet.infra") for m in c)]
+    assert not through_infra, f"import cycles through infra: {through_infra}"
