@@ -63,7 +63,7 @@ def _tail(exc: BaseException, lines: int = 12) -> str:
 def _workspace(project_dir: Path) -> auto.LocalWorkspaceOptions:
     from pulumi import automation as auto
 
-    from gpufleet.infra.automation import pulumi_cli
+    from gpufleet.infra.pulumi_command import pulumi_cli
 
     if not (project_dir / "Pulumi.yaml").is_file():
         raise StateError(

@@ -17,15 +17,15 @@ put across runs. ``up`` returns the inventory built from the stack outputs; ``de
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import EnvironmentProblem, ProvisionError
+from gpufleet.errors import ProvisionError
 from gpufleet.infra import outputs as stack_outputs
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover, settle
+from gpufleet.infra.pulumi_command import pulumi_cli
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, NodeGroup
@@ -39,29 +39,6 @@ if TYPE_CHECKING:
     from gpufleet.infra.plan import MockCloud
 
 PROJECT = "gpufleet"
-PULUMI_INSTALL = (
-    "install the Pulumi CLI: 'curl -fsSL https://get.pulumi.com | sh' and add ~/.pulumi/bin to PATH "
-    "(see https://www.pulumi.com/docs/install/)"
-)
-
-
-# ---- prerequisites --------------------------------------------------------------------------------
-
-
-def pulumi_cli() -> Path:
-    """The ``pulumi`` command the Automation API will run, or ``EnvironmentProblem`` saying how to get it."""
-    found = shutil.which("pulumi")
-    if found is None:
-        home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
-        candidate = home / "bin" / "pulumi"
-        found = str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
-    if found is None:
-        raise EnvironmentProblem(
-            "the Pulumi CLI is missing: 'gpufleet up/status/down' on a cloud drive Pulumi's engine "
-            "through the Automation API, which runs the 'pulumi' command ('gpufleet plan' needs none)",
-            hint=PULUMI_INSTALL,
-        )
-    return Path(found)
 
 
 def backend_url(state: ClusterState) -> str:
