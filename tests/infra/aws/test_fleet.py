@@ -36,7 +36,8 @@ def test_each_compute_group_is_one_instant_all_or_nothing_fleet(plan_aws):
     (config,) = fleet.inputs["launchTemplateConfigs"]
     template = recorded.one(LT, "fleet-gpu-lt")
     assert config["launchTemplateSpecification"]["launchTemplateId"] == fake_id("lt-", template.name)
-    assert config["overrides"] == [{"availabilityZone": "us-east-1a", "instanceType": "p5.48xlarge"}]
+    private = fake_id("subnet-", "fleet-private")
+    assert config["overrides"] == [{"instanceType": "p5.48xlarge", "subnetId": private}], config
     assert template.inputs["placement"]["groupName"], "the fleet's template launches into the placement group"
     compute = set(spec.host_names(spec.node_groups[1]))
     assert not compute & {r.name for r in recorded.of_type(INSTANCE)}, "a compute node is its own instance"

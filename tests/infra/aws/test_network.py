@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from aws_specs import aws_spec
+import pytest
+from aws_specs import CREATED_AT, aws_spec
 
-from gpufleet.infra.plan import fake_id
+from gpufleet.infra.aws.mocks import AwsMockCloud
+from gpufleet.infra.plan import fake_id, run_offline
+from gpufleet.infra.program import cluster_program
 
 NETWORK_TYPES = {
     "aws:ec2/vpc:Vpc",
@@ -50,3 +53,25 @@ def test_existing_vpc_and_subnet_create_no_network(plan_aws):
         assert {n["subnetId"] for n in template.inputs["networkInterfaces"]} == {"subnet-0abc1234"}, (
             template.urn
         )
+
+
+def test_an_existing_subnet_outside_the_zone_or_vpc_is_refused_before_any_node(monkeypatch):
+    """The subnet override (ParallelCluster's Networking/SubnetId): read with get_subnet, refused with the
+    cause and the fix when it is not in provider.zone and provider.vpc_id."""
+    provider = {**aws_spec().provider.model_dump(), "vpc_id": "vpc-0abc1234", "subnet_id": "subnet-0abc1234"}
+    spec = aws_spec(provider=provider)
+    cloud = AwsMockCloud(spec)
+    cloud.subnets["subnet-0abc1234"] = {"availabilityZone": "us-east-1b", "vpcId": "vpc-0def5678"}
+    with pytest.raises(Exception) as raised:
+        run_offline(lambda: cluster_program(spec, CREATED_AT), cloud, stack=spec.name)
+    message = str(raised.value)
+    assert "provider.subnet_id subnet-0abc1234: it is in us-east-1b, not provider.zone us-east-1a" in message
+    assert "it belongs to vpc-0def5678, not provider.vpc_id vpc-0abc1234" in message, message
+
+
+def test_a_fleet_launches_into_the_clusters_subnet_as_parallelclusters_override_names_it(plan_aws):
+    provider = {**aws_spec().provider.model_dump(), "vpc_id": "vpc-0abc1234", "subnet_id": "subnet-0abc1234"}
+    recorded = plan_aws(aws_spec(provider=provider))
+    (fleet,) = recorded.of_type("aws:ec2/fleet:Fleet")
+    (config,) = fleet.inputs["launchTemplateConfigs"]
+    assert config["overrides"] == [{"instanceType": "p5.48xlarge", "subnetId": "subnet-0abc1234"}], config

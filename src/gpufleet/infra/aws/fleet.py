@@ -10,7 +10,9 @@ all-or-nothing scaling strategy launches a compute resource:
 - ``MinTargetCapacity`` the count (capped at EC2's 1,000; ``rules.FLEET_OPTIONS_DOC``) with
   ``SingleInstanceType`` and ``SingleAvailabilityZone``: below the count no instance launches;
 - the group's launch template (image, interfaces in the private subnet, placement group, reservation
-  target) and one override naming the group's instance type and the spec's zone;
+  target) and one override naming the group's instance type and the cluster's subnet (``SubnetId``, as
+  ParallelCluster's ``fleet_manager.py`` overrides each of a queue's ``SubnetIds``; the subnet fixes the
+  zone, where an ``AvailabilityZone`` override could name another zone than an existing subnet's);
 - a targeted ODCR or reservation group: ``use-capacity-reservations-first`` with the template's target
   (and ``capacity-reservations-only`` there for a group); a Capacity Block: the template's market type
   and block id, which a fleet never leaves for On-Demand (``rules.FLEET_CAPACITY_BLOCK_DOC``);
@@ -97,6 +99,7 @@ REPLACING_FIELDS = (
     "capacity",
     "provider.ami.id",
     "provider.zone",
+    "provider.subnet_id",
     "access.ssh_public_key",
 )
 
@@ -156,7 +159,7 @@ def build_fleet(
     *,
     template: aws.ec2.LaunchTemplate,
     version: pulumi.Input[str],
-    zone: str,
+    subnet_id: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
 ) -> aws.ec2.Fleet:
     return aws.ec2.Fleet(
@@ -169,7 +172,7 @@ def build_fleet(
                 ),
                 overrides=[
                     aws.ec2.FleetLaunchTemplateConfigOverrideArgs(
-                        instance_type=group.instance_type, availability_zone=zone
+                        instance_type=group.instance_type, subnet_id=subnet_id
                     )
                 ],
             )

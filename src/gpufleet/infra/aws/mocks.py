@@ -4,7 +4,7 @@ Implements ``gpufleet.infra.plan.MockCloud``: realistic ids (``i-``, ``lt-``, ``
 in the spec's region, private IPs from the private subnet in the spec's host order (after the addresses AWS
 keeps), FSx ``dns_name`` and ``mount_name``, and the answers to the provider functions the program
 calls: ``aws:ec2/getAmi``, ``aws:ec2/getInstance``, ``aws:ec2/getInstances`` (none for a host in
-``lost_hosts``) and ``aws:ec2/getAmiIds`` (the baked AMIs a test puts
+``lost_hosts``), ``aws:ec2/getSubnet`` (``subnets``) and ``aws:ec2/getAmiIds`` (the baked AMIs a test puts
 in ``baked_images``; none by default). An instant EC2 Fleet launches
 ``totalTargetCapacity`` instances (``fleetInstanceSets``); their ids sort in the group's host order, so
 ``getInstance`` answers each with its host's address. Creates nothing.
@@ -90,6 +90,14 @@ class AwsMockCloud:
         # Fleet hosts whose instance is gone (a spot interruption, a manual termination): getInstances
         # finds no running instance for them, as EC2 answers a filter that matches nothing.
         self.lost_hosts: set[str] = set()
+        # The account's existing subnets (aws:ec2/getSubnet): by default the spec's subnet lies in its
+        # zone and VPC; a test puts another one here.
+        self.subnets: dict[str, dict[str, str]] = {}
+        if provider.subnet_id is not None:
+            self.subnets[provider.subnet_id] = {
+                "availabilityZone": provider.zone,
+                "vpcId": provider.vpc_id or "",
+            }
         # The account's baked AMIs (gpufleet image build), for aws:ec2/getAmiIds and getAmi.
         self.baked_images: list[CloudImage] = []
 
@@ -120,6 +128,13 @@ class AwsMockCloud:
             return self._get_instance(args)
         if token == "aws:ec2/getInstances:getInstances":
             return self._get_instances(args)
+        if token == "aws:ec2/getSubnet:getSubnet":
+            subnet = args.get("id") or ""
+            if subnet not in self.subnets:
+                # The aws_subnet data source fails when nothing matches (terraform-provider-aws
+                # tfresource.SingularDataSourceFindError: "no matching EC2 Subnet found").
+                raise RuntimeError(f"reading EC2 Subnet ({subnet}): no matching EC2 Subnet found")
+            return {"id": subnet, "cidrBlock": rules.PRIVATE_SUBNET_CIDR, **self.subnets[subnet]}
         if token == "aws:ec2/getAmiIds:getAmiIds":
             return self._ami_ids(args)
         raise NotImplementedError(f"AwsMockCloud has no answer for the provider function {token}")

@@ -1,6 +1,9 @@
 """The cluster's network: one private subnet in the spec's single zone (EFA does not cross zones).
 
-Creates, unless the spec names an existing VPC and subnet (then nothing):
+Creates, unless the spec names an existing VPC and subnet (then nothing, as ParallelCluster's
+``HeadNode/Networking/SubnetId`` and ``SlurmQueues/Networking/SubnetIds`` place a cluster in a subnet of the
+user's; the subnet is read with ``aws.ec2.get_subnet`` and refused, before any node is made, unless it is
+in the spec's zone and VPC: EFA does not cross zones, and a fleet launches into that subnet):
 - ``<name>-vpc``: the VPC (DNS support and host names on)
 - ``<name>-private``: the nodes' and the file system's subnet, no public IPs
 - ``<name>-public``, ``<name>-igw``, ``<name>-nat-eip``, ``<name>-nat``: a small public subnet whose only
@@ -75,9 +78,31 @@ def build_public_network(name: str, provider: AwsProvider, opts: pulumi.Resource
     return PublicNetwork(vpc=vpc, subnet=public, igw=igw)
 
 
+def checked_subnet(provider: AwsProvider, zone: str, vpc_id: str) -> str:
+    """The spec's existing subnet, or an error naming what does not match (its zone, its VPC)."""
+    wrong = []
+    if zone != provider.zone:
+        wrong.append(f"it is in {zone}, not provider.zone {provider.zone} (EFA does not cross zones)")
+    if vpc_id != provider.vpc_id:
+        wrong.append(f"it belongs to {vpc_id}, not provider.vpc_id {provider.vpc_id}")
+    if wrong:
+        raise ValueError(
+            f"provider.subnet_id {provider.subnet_id}: {'; '.join(wrong)}. Name a subnet of "
+            f"{provider.vpc_id} in {provider.zone}, or set provider.zone to the subnet's zone, or drop "
+            "vpc_id and subnet_id to let gpufleet make the network"
+        )
+    return str(provider.subnet_id)
+
+
 def build_network(name: str, provider: AwsProvider, opts: pulumi.ResourceOptions) -> Network:
     if provider.vpc_id is not None and provider.subnet_id is not None:
-        return Network(vpc_id=provider.vpc_id, subnet_id=provider.subnet_id, created=False)
+        found = aws.ec2.get_subnet_output(
+            id=provider.subnet_id, opts=pulumi.InvokeOptions(parent=opts.parent, provider=opts.provider)
+        )
+        subnet = pulumi.Output.all(found.availability_zone, found.vpc_id).apply(
+            lambda got: checked_subnet(provider, got[0], got[1])
+        )
+        return Network(vpc_id=provider.vpc_id, subnet_id=subnet, created=False)
 
     public = build_public_network(name, provider, opts)
     vpc = public.vpc
