@@ -25,7 +25,8 @@ from gpufleet.errors import SpecError, StateError
 from gpufleet.infra import stack_access
 from gpufleet.infra.adopted import RECORD_KEY, AdoptedStack, adopted_of, read_outputs
 from gpufleet.infra.backend import PULUMI_KINDS, backend_for
-from gpufleet.inventory.model import Inventory, with_software
+from gpufleet.infra.software import with_software
+from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.phases import tracked
 from gpufleet.progress import Reporter

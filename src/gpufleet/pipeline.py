@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import StateError
 from gpufleet.infra.backend import backend_for
-from gpufleet.inventory.model import Inventory, with_software
+from gpufleet.infra.software import with_software
+from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle import known, teardown
 from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.phases import tracked
@@ -56,8 +57,8 @@ def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
 
 def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     """Run playbooks/site.yml on the cluster (safe to re-run)."""
-    from gpufleet.configure.runner import run_playbook
     from gpufleet.bake.baker import baked_and_current
+    from gpufleet.configure.runner import run_playbook
 
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec)

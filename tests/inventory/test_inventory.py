@@ -9,7 +9,8 @@ import yaml
 
 from gpufleet.catalog.images import component_modes, load_image_manifests
 from gpufleet.errors import SpecError
-from gpufleet.inventory.model import Connection, Host, Inventory, with_software
+from gpufleet.infra.software import with_software
+from gpufleet.inventory.model import Connection, Host, Inventory
 from gpufleet.spec.model import FabricKind, Role
 
 ROOT = Path(__file__).resolve().parents[2]

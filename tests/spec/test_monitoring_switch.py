@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from gpufleet.errors import SpecError
-from gpufleet.inventory.model import FabricKind, Host, Inventory, Role, with_software
+from gpufleet.infra.software import with_software
+from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
 from gpufleet.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -243,7 +243,7 @@ def _install_phase(
 ) -> None:
     """``playbooks/bake.yml --tags install`` on the builder, over SSH to its public address."""
     from gpufleet.configure.runner import run_playbook
-    from gpufleet.inventory.model import with_software
+    from gpufleet.infra.software import with_software
 
     host = {
         **request.host,

@@ -106,6 +106,14 @@ class PulumiBackend:
     def check_credentials(self, spec: ClusterSpec) -> None:
         raise NotImplementedError
 
+    kept_without_state = ""  # a cloud cluster is known by its state folder (and the stack it names)
+
+    def found_without_state(self, spec: ClusterSpec) -> list[str]:
+        return []
+
+    def software_overrides(self, spec: ClusterSpec) -> dict[str, Any]:
+        return {}
+
     def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
         raise NotImplementedError
 

@@ -35,8 +35,18 @@ class Backend(Protocol):
         """Its baked node images (``gpufleet.bake``), or None where nothing is baked (bare metal)."""
         ...
 
+    # What of a cluster this machine may hold besides its state folder (``{name}``: the cluster's); "" where
+    # nothing: the state folder alone says the cluster exists (``gpufleet.lifecycle.known``).
+    kept_without_state: str
+
     def check_credentials(self, spec: ClusterSpec) -> None:
         """Raise ``EnvironmentProblem`` when the provider's credentials are missing (calls nothing)."""
+
+    def found_without_state(self, spec: ClusterSpec) -> list[str]:
+        """What of the cluster this machine holds besides its state folder (``kept_without_state``)."""
+
+    def software_overrides(self, spec: ClusterSpec) -> dict[str, Any]:
+        """Keys of the spec's ``software`` block that this backend decides itself (``with_software``)."""
 
     def up(
         self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None

@@ -19,7 +19,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.catalog.images import Component as GpuComponent
 from gpufleet.catalog.images import Mode as GpuMode
 from gpufleet.errors import SpecError
-from gpufleet.spec.model import ClusterSpec, FabricKind, LocalProvider, Role
+from gpufleet.spec.model import FabricKind, Role
 
 if TYPE_CHECKING:
     from gpufleet.inventory.stack import StackOutputs
@@ -284,15 +284,3 @@ class Inventory(BaseModel):
             if stack.baked_image_hash
             else {},
         )
-
-
-def with_software(inventory: Inventory, spec: ClusterSpec) -> Inventory:
-    """The spec's ``software`` block as the inventory's ``gpufleet_software``, which every role reads.
-
-    A bare-metal inventory may carry its own ``gpufleet_software``; the spec's values win, key by key.
-    The local backend has no NVIDIA repository, so its GPU stack always comes from PyPI.
-    """
-    software = {**inventory.software, **spec.software.model_dump(mode="json")}
-    if isinstance(spec.provider, LocalProvider) and spec.provider.gpu_stack:
-        software["gpu_packages"] = "pypi"
-    return inventory.model_copy(update={"software": software})

@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpufleet.errors import EnvironmentProblem, StateError
-from gpufleet.progress import SilentReporter
+from gpufleet.errors import StateError
+from gpufleet.infra.backend import backend_for
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState, state_root
 
@@ -36,20 +36,15 @@ def removed_at(name: str) -> str | None:
 
 
 def local_objects(spec: ClusterSpec) -> list[str]:
-    """Podman containers, networks and volumes labelled for a local cluster: the local backend's
-    ``leftovers`` (one source of truth for what a local cluster is made of)."""
-    from gpufleet.infra.local.backend import backend
-
-    try:
-        return backend.leftovers(spec, ClusterState.for_name(spec.name), SilentReporter())
-    except EnvironmentProblem:  # no podman here (or not root): then no podman object of it either
-        return []
+    """What of the cluster this machine holds besides its state folder, as its backend finds it (local:
+    the podman containers, networks and volumes labelled for it; the other backends keep nothing else)."""
+    return backend_for(spec).found_without_state(spec)
 
 
 def exists(spec: ClusterSpec, state: ClusterState) -> bool:
     if state.root.exists():
         return True
-    return spec.provider.kind == "local" and bool(local_objects(spec))
+    return bool(local_objects(spec))
 
 
 def require_exists(spec: ClusterSpec, state: ClusterState) -> None:
@@ -57,8 +52,9 @@ def require_exists(spec: ClusterSpec, state: ClusterState) -> None:
     if exists(spec, state):
         return
     where = f"no state at {state.root}"
-    if spec.provider.kind == "local":
-        where += f" and no podman container, network or volume labelled gpufleet.cluster={spec.name}"
+    kept = backend_for(spec).kept_without_state.format(name=spec.name)
+    if kept:
+        where += f" and no {kept}"
     gone = removed_at(spec.name)
     if gone:
         raise StateError(f"cluster '{spec.name}' was removed at {gone} ({where})")

@@ -23,9 +23,16 @@ def inventory_path(spec: ClusterSpec, spec_path: Path | None) -> Path:
 class BaremetalBackend:
     kind = "baremetal"
     baker = None  # a site's machines are installed in place, never from a baked image
+    kept_without_state = ""
 
     def check_credentials(self, spec: ClusterSpec) -> None:
         """No credentials: Ansible reaches the machines as the user's inventory says."""
+
+    def found_without_state(self, spec: ClusterSpec) -> list[str]:
+        return []
+
+    def software_overrides(self, spec: ClusterSpec) -> dict[str, Any]:
+        return {}
 
     def up(
         self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.local.cluster import LocalCluster
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter, SilentReporter
-from gpufleet.spec.model import ClusterSpec
+from gpufleet.spec.model import ClusterSpec, LocalProvider
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
@@ -17,9 +18,24 @@ if TYPE_CHECKING:
 
 class LocalBackend:
     kind = "local"
+    kept_without_state = "podman container, network or volume labelled gpufleet.cluster={name}"
 
     def check_credentials(self, spec: ClusterSpec) -> None:
         """No credentials: the host prerequisites (podman, root) are preflight's ``local_host`` check."""
+
+    def found_without_state(self, spec: ClusterSpec) -> list[str]:
+        """Podman containers, networks and volumes labelled for the cluster: its ``leftovers`` (one source
+        of truth for what a local cluster is made of), so ``down`` finds a cluster whose state is lost."""
+        try:
+            return self.leftovers(spec, ClusterState.for_name(spec.name), SilentReporter())
+        except EnvironmentProblem:  # no podman here (or not root): then no podman object of it either
+            return []
+
+    def software_overrides(self, spec: ClusterSpec) -> dict[str, Any]:
+        """No NVIDIA repository on a podman node: a local GPU stack always comes from PyPI."""
+        provider = spec.provider
+        assert isinstance(provider, LocalProvider)
+        return {"gpu_packages": "pypi"} if provider.gpu_stack else {}
 
     def up(
         self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None

@@ -63,7 +63,7 @@ def _bake(
     pins: dict[str, object],
 ) -> None:
     from gpufleet.configure.runner import run_playbook
-    from gpufleet.inventory.model import with_software
+    from gpufleet.infra.software import with_software
 
     name = f"bake-{digest[:8]}"
     # The user's spec with a one-node layout: no shared volume, no user key (nobody logs in).
