@@ -10,8 +10,10 @@ Creates (every name starts with the cluster's):
 - firewall rules ``<name>-<vpc>-internal``: traffic from the VPC's own subnets only, on every regular
   VPC (a RoCE VPC takes no VPC firewall rules: its implied rules allow traffic between its MRDMA NICs,
   and nothing else can attach to it);
-- ``<name>-ssh-iap``: SSH from Google's IAP range only; ``<name>-ssh-admin``: SSH to the login nodes
-  from ``access.allowed_cidrs`` when given;
+- ``<name>-ssh-iap``: SSH from Google's IAP range only. No node has an external IP (``compute.py``), so
+  a rule letting SSH in from ``access.allowed_cidrs`` could never be reached (GCP audit 2026-11-23 #12,
+  2026-11-24 (12)); those CIDRs open SSH to the image builder only (``image_builder.py``), and people
+  reach the nodes through IAP;
 - ``<name>-router`` and ``<name>-nat``: Cloud NAT on the host VPC (nodes have no external IP).
 """
 
@@ -172,18 +174,6 @@ def build_network(
             "SSH through Identity-Aware Proxy TCP forwarding only",
         )
     )
-    allowed = [str(cidr) for cidr in spec.access.allowed_cidrs]
-    if allowed:
-        firewalls.append(
-            rule(
-                "ssh-admin",
-                host[0].network,
-                allowed,
-                ssh,
-                "SSH to the login nodes from access.allowed_cidrs",
-                target_tags=[f"{name}-{LOGIN_TAG}"],
-            )
-        )
 
     router = gcp.compute.Router(
         f"{name}-router",
