@@ -1,8 +1,8 @@
 """The cluster's life as library calls: up -> configure -> validate -> down, with the state kept on the way.
 
-The CLI renders what these return and nothing more; ``run`` is the whole job for a library user (the CLI's
-``gpufleet run`` calls the same steps one by one, to print each as it ends). Each step records its phase in
-the cluster's state folder (``gpufleet.state``).
+The CLI renders what these return and nothing more; ``run`` is the whole job (``gpufleet run`` calls it,
+with a ``RunView`` that prints each step as it ends). Each step records its phase in the cluster's state
+folder (``gpufleet.state``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
+    from gpufleet.bake.baker import Baked
     from gpufleet.configure.runner import PlayResult
+    from gpufleet.errors import GpufleetError
     from gpufleet.validate.suite import SuiteResult
 
 
@@ -134,18 +136,66 @@ class RunResult:
     teardown: teardown.Teardown | None
 
 
+class RunView:
+    """What ``run`` shows as each step ends (nothing here; the CLI prints each)."""
+
+    def baked(self, baked: Baked) -> None: ...
+
+    def up(self, state: ClusterState, inventory: Inventory) -> None: ...
+
+    def configured(self, result: PlayResult) -> None: ...
+
+    def before_validate(self) -> None: ...
+
+    def validated(self, result: SuiteResult) -> None: ...
+
+    def down(self, report: teardown.Teardown) -> None: ...
+
+    def teardown_failed(self, error: GpufleetError) -> None: ...
+
+    def kept(self) -> None: ...
+
+
 def run(
-    spec: ClusterSpec, out: Path, reporter: Reporter, *, spec_path: Path | None = None, keep: bool = False
+    spec: ClusterSpec,
+    out: Path,
+    reporter: Reporter,
+    *,
+    spec_path: Path | None = None,
+    keep: bool = False,
+    bake: bool = False,
+    view: RunView | None = None,
 ) -> RunResult:
-    """The whole job: up, configure, validate, then down (also when a step fails, unless ``keep``)."""
+    """The whole job: (bake,) check, up, configure, validate, then down (also when a step fails, unless
+    ``keep``). ``bake``: first bake the roles' install phase into a node image where the backend's baker
+    does so in a run (local), if none matches."""
+    from gpufleet.bake.baker import baker_for
+    from gpufleet.errors import GpufleetError
+    from gpufleet.preflight import require_no_errors
+
+    view = view or RunView()
     result = RunResult(passed=False, validation=None, teardown=None)
+    baker = baker_for(spec) if bake else None
+    if baker is not None and baker.in_run:
+        view.baked(baker.build(spec, reporter))
     try:
-        up(spec, reporter, spec_path)
-        configure(spec, reporter)
+        require_no_errors(spec)
+        state, inventory = up(spec, reporter, spec_path)
+        view.up(state, inventory)
+        view.configured(configure(spec, reporter))
+        view.before_validate()
         result.validation = validate(spec, out, reporter)
+        view.validated(result.validation)
         result.passed = result.validation.passed
     finally:
-        if not keep:
-            result.teardown = down(spec, reporter)
+        if keep:
+            view.kept()
+        else:
+            try:
+                result.teardown = down(spec, reporter)
+            except GpufleetError as exc:
+                view.teardown_failed(exc)
+                raise
+            view.down(result.teardown)
             result.teardown.raise_for_leftovers()
     return result

@@ -45,7 +45,7 @@ class Baked(Protocol):
 class Baker(Protocol):
     """Builds, lists and deletes one backend's baked images."""
 
-    where: str  # where its images live, for messages ("podman here", "the spec's region or project")
+    in_run: bool  # whether ``gpufleet run`` bakes first (a bake that costs nothing but time on this machine)
 
     def digest(self, spec: ClusterSpec) -> str:
         """The content hash of the roles and the spec's pins now (``gpufleet.infra.images``)."""

@@ -106,6 +106,8 @@ class CloudBaker:
     """The baker of a cloud (``Backend.baker`` of AWS and GCP): AMIs or GCP images in the spec's region or
     project, made by ``cloud``'s builder program and driver."""
 
+    in_run = False  # a builder instance bills by the hour: 'gpufleet image build' bakes, on purpose
+
     def __init__(self, cloud: PulumiBackend) -> None:
         self.cloud = cloud
 

@@ -26,7 +26,7 @@ def _podman() -> Podman:
 
 
 class LocalBaker:
-    where = "here"
+    in_run = True  # minutes of this machine, and every later run of the same roles starts from it
 
     def digest(self, spec: ClusterSpec) -> str:
         return bake.spec_hash(spec)

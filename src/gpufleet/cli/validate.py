@@ -13,14 +13,17 @@ from rich.table import Table
 
 from gpufleet import pipeline
 from gpufleet.cli import cluster as cluster_cmd
-from gpufleet.cli import image as image_cmd
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.errors import ExitCode, GpufleetError
-from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.spec.units import format_bytes
 
 if TYPE_CHECKING:
+    from gpufleet.bake.baker import Baked
+    from gpufleet.configure.runner import PlayResult
+    from gpufleet.inventory.model import Inventory
+    from gpufleet.lifecycle.teardown import Teardown
+    from gpufleet.state import ClusterState
     from gpufleet.validate.suite import SuiteResult
 
 OutOpt = Annotated[
@@ -86,6 +89,46 @@ def validate(
         raise typer.Exit(ExitCode.FAILED)
 
 
+class _RunPrinter(pipeline.RunView):
+    """``gpufleet run``'s view: each step printed as it ends, as its own command prints it."""
+
+    def __init__(self, spec: ClusterSpec, spec_path: Path, slow_target: str | None) -> None:
+        self.spec = spec
+        self.spec_path = spec_path
+        self.slow_target = slow_target
+
+    def baked(self, baked: Baked) -> None:
+        verb = "baked" if baked.built else "already baked (same roles and pins)"
+        console.print(escape(baked.image.said(verb)))
+
+    def up(self, state: ClusterState, inventory: Inventory) -> None:
+        cluster_cmd.render_up(self.spec, state, inventory, json_out=False)
+
+    def configured(self, result: PlayResult) -> None:
+        cluster_cmd.render_configure(self.spec, result, json_out=False)
+
+    def before_validate(self) -> None:
+        if self.slow_target is not None:
+            from gpufleet.infra.local.faults import DEFAULT_RATE, slow_link
+
+            console.rule(f"slow node: {self.slow_target}'s link capped at {DEFAULT_RATE}")
+            console.print(escape(slow_link(self.slow_target)), style="dim")
+
+    def validated(self, result: SuiteResult) -> None:
+        render_validation(self.spec, result, json_out=False)
+
+    def down(self, report: Teardown) -> None:
+        cluster_cmd.render_down(self.spec, report, json_out=False)
+
+    def teardown_failed(self, error: GpufleetError) -> None:
+        err_console.print(f"[bold red]teardown failed:[/] {escape(str(error))}")
+
+    def kept(self) -> None:
+        console.print(
+            f"cluster {self.spec.name} left up (--keep); remove it with: gpufleet down {self.spec_path}"
+        )
+
+
 def run(
     spec_path: SpecArg,
     out: OutOpt = None,
@@ -94,7 +137,8 @@ def run(
         bool,
         typer.Option(
             "--bake/--no-bake",
-            help="local: first bake the roles' install phase into a node image if none matches",
+            help="local: first bake the roles' install phase into a node image if none matches (a cloud "
+            "bakes with 'gpufleet image build')",
         ),
     ] = True,
     verbose: cluster_cmd.VerboseOpt = False,
@@ -115,30 +159,17 @@ def run(
         from gpufleet.infra.local.faults import slow_node_target
 
         target = slow_node_target(spec)  # refuses a spec that cannot show it, before anything is made
-    reporter = cluster_cmd.reporter_for(False, verbose)
-    passed = False
-    if bake and spec.provider.kind == "local":
-        image_cmd.build(spec_path, rebuild=False, json_out=False, verbose=verbose)
-    try:
-        require_no_errors(spec)
-        state, inventory = pipeline.up(spec, reporter, spec_path)
-        cluster_cmd.render_up(spec, state, inventory, json_out=False)
-        cluster_cmd.render_configure(spec, pipeline.configure(spec, reporter), json_out=False)
-        if target is not None:
-            from gpufleet.infra.local.faults import DEFAULT_RATE, slow_link
-
-            console.rule(f"slow node: {target}'s link capped at {DEFAULT_RATE}")
-            console.print(escape(slow_link(target)), style="dim")
-        passed = run_validation(spec, out, json_out=False, verbose=verbose)
-    finally:
-        if keep:
-            console.print(f"cluster {spec.name} left up (--keep); remove it with: gpufleet down {spec_path}")
-        else:
-            try:
-                cluster_cmd.render_down(spec, pipeline.down(spec, reporter), json_out=False)
-            except GpufleetError as exc:
-                err_console.print(f"[bold red]teardown failed:[/] {escape(str(exc))}")
-                raise
+    view = _RunPrinter(spec, spec_path, target)
+    run_result = pipeline.run(
+        spec,
+        out,
+        cluster_cmd.reporter_for(False, verbose),
+        spec_path=spec_path,
+        keep=keep,
+        bake=bake,
+        view=view,
+    )
+    passed = run_result.passed
     if target is not None:
         from gpufleet.validate.report import JSON_NAME
 
