@@ -72,11 +72,67 @@ def test_catalog_facts_import_no_cloud_sdk():
         assert not heavy, f"{path.name} imports {heavy}"
 
 
-def test_only_the_backend_table_names_the_providers_in_infra():
-    """No provider if/elif outside the table: the driver and the shared modules of infra never compare a
-    provider kind (each provider folder may know its own)."""
-    shared = [p for p in (SRC / "infra").glob("*.py") if p.name != "backend.py"]
-    for path in shared:
-        text = path.read_text(encoding="utf-8")
-        for token in ('kind == "', "AwsProvider", "GcpProvider", "LocalProvider", "BaremetalProvider"):
-            assert token not in text, f"{path.name} branches on a provider ({token})"
+PROVIDER_KINDS = frozenset({"aws", "gcp", "local", "baremetal"})
+PROVIDER_MODELS = frozenset({"AwsProvider", "GcpProvider", "LocalProvider", "BaremetalProvider"})
+_ONE_PROVIDER = "checks registered for one provider (@check(providers=...)) narrow the spec's model"
+# Where a provider may be named outside the table, and why. Nothing else in src/gpufleet compares a
+# provider kind or asks which provider model a spec holds: it asks the spec's backend.
+MAY_NAME_PROVIDERS = {
+    "infra/backend.py": "the table itself",
+    "infra/aws/": "a provider folder knows its own provider",
+    "infra/gcp/": "a provider folder knows its own provider",
+    "infra/local/": "a provider folder knows its own provider",
+    "infra/baremetal/": "a provider folder knows its own provider",
+    "spec/model.py": "the spec owns its discriminated union of providers (per-provider defaults, validation)",
+    "catalog/images.py": "catalog data: each image manifest says which cloud it is for",
+    "preflight/aws.py": _ONE_PROVIDER,
+    "preflight/aws_tools.py": "a check registered for AWS only (the aws CLI, its SSM plugin)",
+    "preflight/gcp.py": _ONE_PROVIDER,
+    "preflight/local.py": _ONE_PROVIDER,
+    "preflight/baremetal.py": _ONE_PROVIDER,
+    "preflight/common.py": "instance_type_known reads the catalog's section of the spec's provider: only on "
+    "bare metal may a site name its own machines",
+}
+
+
+def provider_branches(path: Path) -> list[str]:
+    """Comparisons with a provider kind (``kind == "aws"``, ``in ("local", "baremetal")``) and
+    ``isinstance(..., AwsProvider)`` tests in one module, as ``line: code``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        named = False
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                values = [side, *(side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [])]
+                named |= any(isinstance(v, ast.Constant) and v.value in PROVIDER_KINDS for v in values)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            named = any(isinstance(n, ast.Name) and n.id in PROVIDER_MODELS for n in ast.walk(node))
+        if named:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_guard_sees_provider_branches(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        'if spec.provider.kind == "local": pass\n'
+        'ok = kind in ("aws", "gcp")\n'
+        "local = isinstance(spec.provider, LocalProvider)\n"
+        'fine = kind == "stat" and isinstance(x, int)\n'
+    )
+    assert [line.split(":")[0] for line in provider_branches(module)] == ["1", "2", "3"]
+
+
+def test_only_the_backend_table_names_the_providers():
+    """No provider if/elif outside the table, in the whole package: the CLI, lifecycle, inventory, the
+    pipeline and the shared modules of infra ask the spec's backend (``MAY_NAME_PROVIDERS`` says where a
+    provider may be named, and why)."""
+    for allowed in MAY_NAME_PROVIDERS:
+        assert (SRC / allowed).exists(), f"{allowed} is listed but gone: drop it from MAY_NAME_PROVIDERS"
+    offenders = {
+        relative: branches
+        for path in sorted(SRC.rglob("*.py"))
+        if not (relative := path.relative_to(SRC).as_posix()).startswith(tuple(MAY_NAME_PROVIDERS))
+        and (branches := provider_branches(path))
+    }
+    assert not offenders, f"provider branches outside the backend table: {offenders}"

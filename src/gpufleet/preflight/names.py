@@ -20,7 +20,7 @@ Limits (read 2026-11-23):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpufleet.catalog import Catalog
@@ -41,48 +41,69 @@ class DerivedName:
     rfc1035: bool = True
 
 
-def derived_names(spec: ClusterSpec) -> list[DerivedName]:
-    """The names the backends make from ``spec`` (see the module docstring for the limits)."""
-    kind = spec.provider.kind
+def _gcp_names(spec: ClusterSpec) -> list[DerivedName]:
     names: list[DerivedName] = []
     for index, group in enumerate(spec.node_groups):
         path = f"node_groups[{index}].name"
-        host_what = {"gcp": "GCE instance (host) name", "local": "container (host) name"}.get(
-            kind, "host name"
-        )
-        names.extend(DerivedName(host_what, host, 63, path) for host in spec.host_names(group))
-        if kind == "gcp":
-            names.append(DerivedName("GCE network tag", f"{spec.name}-{group.name}", 63, path))
-            if Role.COMPUTE in group.roles:
-                names.append(
-                    DerivedName("GCE resource policy", f"{spec.name}-{group.name}-placement", 63, path)
-                )
-        if kind == "aws":
-            names.append(
-                DerivedName(
-                    "AWS launch template (Pulumi-named)",
-                    f"{spec.name}-{group.name}-lt" + "-x" * (PULUMI_SUFFIX // 2),
-                    128,
-                    path,
-                    rfc1035=False,
-                )
-            )
-    if kind == "gcp":
-        for suffix in ("host", "gpu-7", "gpu-7-internal", "roce", "roce-7", "router", "nat", "login"):
-            names.append(DerivedName("GCE network resource", f"{spec.name}-{suffix}", 63, "name"))
-        fs_kind = spec.filesystem.kind
-        if fs_kind == "managed_lustre":
-            names.append(DerivedName("Managed Lustre instance", f"{spec.name}-lustre", 63, "name"))
-            names.append(DerivedName("GCE address range", f"{spec.name}-lustre-range", 63, "name"))
-        if fs_kind == "filestore":
-            names.append(DerivedName("Filestore instance", f"{spec.name}-nfs", 63, "name"))
-    if kind == "aws":
-        role = f"{spec.name}-node-role" + "-x" * (PULUMI_SUFFIX // 2)
-        names.append(DerivedName("AWS IAM role (Pulumi-named)", role, 64, "name", rfc1035=False))
-    if kind == "local":
-        names.append(DerivedName("podman network", f"gpufleet-{spec.name}", 63, "name"))
-        names.append(DerivedName("podman volume", f"gpufleet-{spec.name}-shared", 63, "name"))
+        names.append(DerivedName("GCE network tag", f"{spec.name}-{group.name}", 63, path))
+        if Role.COMPUTE in group.roles:
+            names.append(DerivedName("GCE resource policy", f"{spec.name}-{group.name}-placement", 63, path))
+    for suffix in ("host", "gpu-7", "gpu-7-internal", "roce", "roce-7", "router", "nat", "login"):
+        names.append(DerivedName("GCE network resource", f"{spec.name}-{suffix}", 63, "name"))
+    for fs_kind, what, suffix in _GCP_FILESYSTEM_NAMES:
+        if spec.filesystem.kind == fs_kind:
+            names.append(DerivedName(what, f"{spec.name}-{suffix}", 63, "name"))
     return names
+
+
+_GCP_FILESYSTEM_NAMES = (
+    ("managed_lustre", "Managed Lustre instance", "lustre"),
+    ("managed_lustre", "GCE address range", "lustre-range"),
+    ("filestore", "Filestore instance", "nfs"),
+)
+
+
+def _aws_names(spec: ClusterSpec) -> list[DerivedName]:
+    names = [
+        DerivedName(
+            "AWS launch template (Pulumi-named)",
+            f"{spec.name}-{group.name}-lt" + "-x" * (PULUMI_SUFFIX // 2),
+            128,
+            f"node_groups[{index}].name",
+            rfc1035=False,
+        )
+        for index, group in enumerate(spec.node_groups)
+    ]
+    role = f"{spec.name}-node-role" + "-x" * (PULUMI_SUFFIX // 2)
+    names.append(DerivedName("AWS IAM role (Pulumi-named)", role, 64, "name", rfc1035=False))
+    return names
+
+
+def _local_names(spec: ClusterSpec) -> list[DerivedName]:
+    return [
+        DerivedName("podman network", f"gpufleet-{spec.name}", 63, "name"),
+        DerivedName("podman volume", f"gpufleet-{spec.name}-shared", 63, "name"),
+    ]
+
+
+# What each provider's resources are called (as its component names them); bare metal makes nothing.
+_PROVIDER_NAMES: dict[str, Callable[[ClusterSpec], list[DerivedName]]] = {
+    "gcp": _gcp_names,
+    "aws": _aws_names,
+    "local": _local_names,
+}
+
+
+def derived_names(spec: ClusterSpec) -> list[DerivedName]:
+    """The names the backends make from ``spec`` (see the module docstring for the limits)."""
+    kind = spec.provider.kind
+    host_what = _HOST_WHAT.get(kind, "host name")
+    names = [
+        DerivedName(host_what, host, 63, f"node_groups[{index}].name")
+        for index, group in enumerate(spec.node_groups)
+        for host in spec.host_names(group)
+    ]
+    return names + _PROVIDER_NAMES.get(kind, lambda _spec: [])(spec)
 
 
 @check("resource_names")
