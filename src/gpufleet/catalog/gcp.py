@@ -142,6 +142,13 @@ ON_DEMAND_DOC = "https://cloud.google.com/compute/docs/accelerator-optimized-mac
 # DWS flex-start VMs: provisioning model FLEX_START, a max run duration of at most 7 days, deleted at its end.
 FLEX_START_DOC = "https://cloud.google.com/compute/docs/instances/flex-start-vms"
 FLEX_START_MAX_RUN = timedelta(days=7)
+# The shortest max run duration: 10 minutes, as Cluster Toolkit's slurm-gcp nodeset validates dws_flex
+# ("Max duration must be at least ... 10 minutes, and cannot be more than one week": max_run_duration >= 600
+# and <= 604800; GoogleCloudPlatform/cluster-toolkit community/modules/compute/
+# schedmd-slurm-gcp-v6-nodeset/variables.tf, commit 00f1767, read 2026-11-24). Google's flex-start pages
+# (FLEX_START_DOC, read 2026-11-24) state the 7-day maximum; the toolkit's 10-minute floor is the
+# minimum chosen here, since the API's own floor is not stated on them.
+FLEX_START_MIN_RUN = timedelta(minutes=10)
 
 
 # VMs one compact placement policy holds at each max distance, as slurm-gcp sizes its placement groups

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import timedelta
 
 from gpufleet.catalog import Catalog
 from gpufleet.catalog.gcp import (
     FLEX_START_DOC,
     FLEX_START_MAX_RUN,
+    FLEX_START_MIN_RUN,
     MAX_NICS_PER_VM,
     ON_DEMAND_DOC,
     RESERVATION_NAME,
@@ -328,12 +328,22 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
             f"{series.label} machine types are not offered as flex-start VMs ({FLEX_START_DOC})",
         )
     duration = group.capacity.max_run_duration
-    if duration is not None and not timedelta(seconds=1) <= duration <= FLEX_START_MAX_RUN:
+    if duration is not None and not FLEX_START_MIN_RUN <= duration <= FLEX_START_MAX_RUN:
         yield Finding(
             Level.ERROR,
             "gcp_capacity",
             f"{path}.max_run_duration",
-            f"a flex-start VM runs for at most {FLEX_START_MAX_RUN.days} days; got {duration}",
+            f"a flex-start VM runs for at least {FLEX_START_MIN_RUN} and at most {FLEX_START_MAX_RUN.days} "
+            f"days; got {duration}. Set max_run_duration between 10m and 7d",
+        )
+    elif duration is not None and duration < spec.lifetime.ttl:
+        yield Finding(
+            Level.WARNING,
+            "gcp_capacity",
+            f"{path}.max_run_duration",
+            f"group '{group.name}' is deleted by Compute Engine after its max_run_duration {duration}, "
+            f"before the cluster's lifetime.ttl {spec.lifetime.ttl} ends; the next 'gpufleet up' asks for "
+            "new flex-start VMs. Set lifetime.ttl to at most the max_run_duration, or raise the duration",
         )
     if Role.CONTROLLER in group.roles:
         yield Finding(
@@ -350,6 +360,17 @@ def gcp_placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     for group in spec.compute_groups:
         if group.capacity.mode is CapacityMode.RESERVATION:
             continue  # the reservation decides placement (see gcp_capacity)
+        if group.capacity.mode is CapacityMode.FLEX_START:
+            # Flex-start VMs take no placement policy (compute.placement_policy; slurm-gcp's dws_flex "CAN
+            # NOT be used with placement groups", cluster-toolkit schedmd-slurm-gcp-v6-nodeset/variables.tf).
+            yield Finding(
+                Level.INFO,
+                "gcp_placement",
+                _path(spec, group, "capacity.mode"),
+                f"group '{group.name}' gets no compact placement policy: flex-start VMs take none, so its "
+                "VMs may be placed anywhere in the zone (farther apart than a compact policy's)",
+            )
+            continue
         series = series_of(group.instance_type)
         path = _path(spec, group, "count")
         if not series.compact_placement:

@@ -95,6 +95,9 @@ def test_max_run_duration_goes_with_flex_start_only(capacity, message):
     [
         ({"mode": "flex_start", "max_run_duration": "8d"}, "at most 7 days"),
         ({"mode": "flex_start", "max_run_duration": "2d"}, None),
+        # Below slurm-gcp's (and this catalog's) 10-minute floor: refused, where 1 s passed before.
+        ({"mode": "flex_start", "max_run_duration": "5m"}, "at least 0:10:00"),
+        ({"mode": "flex_start", "max_run_duration": "10m"}, None),
     ],
 )
 def test_flex_start_duration_limit(capacity, message):
@@ -194,3 +197,20 @@ def test_reservation_type_only_with_mode_reservation():
             "a3-megagpu-8g",
             node_groups=_groups("a3-megagpu-8g", {"mode": "spot", "reservation_type": "dense"}),
         )
+
+
+def test_a_flex_group_shorter_than_the_lifetime_warns_and_gets_no_placement_info(record):
+    """GCP audit N12: the placement INFO spoke of a compact policy flex groups never get."""
+    capacity = {"mode": "flex_start", "max_run_duration": "12h"}
+    spec = gcp_spec("a3-megagpu-8g", node_groups=_groups("a3-megagpu-8g", capacity), lifetime={"ttl": "2d"})
+    findings = run_checks(spec, load_catalog())
+    warnings = [f.message for f in findings if f.level is Level.WARNING and f.check == "gcp_capacity"]
+    expected = "max_run_duration 12:00:00, before the cluster's lifetime.ttl 2 days"
+    assert any(expected in w for w in warnings), warnings
+    placement = [f.message for f in findings if f.check == "gcp_placement"]
+    assert not any("max distance" in m for m in placement), placement
+    expected = "gets no compact placement policy: flex-start VMs take none"
+    assert any(expected in m for m in placement), placement
+    rec = record(spec)
+    assert rec.error is None, rec.error
+    assert not rec.of_type(POLICY), "a flex-start group got a placement policy"
