@@ -75,8 +75,7 @@ HOST_BACKEND = "local"
 def baker_for(spec: ClusterSpec | None) -> Baker | None:
     """The baker of the spec's backend (of this machine's without a spec), or None where none bakes."""
     backend = backend_for(spec) if spec is not None else backend_of(HOST_BACKEND)
-    baker: Baker | None = getattr(backend, "baker", None)
-    return baker
+    return backend.baker
 
 
 def spec_hash(spec: ClusterSpec) -> str | None:
