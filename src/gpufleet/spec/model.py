@@ -128,6 +128,9 @@ Version = Annotated[
     str,
     _pattern(r"^(distro|\d+(\.\d+){0,3}(-\d+)?)$", "expected a version such as 12.9 or 2.27.7, or 'distro'"),
 ]
+PytorchVersion = Annotated[
+    str, _pattern(r"^\d+\.\d+\.\d+$", "expected an exact PyTorch release such as 2.13.0")
+]
 AbsolutePath = Annotated[str, _pattern(r"^/[A-Za-z0-9._/-]*$", "expected an absolute path such as /shared")]
 
 
@@ -561,6 +564,13 @@ class Software(SpecModel):
         description="where CUDA and NCCL come from when the roles install them: NVIDIA's package "
         "repository, or NVIDIA's wheels on PyPI (sites without the repository; the local backend)",
     )
+    pytorch: PytorchVersion | None = Field(
+        default=None,
+        description="the PyTorch release roles/pytorch installs in a virtualenv (/opt/gpufleet/torch) on "
+        "every compute node, e.g. 2.13.0: the CPU build on nodes without GPUs, the CUDA build for "
+        "software.cuda on GPU nodes (docs/training.md). The training check (validation.training) needs it. "
+        "null: not installed",
+    )
     monitoring: bool = Field(
         default=False,
         description="install and run the monitoring stack (roles/monitoring, docs/monitoring.md): Prometheus "
@@ -658,6 +668,40 @@ class Collective(StrEnum):
     SCATTER = "scatter"
 
 
+class TrainingCheck(SpecModel):
+    """The training check: after nccl-tests, ``gpufleet validate`` runs the data-parallel PyTorch job of
+    examples/jobs/ (train.sbatch + train_ddp.py, exactly as users copy it) through Slurm on the same nodes,
+    sourcing the same NCCL environment file: NCCL on GPU nodes, gloo on CPU nodes. It passes when every rank
+    joins within ``join_timeout``, the parameters are bit-identical on every rank after ``steps`` steps and
+    the loss fell, no rank is a straggler (``max_step_spread``), DDP's all-reduce reaches
+    ``min_allreduce_fraction`` of nccl-tests' all_reduce at that size (GPU clusters), and a checkpoint written
+    to the shared filesystem reads back equal. Needs ``software.pytorch`` and a shared filesystem."""
+
+    enabled: bool = Field(default=False, description="run the training check (docs/training.md)")
+    steps: int = Field(default=60, ge=10, le=100000, description="DDP steps of the job")
+    checkpoint_every: int = Field(
+        default=20, ge=1, le=100000, description="steps between checkpoints (the last step always writes one)"
+    )
+    join_timeout: Duration = Field(
+        default=timedelta(minutes=2),
+        description="every rank must join the job's process group within this (torchrun's join_timeout)",
+    )
+    max_step_spread: float = Field(
+        default=1.5,
+        gt=1,
+        le=100,
+        description="the slowest rank's own step time (its compute + a gradient-sized send from it) over the "
+        "median rank's; above it the slowest ranks are named as stragglers",
+    )
+    min_allreduce_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1.5,
+        description="GPU clusters: DDP's gradient all-reduce bus bandwidth must reach this fraction of "
+        "nccl-tests' all_reduce at that message size (CPU clusters: reported only)",
+    )
+
+
 class ValidationSpec(SpecModel):
     """What ``gpufleet validate`` runs and what it expects."""
 
@@ -682,6 +726,10 @@ class ValidationSpec(SpecModel):
     find_bad_nodes: bool = True
     drain_bad_nodes: bool = False
     timeout: Duration = Field(default=timedelta(minutes=30))
+    training: TrainingCheck = Field(
+        default=TrainingCheck(),
+        description="the training check: a data-parallel PyTorch job through Slurm, gated (docs/training.md)",
+    )
 
     @field_validator("timeout")
     @classmethod
@@ -821,6 +869,21 @@ class ClusterSpec(SpecModel):
                         "capacity mode '{mode}' applies to clouds only; drop capacity or use on_demand",
                         {"mode": group.capacity.mode.value, "at": f"node_groups.{index}.capacity.mode"},
                     )
+        if self.validation.training.enabled:
+            if self.software.pytorch is None:
+                raise PydanticCustomError(
+                    "training_needs_pytorch",
+                    "validation.training needs PyTorch on the compute nodes: set software.pytorch "
+                    "(e.g. 2.13.0)",
+                    {"at": "software.pytorch"},
+                )
+            if self.filesystem.kind == "none":
+                raise PydanticCustomError(
+                    "training_needs_filesystem",
+                    "validation.training writes its checkpoint to the shared filesystem: add a filesystem "
+                    "(local: kind: volume), or set validation.training.enabled: false",
+                    {"at": "filesystem.kind"},
+                )
         return self
 
     # ---- derived views used by every later stage ------------------------------------------------

@@ -334,6 +334,11 @@ class SlurmRunner:
             ]
             return [future.result() for future in futures]
 
+    def run_command(self, command: str, timeout: float) -> tuple[int, str, str]:
+        """Any other job's command line (the training check's sbatch), with ``_run``'s handling of a run the
+        executor gave up on."""
+        return self._run(command, timeout)
+
     def slurm_states(self, nodes: Sequence[str]) -> dict[str, SlurmState]:
         rc, stdout, _stderr = self.executor.run(sinfo_command(nodes), 60.0)
         states: dict[str, SlurmState] = {}

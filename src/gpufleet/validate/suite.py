@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from gpufleet.errors import LogParseError, ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
-from gpufleet.validate.gate import FAIL, GateConfig, Verdict, judge
+from gpufleet.validate.gate import FAIL, Check, GateConfig, Verdict, judge
 from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
@@ -43,6 +44,8 @@ from gpufleet.validate.slurm import (
     parse_env_reports,
     parse_missing_env,
 )
+from gpufleet.validate.training import TrainingResult, judge_training, parse_training_log, plot_training
+from gpufleet.validate.training_job import TrainingJob
 
 
 @dataclass
@@ -56,6 +59,7 @@ class SuiteResult:
     drained: list[str]
     report: ReportFiles
     nodes: list[str] = field(default_factory=list)
+    training: TrainingResult | None = None
 
     @property
     def summary(self) -> str:
@@ -65,6 +69,8 @@ class SuiteResult:
             parts.append(f"unhealthy nodes: {', '.join(self.health.failed_nodes)}")
         if self.bisection is not None and self.bisection.bad_nodes:
             parts.append(f"bad nodes: {', '.join(self.bisection.bad_nodes)}")
+        if self.training is not None:
+            parts.append(self.training.summary)
         return f"{word}: " + " | ".join(parts)
 
 
@@ -303,6 +309,13 @@ def run_suite(
             if not verdict.passed and first_failure is None:
                 first_failure = (name, verdict, test)
 
+    training: TrainingResult | None = None
+    if validation.training.enabled:
+        all_reduce = next((test for test in tests if test.collective == "all_reduce"), None)
+        training = run_training(
+            spec, inventory, runner, nodes, out_dir, gpus=gpus, nccl_all_reduce=all_reduce
+        )
+
     context: dict[str, Any] = {
         "cluster": inventory.cluster,
         "instance type": instance_type,
@@ -316,6 +329,8 @@ def run_suite(
     sections: dict[str, Section] = {}
     if health is not None:
         sections["health"] = health
+    if training is not None:
+        sections["training"] = training
     report = write_report(
         out_dir, tests, verdicts, sections=sections, context=context, gate_min_bytes=validation.gate_min_bytes
     )
@@ -344,6 +359,9 @@ def run_suite(
         if bisection is not None:
             for node, why in bisection.bad_nodes.items():
                 to_drain.setdefault(node, f"gpufleet {bisection.collective}: {why}")
+        if training is not None:
+            for node, why in training.stragglers.items():
+                to_drain.setdefault(node, f"gpufleet training straggler: {why}")
         errors = []
         for node, reason in to_drain.items():
             rc, stderr = runner.drain([node], reason[:200])
@@ -369,5 +387,63 @@ def run_suite(
             context=context,
             gate_min_bytes=validation.gate_min_bytes,
         )
-    passed = bool(verdicts) and all(v.passed for v in verdicts) and (health is None or health.passed)
-    return SuiteResult(passed, tests, verdicts, runs, health, bisection, drained, report, nodes)
+    passed = (
+        bool(verdicts)
+        and all(v.passed for v in verdicts)
+        and (health is None or health.passed)
+        and (training is None or training.passed)
+    )
+    return SuiteResult(passed, tests, verdicts, runs, health, bisection, drained, report, nodes, training)
+
+
+def run_training(
+    spec: ClusterSpec,
+    inventory: Inventory,
+    runner: SlurmRunner,
+    nodes: list[str],
+    out_dir: Path,
+    *,
+    gpus: int,
+    nccl_all_reduce: TestResult | None,
+) -> TrainingResult:
+    """The training check (``validation.training``): examples/jobs/train.sbatch through Slurm on ``nodes``,
+    its output kept as logs/training.log, judged by ``training.judge_training``."""
+    config = spec.validation.training
+    filesystem = inventory.filesystem
+    mount = filesystem.get("mount_point") if filesystem.get("kind", "none") != "none" else None
+    if not nodes or not mount:
+        why = "no usable compute node left after the health checks" if not nodes else "no shared filesystem"
+        result = TrainingResult([], list(nodes), 0)
+        result.checks.append(Check("run", FAIL, f"the training job did not run: {why}"))
+        return result
+    extra = inventory.extra_vars
+    job = TrainingJob(
+        tuple(nodes),
+        gpus,
+        str(mount),
+        f"{inventory.cluster}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}",
+        runner.environment.env_file,
+        venv=str(extra.get("pytorch_venv") or "/opt/gpufleet/torch"),
+    )
+    minutes = max(1, int(spec.validation.timeout.total_seconds() // 60))
+    command = job.command(config, time_limit_minutes=minutes)
+    rc, stdout, stderr = runner.run_command(command, spec.validation.timeout.total_seconds())
+    log_name = "logs/training.log"
+    (out_dir / log_name).write_text(
+        f"# sbatch {job.folder}/train.sbatch\n{stdout}\n{stderr}", encoding="utf-8"
+    )
+    result = judge_training(
+        parse_training_log(f"{stdout}\n{stderr}"),
+        config,
+        nodes=list(nodes),
+        ranks_per_node=max(gpus, 1),
+        gpu=gpus > 0,
+        rc=rc,
+        stderr=stderr,
+        nccl_all_reduce=nccl_all_reduce,
+    )
+    result.command = f"sbatch --wait -N {len(nodes)} {job.folder}/train.sbatch"
+    result.log_file = log_name
+    if result.per_rank:
+        result.plot = plot_training(result, out_dir / "training.png")
+    return result

@@ -1,0 +1,514 @@
+"""The training check's verdict: read what examples/jobs/train_ddp.py printed and gate it.
+
+The job prints one ``GPUFLEET_TRAIN {json}`` line per rank and event (start, join, resume, checkpoint,
+summary) and train.sbatch one ``GPUFLEET_TRAIN_NODE host=... ifname=...`` line per node before torchrun
+starts; srun may prefix or interleave them. ``parse_training_log`` collects them, ``judge_training`` gates
+them against the spec's ``validation.training``:
+
+- join: every expected rank joined the process group, each within ``join_timeout``; else the ranks and the
+  nodes that did not, and the interface the nodes' NCCL environment named;
+- parameters: after the last step every rank's parameter hash is the same, and the mean loss fell;
+- stragglers: each rank's own step time, its compute (forward and backward without the all-reduce) plus a
+  gradient-sized broadcast from it (its link), over the median rank's. In a DDP step every rank waits for
+  the slowest, so the step's wall time is the same everywhere and names nobody; the parts do. Above
+  ``max_step_spread`` the slow ranks' nodes are named with the part that is slow;
+- all-reduce: DDP's bucket all-reduces, as the job's communication hook timed them, as bus bandwidth
+  (nccl-tests' formula for all_reduce, 2(n-1)/n x bytes / time); on GPU clusters at least
+  ``min_allreduce_fraction`` of nccl-tests' all_reduce at the nearest size of the same run, else reported;
+- checkpoint: written (torch.distributed.checkpoint, atomically) and read back into a fresh model with the
+  same parameter hash on every rank; write and read bandwidth reported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.spec.model import TrainingCheck
+from gpufleet.spec.units import format_bytes
+from gpufleet.validate.gate import FAIL, INFO, PASS, WARN, Check
+from gpufleet.validate.models import TestResult
+
+MARKER = "GPUFLEET_TRAIN "
+_NODE_LINE = re.compile(
+    r"GPUFLEET_TRAIN_NODE host=(?P<host>\S+)(?: ifname=(?P<ifname>\S*))?(?: missing (?P<missing>\S+))?"
+)
+
+
+@dataclass
+class TrainingLog:
+    """What one run of the job printed, by kind: rank -> the rank's JSON object."""
+
+    starts: dict[int, dict[str, Any]] = field(default_factory=dict)
+    joins: dict[int, dict[str, Any]] = field(default_factory=dict)
+    summaries: dict[int, dict[str, Any]] = field(default_factory=dict)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    resumes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)  # host -> interface its env file named
+    missing_env: dict[str, str] = field(default_factory=dict)  # host -> env file it could not source
+
+
+def parse_training_log(text: str) -> TrainingLog:
+    """Every ``GPUFLEET_TRAIN`` object in ``text``; several on one line (ranks sharing a file) are split."""
+    log = TrainingLog()
+    decoder = json.JSONDecoder()
+    for line in text.splitlines():
+        node = _NODE_LINE.search(line)
+        if node:
+            if node["missing"]:
+                log.missing_env[node["host"]] = node["missing"]
+            else:
+                log.nodes[node["host"]] = node["ifname"] or ""
+            continue
+        at = line.find(MARKER)
+        while at >= 0:
+            try:
+                data, end = decoder.raw_decode(line, at + len(MARKER))
+            except json.JSONDecodeError:
+                break
+            if isinstance(data, dict):
+                _record(log, data)
+            at = line.find(MARKER, end)
+    return log
+
+
+def _record(log: TrainingLog, data: dict[str, Any]) -> None:
+    kind, rank = data.get("kind"), data.get("rank")
+    if not isinstance(rank, int):
+        return
+    if kind == "start":
+        log.starts[rank] = data
+    elif kind == "join":
+        log.joins[rank] = data
+    elif kind == "resume":
+        log.resumes[rank] = data
+    elif kind == "summary":
+        log.summaries[rank] = data
+    elif kind == "checkpoint":
+        log.checkpoints.append(data)
+
+
+@dataclass
+class TrainingResult:
+    """The training check's verdict: a report section (``report.Section``)."""
+
+    checks: list[Check]
+    nodes: list[str]
+    ranks: int
+    figures: dict[str, Any] = field(default_factory=dict)
+    per_rank: list[dict[str, Any]] = field(default_factory=list)
+    stragglers: dict[str, str] = field(default_factory=dict)  # node -> why
+    command: str = ""
+    log_file: str = ""
+    plot: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(check.status is not FAIL for check in self.checks)
+
+    @property
+    def summary(self) -> str:
+        failed = [check.message for check in self.checks if check.status is FAIL]
+        return "training: " + ("; ".join(failed) if failed else "passed")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "nodes": self.nodes,
+            "ranks": self.ranks,
+            "checks": [check.to_json() for check in self.checks],
+            "figures": self.figures,
+            "per_rank": self.per_rank,
+            "stragglers": self.stragglers,
+            "command": self.command,
+            "log": self.log_file,
+            "plot": self.plot.name if self.plot else None,
+        }
+
+    def markdown(self) -> list[str]:
+        lines = [f"## Training check: {'PASS' if self.passed else '**FAIL**'}", ""]
+        lines.append(
+            f"A data-parallel PyTorch job (examples/jobs/train.sbatch) on {len(self.nodes)} node(s), "
+            f"{self.ranks} rank(s); log: {self.log_file or '-'}"
+        )
+        lines.append("")
+        marks = {PASS: "ok", FAIL: "FAIL", WARN: "warn", INFO: "info"}
+        lines.extend(f"- [{marks.get(c.status, 'info')}] {c.name}: {c.message}" for c in self.checks)
+        if self.figures:
+            lines += ["", "| figure | value |", "|---|---|"]
+            lines.extend(f"| {name} | {value} |" for name, value in self.figures.items())
+        if self.plot is not None:
+            lines += [
+                "",
+                f"![each rank's own step time: compute and the broadcast from it]({self.plot.name})",
+            ]
+        if self.per_rank:
+            lines += [
+                "",
+                "| rank | node | join (s) | median step (s) | compute (s) | broadcast from it (s) "
+                "| own step (s) "
+                "| parameters |",
+                "|---:|---|---:|---:|---:|---:|---:|---|",
+            ]
+            for row in self.per_rank:
+                lines.append(
+                    "| "
+                    + " | ".join(
+                        "-" if row.get(key) is None else str(row[key])
+                        for key in (
+                            "rank",
+                            "host",
+                            "join_s",
+                            "step_s",
+                            "compute_s",
+                            "broadcast_s",
+                            "own_s",
+                            "hash",
+                        )
+                    )
+                    + " |"
+                )
+        return lines
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def judge_training(
+    log: TrainingLog,
+    config: TrainingCheck,
+    *,
+    nodes: list[str],
+    ranks_per_node: int,
+    gpu: bool,
+    rc: int,
+    stderr: str = "",
+    nccl_all_reduce: TestResult | None = None,
+) -> TrainingResult:
+    """Gate one run of the job on ``nodes`` (``ranks_per_node`` each); see the module doc."""
+    expected = len(nodes) * max(ranks_per_node, 1)
+    checks: list[Check] = []
+    figures: dict[str, Any] = {}
+    result = TrainingResult(checks, list(nodes), expected, figures)
+    interfaces = sorted({name for name in log.nodes.values() if name}) or ["(none named)"]
+
+    # -- join ---------------------------------------------------------------------------------------------
+    bound = config.join_timeout.total_seconds()
+    joined = {rank: data for rank, data in log.joins.items() if 0 <= rank < expected}
+    late = {rank: data for rank, data in joined.items() if float(data.get("join_s", 0)) > bound}
+    missing = sorted(set(range(expected)) - set(joined))
+    if log.missing_env:
+        shown = ", ".join(f"{host} ({path})" for host, path in sorted(log.missing_env.items()))
+        checks.append(
+            Check("environment", FAIL, f"no NCCL environment file on {shown}: run gpufleet configure")
+        )
+    if missing or late:
+        started_hosts = {str(data.get("host")) for data in log.starts.values()} | set(log.nodes)
+        silent = [
+            node for node in nodes if node not in started_hosts and node.split(".")[0] not in started_hosts
+        ]
+        parts = []
+        if missing:
+            parts.append(f"rank(s) {_ranges(missing)} of {expected} did not join")
+        if late:
+            parts.append(
+                "joined after the "
+                + f"{bound:g} s bound: "
+                + ", ".join(
+                    f"rank {r} on {d.get('host')} ({float(d['join_s']):.1f} s)"
+                    for r, d in sorted(late.items())
+                )
+            )
+        if silent:
+            parts.append(f"no rank started on {', '.join(silent)}")
+        elif missing:
+            parts.append(f"torchrun started on {', '.join(sorted(started_hosts)) or 'no node'}")
+        parts.append(
+            f"interface {', '.join(interfaces)} "
+            "(NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME of the nodes' env file)"
+        )
+        tail = (stderr.strip().splitlines() or [""])[-1][:300]
+        if tail:
+            parts.append(f"last error: {tail}")
+        checks.append(Check("join", FAIL, "; ".join(parts)))
+    else:
+        slowest = max((float(d.get("join_s", 0)) for d in joined.values()), default=0.0)
+        checks.append(
+            Check(
+                "join", PASS, f"{expected} rank(s) joined, the slowest in {slowest:.2f} s (bound {bound:g} s)"
+            )
+        )
+        figures["join, slowest rank (s)"] = _rounded(slowest)
+
+    summaries = {rank: data for rank, data in log.summaries.items() if 0 <= rank < expected}
+    if len(summaries) < expected:
+        absent = sorted(set(range(expected)) - set(summaries))
+        checks.append(
+            Check(
+                "finish",
+                FAIL,
+                f"rank(s) {_ranges(absent)} printed no summary (the job exit code {rc}); see the job log",
+            )
+        )
+    if not summaries:
+        return result
+    if rc != 0 and len(summaries) == expected:
+        checks.append(Check("exit", FAIL, f"every rank finished but the job exited with code {rc}"))
+
+    # -- parameters and loss -------------------------------------------------------------------------------
+    hashes = {rank: str(data.get("param_hash")) for rank, data in summaries.items()}
+    if len(set(hashes.values())) == 1:
+        checks.append(
+            Check(
+                "parameters",
+                PASS,
+                f"bit-identical on all {len(hashes)} rank(s) after step "
+                f"{summaries[min(summaries)].get('last_step')} (hash {next(iter(hashes.values()))})",
+            )
+        )
+    else:
+        groups: dict[str, list[int]] = {}
+        for rank, value in sorted(hashes.items()):
+            groups.setdefault(value, []).append(rank)
+        shown = "; ".join(f"{value}: rank(s) {_ranges(ranks)}" for value, ranks in groups.items())
+        checks.append(
+            Check("parameters", FAIL, f"the ranks' parameters differ after the last step ({shown})")
+        )
+    firsts = [float(d["first_loss"]) for d in summaries.values() if d.get("first_loss") is not None]
+    lasts = [float(d["last_loss"]) for d in summaries.values() if d.get("last_loss") is not None]
+    if firsts and lasts:
+        first, last = statistics.fmean(firsts), statistics.fmean(lasts)
+        figures["loss, first -> last step (mean of ranks)"] = f"{first:.4f} -> {last:.4f}"
+        status = PASS if last < first else FAIL
+        checks.append(
+            Check(
+                "loss",
+                status,
+                f"mean loss {first:.4f} -> {last:.4f}" + ("" if last < first else ": it did not fall"),
+            )
+        )
+
+    # -- stragglers ---------------------------------------------------------------------------------------
+    broadcast = next((d.get("broadcast_s") for d in summaries.values() if d.get("broadcast_s")), None) or []
+    own: dict[int, float] = {}
+    for rank, data in sorted(summaries.items()):
+        steps = [float(x) for x in data.get("step_s") or []]
+        compute = data.get("compute_s")
+        send = broadcast[rank] if rank < len(broadcast) else None
+        if compute is not None and send is not None:
+            own[rank] = float(compute) + float(send)
+        result.per_rank.append(
+            {
+                "rank": rank,
+                "host": data.get("host"),
+                "join_s": data.get("join_s"),
+                "step_s": _rounded(statistics.median(steps)) if steps else None,
+                "compute_s": compute,
+                "broadcast_s": send,
+                "own_s": _rounded(own[rank]) if rank in own else None,
+                "hash": data.get("param_hash"),
+            }
+        )
+    if len(own) >= 2:
+        middle = statistics.median(own.values())
+        worst = max(own.values())
+        spread = worst / middle if middle > 0 else float("inf")
+        figures["own step time spread, max/median"] = _rounded(spread)
+        figures["straggler bound"] = config.max_step_spread
+        if spread <= config.max_step_spread:
+            checks.append(
+                Check(
+                    "stragglers",
+                    PASS,
+                    f"own step time max/median {spread:.2f} (bound {config.max_step_spread:g})",
+                )
+            )
+        else:
+            computes = statistics.median(float(summaries[r]["compute_s"]) for r in own)
+            sends = statistics.median(float(broadcast[r]) for r in own)
+            for rank, value in sorted(own.items(), key=lambda item: -item[1]):
+                if value <= config.max_step_spread * middle:
+                    continue
+                host = str(summaries[rank].get("host"))
+                compute, send = float(summaries[rank]["compute_s"]), float(broadcast[rank])
+                part = (
+                    f"its link: a {format_bytes(int(summaries[rank].get('grad_bytes') or 0))} broadcast "
+                    "from it "
+                    f"takes {send:.3g} s (median rank {sends:.3g} s)"
+                    if send - sends >= compute - computes
+                    else f"its compute: forward+backward {compute:.3g} s (median rank {computes:.3g} s)"
+                )
+                why = f"rank {rank}: own step {value:.3g} s, {value / middle:.1f} x the median rank's; {part}"
+                result.stragglers.setdefault(host, why)
+            named = "; ".join(f"{host} ({why})" for host, why in result.stragglers.items())
+            checks.append(
+                Check(
+                    "stragglers",
+                    FAIL,
+                    f"own step time max/median {spread:.2f} > {config.max_step_spread:g}: {named}",
+                )
+            )
+    else:
+        checks.append(Check("stragglers", WARN, "the job printed no per-rank compute and broadcast times"))
+    steps_all = [float(x) for d in summaries.values() for x in d.get("step_s") or []]
+    if steps_all:
+        figures["DDP step, median of all ranks (s)"] = _rounded(statistics.median(steps_all))
+    ttfs = [
+        float(d["time_to_first_step_s"])
+        for d in summaries.values()
+        if d.get("time_to_first_step_s") is not None
+    ]
+    if ttfs:
+        figures["time to first step, slowest rank (s)"] = _rounded(max(ttfs))
+
+    # -- DDP all-reduce -----------------------------------------------------------------------------------
+    world = len(summaries)
+    samples = [
+        (int(e["bytes"]), float(e["s"]))
+        for d in summaries.values()
+        for e in d.get("allreduce") or []
+        if float(e.get("s", 0)) > 0
+    ]
+    if samples and world > 1:
+        size = statistics.median(size for size, _ in samples)
+        busbw = statistics.median(b / s * 2 * (world - 1) / world for b, s in samples) / 1e9
+        figures["DDP all-reduce bus bandwidth (GB/s)"] = f"{_rounded(busbw)} at {format_bytes(int(size))}"
+        reference = _nccl_busbw_at(nccl_all_reduce, int(size)) if nccl_all_reduce is not None else None
+        if gpu and reference is not None:
+            needed = config.min_allreduce_fraction * reference[1]
+            status = PASS if busbw >= needed else FAIL
+            checks.append(
+                Check(
+                    "allreduce",
+                    status,
+                    f"DDP all-reduce {busbw:.3g} GB/s at {format_bytes(int(size))}; nccl-tests all_reduce "
+                    f"{reference[1]:.3g} GB/s at {format_bytes(reference[0])}, needed "
+                    f"{config.min_allreduce_fraction:g} x = {needed:.3g}",
+                )
+            )
+        else:
+            why = (
+                "CPU ranks: reported, not gated"
+                if not gpu
+                else "no nccl-tests all_reduce row to compare with"
+            )
+            if reference is not None:
+                why += f"; nccl-tests all_reduce {reference[1]:.3g} GB/s at {format_bytes(reference[0])}"
+            checks.append(
+                Check(
+                    "allreduce", INFO, f"DDP all-reduce {busbw:.3g} GB/s at {format_bytes(int(size))} ({why})"
+                )
+            )
+
+    # -- checkpoint ---------------------------------------------------------------------------------------
+    readbacks = {
+        rank: d["checkpoint"] for rank, d in summaries.items() if isinstance(d.get("checkpoint"), dict)
+    }
+    if not readbacks:
+        checks.append(Check("checkpoint", FAIL, "no rank reported a checkpoint written and read back"))
+    else:
+        unequal = sorted(rank for rank, c in readbacks.items() if not c.get("equal"))
+        size = next((int(c["bytes"]) for c in readbacks.values() if c.get("bytes")), 0)
+        write_s = max(float(c.get("write_s") or 0) for c in readbacks.values())
+        read_s = max(float(c.get("read_s") or 0) for c in readbacks.values())
+        path = next(iter(readbacks.values())).get("path")
+        if size and write_s > 0:
+            figures["checkpoint write (MB/s)"] = (
+                f"{_rounded(size / write_s / 1e6)} ({format_bytes(size)} in {write_s:.3g} s)"
+            )
+        if size and read_s > 0:
+            figures["checkpoint read (MB/s)"] = (
+                f"{_rounded(size / read_s / 1e6)} ({format_bytes(size)} in {read_s:.3g} s)"
+            )
+        if unequal or len(readbacks) < len(summaries):
+            absent = sorted(set(summaries) - set(readbacks))
+            checks.append(
+                Check(
+                    "checkpoint",
+                    FAIL,
+                    f"{path}: read back different on rank(s) {_ranges(unequal) or '-'}"
+                    + (f", not read on rank(s) {_ranges(absent)}" if absent else ""),
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "checkpoint",
+                    PASS,
+                    f"{path} ({format_bytes(size)}) written atomically and read back equal on every rank",
+                )
+            )
+    return result
+
+
+def plot_training(result: TrainingResult, path: Path) -> Path:
+    """Each rank's own step time as a stacked bar (compute, then the broadcast from it), the median rank's
+    times the straggler bound drawn in; stragglers in red."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    rows = [row for row in result.per_rank if row.get("own_s") is not None]
+    figure, axes = plt.subplots(figsize=(max(6, 0.5 * len(rows) + 3), 4.5), dpi=120)
+    labels = [f"{row['rank']}\n{row['host']}" for row in rows]
+    compute = [float(row["compute_s"]) * 1000 for row in rows]
+    send = [float(row["broadcast_s"]) * 1000 for row in rows]
+    slow = [str(row["host"]) in result.stragglers for row in rows]
+    axes.bar(labels, compute, color="tab:blue", label="compute (forward+backward, no all-reduce)")
+    axes.bar(
+        labels,
+        send,
+        bottom=compute,
+        color=["tab:red" if s else "tab:orange" for s in slow],
+        label="broadcast from it",
+    )
+    if rows:
+        middle = statistics.median(float(row["own_s"]) for row in rows) * 1000
+        spread = result.figures.get("own step time spread, max/median")
+        axes.axhline(
+            middle, color="0.3", linestyle="dotted", linewidth=1, label=f"median rank {middle:.3g} ms"
+        )
+        bound = result.figures.get("straggler bound")
+        if bound:
+            axes.axhline(
+                middle * bound,
+                color="red",
+                linestyle="dashed",
+                linewidth=1,
+                label=f"bound {bound:g} x median",
+            )
+        axes.set_title(f"training check: each rank's own step time (max/median {spread})")
+    axes.set_ylabel("ms")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def _nccl_busbw_at(test: TestResult, size: int) -> tuple[int, float] | None:
+    """nccl-tests' out-of-place busbw at the row nearest ``size`` (the smallest at or above it, else the
+    largest)."""
+    rows = sorted((row.size, row.busbw) for row in test.rows if row.busbw is not None and row.size > 0)
+    if not rows:
+        return None
+    above = [row for row in rows if row[0] >= size]
+    chosen = above[0] if above else rows[-1]
+    return chosen[0], float(chosen[1] or 0.0)
+
+
+def _ranges(values: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for value in sorted(values):
+        if runs and runs[-1][1] == value - 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

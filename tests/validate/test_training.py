@@ -1,0 +1,192 @@
+"""The training check's parser and gate, on captured output of real runs of examples/jobs/train_ddp.py
+(data/training/README.md says how each was made)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from gpufleet.spec.model import TrainingCheck
+from gpufleet.validate.gate import FAIL, INFO, PASS
+from gpufleet.validate.models import Half, Row, TestResult
+from gpufleet.validate.training import judge_training, parse_training_log
+
+DATA = Path(__file__).parent / "data" / "training"
+CONFIG = TrainingCheck(enabled=True, steps=40, checkpoint_every=10, max_step_spread=3.0)
+
+
+def read(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def statuses(result) -> dict[str, str]:
+    return {check.name: check.status.value for check in result.checks}
+
+
+def test_a_healthy_run_passes_every_gate() -> None:
+    log = parse_training_log(read("healthy-2ranks.log"))
+    assert sorted(log.summaries) == [0, 1] and sorted(log.joins) == [0, 1]
+    result = judge_training(log, CONFIG, nodes=["vm"], ranks_per_node=2, gpu=False, rc=0)
+    assert result.passed, [c.message for c in result.checks]
+    assert statuses(result) == {
+        "join": "pass",
+        "parameters": "pass",
+        "loss": "pass",
+        "stragglers": "pass",
+        "allreduce": "info",
+        "checkpoint": "pass",
+    }
+    assert "cc4a8540914eedd3" in next(c.message for c in result.checks if c.name == "parameters")
+    assert "CPU ranks: reported, not gated" in next(c.message for c in result.checks if c.name == "allreduce")
+    assert result.figures["checkpoint write (MB/s)"].endswith("s)")
+    assert "DDP all-reduce bus bandwidth (GB/s)" in result.figures
+    markdown = "\n".join(result.markdown())
+    assert "## Training check: PASS" in markdown and "| 1 | vm |" in markdown
+
+
+def test_lines_of_two_ranks_on_one_line_are_both_read() -> None:
+    lines = read("healthy-2ranks.log").splitlines()
+    summaries = [line for line in lines if '"kind": "summary"' in line]
+    glued = "srun: " + summaries[0] + summaries[1]  # what an unflushed pair of writes looked like
+    assert sorted(parse_training_log(glued).summaries) == [0, 1]
+
+
+def test_a_rank_that_never_joined_is_named_with_its_node_and_the_interface() -> None:
+    text = read("join-timeout.log")
+    text = "GPUFLEET_TRAIN_NODE host=e2e-compute-0 ifname=eth0 fabric=ethernet\n" + text
+    result = judge_training(
+        parse_training_log(text),
+        CONFIG,
+        nodes=["e2e-compute-0", "e2e-compute-1"],
+        ranks_per_node=1,
+        gpu=False,
+        rc=1,
+        stderr=read("join-timeout.log"),
+    )
+    assert not result.passed
+    join = next(c for c in result.checks if c.name == "join")
+    assert join.status is FAIL
+    assert "rank(s) 0-1 of 2 did not join" in join.message
+    assert "no rank started on e2e-compute-1" in join.message
+    assert "interface eth0" in join.message and "RendezvousTimeoutError" in join.message
+
+
+def test_a_late_join_fails_against_the_bound() -> None:
+    strict = CONFIG.model_copy(update={"join_timeout": timedelta(milliseconds=100)})
+    log = parse_training_log(read("healthy-2ranks.log"))
+    result = judge_training(log, strict, nodes=["vm"], ranks_per_node=2, gpu=False, rc=0)
+    join = next(c for c in result.checks if c.name == "join")
+    assert join.status is FAIL and "rank 0 on vm (0.6 s)" in join.message, join.message
+
+
+def test_different_parameters_fail_and_name_the_ranks() -> None:
+    text = read("healthy-2ranks.log")
+    rank1 = next(line for line in text.splitlines() if '"kind": "summary"' in line and '"rank": 1' in line)
+    changed = text.replace(
+        rank1, rank1.replace('"param_hash": "cc4a8540914eedd3"', '"param_hash": "0000000000000000"')
+    )
+    result = judge_training(
+        parse_training_log(changed), CONFIG, nodes=["vm"], ranks_per_node=2, gpu=False, rc=0
+    )
+    parameters = next(c for c in result.checks if c.name == "parameters")
+    assert parameters.status is FAIL
+    assert (
+        "cc4a8540914eedd3: rank(s) 0" in parameters.message
+        and "0000000000000000: rank(s) 1" in parameters.message
+    )
+
+
+def test_the_slowest_rank_is_named_with_the_part_that_is_slow() -> None:
+    # three-ranks.log: rank 2's own step (compute 10.2 ms + broadcast from it 1.9 ms) is 1.11 x the median
+    # rank's; a bound of 1.05 names it, the default 1.5 does not.
+    log = parse_training_log(read("three-ranks.log"))
+    nodes = ["vm"]
+    loose = judge_training(log, TrainingCheck(enabled=True), nodes=nodes, ranks_per_node=3, gpu=False, rc=0)
+    assert statuses(loose)["stragglers"] == "pass" and loose.stragglers == {}
+    tight = TrainingCheck(enabled=True, max_step_spread=1.05)
+    result = judge_training(log, tight, nodes=nodes, ranks_per_node=3, gpu=False, rc=0)
+    check = next(c for c in result.checks if c.name == "stragglers")
+    assert check.status is FAIL
+    assert list(result.stragglers) == ["vm"]
+    assert result.stragglers["vm"].startswith(
+        "rank 2: own step 0.0121 s, 1.1 x the median rank's; its compute"
+    )
+
+
+def test_gpu_all_reduce_is_gated_against_nccl_tests_at_that_size() -> None:
+    log = parse_training_log(read("healthy-2ranks.log"))
+    bucket = 546856  # the run's one DDP bucket, bytes
+
+    def nccl(busbw: float) -> TestResult:
+        test = TestResult(file="all_reduce.log", collective="all_reduce")
+        for size in (262144, 1048576):
+            half = Half(time_us=1.0, algbw=busbw, busbw=busbw, wrong=0)
+            test.rows.append(Row(size, size // 4, "float", "sum", -1, half, half, 1))
+        return test
+
+    low = judge_training(
+        log, CONFIG, nodes=["vm"], ranks_per_node=2, gpu=True, rc=0, nccl_all_reduce=nccl(0.001)
+    )
+    check = next(c for c in low.checks if c.name == "allreduce")
+    assert check.status is PASS and "all_reduce 0.001 GB/s at 1M" in check.message, check.message
+    high = judge_training(
+        log, CONFIG, nodes=["vm"], ranks_per_node=2, gpu=True, rc=0, nccl_all_reduce=nccl(1000.0)
+    )
+    check = next(c for c in high.checks if c.name == "allreduce")
+    assert check.status is FAIL and "needed 0.5 x = 500" in check.message, check.message
+    assert bucket < 1048576
+
+
+def test_a_stopped_run_is_not_a_pass_and_the_resumed_one_ends_where_an_uninterrupted_one_does() -> None:
+    stopped = parse_training_log(read("stopped.log"))
+    assert all(summary["stopped"] for summary in stopped.summaries.values())
+    result = judge_training(stopped, CONFIG, nodes=["vm"], ranks_per_node=2, gpu=False, rc=1)
+    assert not result.passed and statuses(result)["checkpoint"] == "fail"
+    resumed = parse_training_log(read("resumed.log"))
+    assert {r["path"] for r in resumed.resumes.values()} == {stopped.checkpoints[-1]["path"]}
+    healthy = parse_training_log(read("healthy-2ranks.log"))
+    assert {s["param_hash"] for s in resumed.summaries.values()} == {
+        s["param_hash"] for s in healthy.summaries.values()
+    }
+
+
+def test_no_output_at_all_fails_with_the_exit_code() -> None:
+    result = judge_training(
+        parse_training_log(""), CONFIG, nodes=["a", "b"], ranks_per_node=1, gpu=False, rc=98
+    )
+    assert not result.passed
+    assert "(the job exit code 98)" in next(c.message for c in result.checks if c.name == "finish")
+
+
+@pytest.mark.parametrize("status", [PASS, INFO])
+def test_info_and_pass_do_not_fail(status) -> None:
+    from gpufleet.validate.gate import Check
+    from gpufleet.validate.training import TrainingResult
+
+    assert TrainingResult([Check("x", status, "m")], ["a"], 1).passed
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"software": {}}, "validation.training needs PyTorch on the compute nodes: set software.pytorch"),
+        ({"filesystem": {"kind": "none"}}, "writes its checkpoint to the shared filesystem"),
+        ({"software": {"pytorch": "2.13"}}, "expected an exact PyTorch release such as 2.13.0"),
+        ({}, None),
+    ],
+)
+def test_the_spec_asks_for_what_the_check_needs(changes: dict, message: str | None) -> None:
+    import yaml
+
+    from gpufleet.errors import SpecError
+    from gpufleet.spec.load import parse_spec
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "local.yaml").read_text())
+    data.update(changes)
+    if message is None:
+        assert parse_spec(yaml.safe_dump(data)).validation.training.enabled
+        return
+    with pytest.raises(SpecError, match=message):
+        parse_spec(yaml.safe_dump(data))
