@@ -276,7 +276,11 @@ def _scenario(prom: PrometheusClient, ctl: str, c0: str, c1: str) -> dict[str, s
 def test_monitoring_busy_idle_alerts_util_and_down(cluster, baked_image: dict) -> None:
     cli, spec, state = cluster
     data = yaml.safe_load(spec.read_text())
-    data["software"] = {**(data.get("software") or {}), "monitoring": True}
+    # Monitoring on; PyTorch off (this test trains nothing, and its nodes install every role: no baked image
+    # has monitoring in it).
+    data["software"] = {key: value for key, value in (data.get("software") or {}).items() if key != "pytorch"}
+    data["software"]["monitoring"] = True
+    data["validation"]["training"] = {"enabled": False}
     mon = spec.with_name("monitoring.yaml")
     mon.write_text(yaml.safe_dump(data))
     ctl, c0, c1 = f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"
