@@ -152,6 +152,17 @@ def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> N
     env_file = "\n".join(podman("exec", f"{NAME}-compute-0", "cat", "/etc/gpufleet/nccl.env"))
     assert "export NCCL_NET=Socket" in env_file and "export NCCL_SOCKET_IFNAME=eth0" in env_file, env_file
     assert (state.parent / "report" / "busbw.png").stat().st_size > 10_000
+    # The training check (validation.training): examples/jobs/train.sbatch through Slurm on both nodes.
+    training = report["training"]
+    assert training["passed"] is True, json.dumps(training, indent=1)[:4000]
+    assert {c["name"]: c["status"] for c in training["checks"]} == {
+        "join": "pass", "parameters": "pass", "loss": "pass", "stragglers": "pass", "allreduce": "info",
+        "checkpoint": "pass",
+    }  # fmt: skip
+    assert sorted(r["host"] for r in training["per_rank"]) == [f"{NAME}-compute-0", f"{NAME}-compute-1"]
+    assert (state.parent / "report" / "training.png").stat().st_size > 5_000
+    print(f"\ntraining check figures: {json.dumps(training['figures'])}")
+    kill_a_node_and_resume(spec, reference=training["per_rank"][0]["hash"])
 
     # The same roles a second time change nothing.
     second = cli.json("configure", str(spec))
@@ -161,6 +172,7 @@ def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> N
     impossible = yaml.safe_load(spec.read_text())
     impossible["validation"]["min_busbw"] = {"all_reduce": 10_000.0, "all_gather": 10_000.0}
     impossible["validation"]["find_bad_nodes"] = False
+    impossible["validation"]["training"]["enabled"] = False  # judged above; this run is about the floor
     strict = spec.with_name("strict.yaml")
     strict.write_text(yaml.safe_dump(impossible))
     failed = cli.json("validate", str(strict), "--out", str(state.parent / "strict"), expect=1)
@@ -188,6 +200,51 @@ def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> N
 
     # down on a cluster that is already gone is harmless.
     assert cli.json("down", str(spec))["removed"] == []
+
+
+# ---- recovery of a training job (issue 19, docs/training.md) -----------------------------------------
+
+
+def kill_a_node_and_resume(spec: Path, *, reference: str) -> None:
+    """examples/jobs/train.sbatch on both compute nodes; the second is killed (podman kill) once a checkpoint
+    is complete; the job requeues itself, the node is started again, and the job resumes from the newest
+    complete checkpoint, ending with the parameters of the uninterrupted run the training check made
+    (``reference``: same seed, steps and ranks)."""
+    steps = yaml.safe_load(spec.read_text())["validation"]["training"]["steps"]
+    ctl, victim = f"{NAME}-controller", f"{NAME}-compute-1"
+    folder = "/shared/recovery"
+    _sh(ctl, f"mkdir -p {folder}/checkpoints")
+    for name in ("train.sbatch", "train_ddp.py"):
+        podman("cp", str(ROOT / "examples" / "jobs" / name), f"{ctl}:{folder}/{name}")
+    started = time.monotonic()
+    settings = f"TRAIN_STEPS={steps} TRAIN_CHECKPOINT_EVERY=10 TRAIN_STEP_DELAY=0.5"
+    settings += f" TRAIN_CHECKPOINT_DIR={folder}/checkpoints"
+    job = _sh(ctl, f"cd {folder} && {settings} sbatch --parsable -N2 --output={folder}/job.out train.sbatch")[
+        0
+    ]
+
+    def complete() -> list[int]:
+        found = _sh(ctl, f"cd {folder}/checkpoints && ls -d step-*/COMPLETE 2>/dev/null || true")
+        return sorted(int(line.split("/")[0][5:]) for line in found if line.startswith("step-"))
+
+    _wait("a complete checkpoint", lambda: [n for n in complete() if n >= 20], timeout=300)
+    podman("kill", victim)
+    killed_at = complete()
+    print(f"killed {victim} with complete checkpoints {killed_at}, {time.monotonic() - started:.0f} s in")
+    requeued = f"grep -c GPUFLEET_TRAIN_REQUEUE {folder}/job.out || true"
+    _wait(f"job {job} requeued", lambda: _sh(ctl, requeued) not in ([], ["0"]), timeout=240)
+    podman("start", victim)
+    _wait(f"job {job} to finish", lambda: _sh(ctl, f"cat {folder}/checkpoints/DONE 2>/dev/null || true"), 600)
+    done = json.loads(_sh(ctl, f"cat {folder}/checkpoints/DONE")[0])
+    log = "\n".join(_sh(ctl, f"cat {folder}/job.out"))
+    resumed = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines()
+               if line.startswith("GPUFLEET_TRAIN ") and '"kind": "resume"' in line]  # fmt: skip
+    print(f"recovered in {time.monotonic() - started:.0f} s; resumes: {[r['start_step'] for r in resumed]}")
+    # The second attempt started from the newest checkpoint complete when the node died: what was lost is
+    # at most the steps after it, fewer than one interval (10).
+    assert {r["start_step"] for r in resumed if r["path"]} == {killed_at[-1]}, (killed_at, resumed)
+    assert done["step"] == steps and done["hash"] == reference, (done, reference)
+    _sh(ctl, f"rm -rf {folder}")
 
 
 # ---- monitoring (issue 20, docs/monitoring.md) ---------------------------------------------------------
