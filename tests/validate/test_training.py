@@ -190,3 +190,75 @@ def test_the_spec_asks_for_what_the_check_needs(changes: dict, message: str | No
         return
     with pytest.raises(SpecError, match=message):
         parse_spec(yaml.safe_dump(data))
+
+
+def test_the_suite_submits_the_template_after_the_collectives_and_reports_it(tmp_path: Path) -> None:
+    """run_suite with validation.training on: after the collectives, one login-node command that writes
+    examples/jobs/ to the shared filesystem and submits train.sbatch with sbatch --wait on the usable nodes;
+    its output (here the captured three-rank run) becomes the report's training section and plot."""
+    import base64
+    import json
+    import re
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from validate_fakes import FakeSlurm
+
+    from gpufleet.inventory.model import Host, Inventory
+    from gpufleet.spec import parse_spec
+    from gpufleet.spec.model import FabricKind, Role
+    from gpufleet.validate.suite import run_suite
+
+    root = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((root / "examples" / "local.yaml").read_text())
+    data["node_groups"][1]["count"] = 3
+    spec = parse_spec(yaml.safe_dump(data))
+    nodes = [f"demo-compute-{index}" for index in range(3)]
+    hosts = [
+        Host(
+            name="demo-controller",
+            roles=[Role.CONTROLLER, Role.LOGIN],
+            address="10.0.0.1",
+            private_ip="10.0.0.1",
+            instance_type="local",
+            cpus=1,
+            memory_mb=1024,
+        )
+    ]
+    hosts += [Host(name=node, roles=[Role.COMPUTE], address=f"10.0.1.{i}", private_ip=f"10.0.1.{i}",
+                   instance_type="local", cpus=1, memory_mb=1024)
+              for i, node in enumerate(nodes)]  # fmt: skip
+    inventory = Inventory(
+        cluster="demo", provider="local", fabric=FabricKind.ETHERNET, hosts=hosts,
+        filesystem={"kind": "volume", "mount_point": "/shared"},
+        extra_vars={"gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin"},
+    )  # fmt: skip
+
+    submitted: list[str] = []
+
+    class Login(FakeSlurm):
+        def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+            if "sbatch" in command:
+                submitted.append(command)
+                return 0, read("three-ranks.log"), ""
+            return super().run(command, timeout)
+
+    node_env = {node: {"NCCL_SOCKET_IFNAME": "eth0"} for node in nodes}
+    login = Login(nodes, gpus=0, fabric="ethernet", busbw_scale=0.01, node_env=node_env)
+    result = run_suite(spec, inventory, login, tmp_path)
+    # (the fake's health answers carry no /shared mount: the health section fails, not this test's subject)
+    assert result.training is not None and result.training.passed, result.summary
+    (command,) = submitted
+    assert "--nodelist=demo-compute-0,demo-compute-1,demo-compute-2" in command
+    assert "--no-requeue" in command and "TRAIN_STEPS=60" in command and "TRAIN_MAX_REQUEUES=0" in command
+    written = dict(re.findall(r"echo (\S+) \| base64 -d > \S+/(train\.sbatch|train_ddp\.py)", command))
+    assert {name: base64.b64decode(blob).decode() for blob, name in written.items()} == {
+        name: (root / "examples" / "jobs" / name).read_text() for name in ("train.sbatch", "train_ddp.py")
+    }
+    document = json.loads((tmp_path / "validation-report.json").read_text())
+    assert document["training"]["passed"] is True and len(document["training"]["per_rank"]) == 3
+    assert (tmp_path / "training.png").stat().st_size > 5_000
+    assert "## Training check: PASS" in (tmp_path / "validation-report.md").read_text()
+    assert (tmp_path / "logs" / "training.log").read_text().count("GPUFLEET_TRAIN ") >= 12

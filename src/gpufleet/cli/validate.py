@@ -72,6 +72,13 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) ->
         console.print(f"[red]unhealthy nodes:[/] {', '.join(result.health.failed_nodes)}")
     if result.bisection is not None and result.bisection.bad_nodes:
         console.print(f"[red]bad nodes:[/] {', '.join(result.bisection.bad_nodes)}")
+    if result.training is not None:
+        style = "green" if result.training.passed else "bold red"
+        console.print(f"[{style}]{escape(result.training.summary)}[/]")
+        for name, value in result.training.figures.items():
+            console.print(f"  {escape(name)}: {escape(str(value))}")
+        if result.training.stragglers:
+            console.print(f"[red]stragglers:[/] {escape(', '.join(result.training.stragglers))}")
     files = [result.report.markdown, result.report.json] + (
         [result.report.plot] if result.report.plot else []
     )
