@@ -35,7 +35,8 @@ CREATED_OUTPUT = "created_at"
 KEY_CONFIG = "sshPrivateKey"
 CREATED_CONFIG = "createdAt"
 TLS_PRIVATE_KEY = "tls:index/privateKey:PrivateKey"
-# What ``pulumi stack output --json`` prints for a secret without ``--show-secrets``.
+# What ``pulumi stack output --json`` prints for a secret without ``--show-secrets`` (the example in
+# github.com/pulumi/pulumi/issues/14576, CLI 3.94.0: ``"password": "[secret]"``; read 2026-11-24).
 MASKED_SECRET = "[secret]"
 
 
