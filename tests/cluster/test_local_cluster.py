@@ -330,6 +330,10 @@ def _scenario(prom: PrometheusClient, ctl: str, c0: str, c1: str) -> dict[str, s
     return {"busy": busy, "sleeper": sleeper, "hung": hung}
 
 
+@pytest.mark.skip(
+    reason="not run yet: playbooks/site.yml imports playbooks/monitoring.yml only once this test has passed "
+    "on a local cluster (issue 20, docs/monitoring.md 'Status'); add the import and drop this mark together"
+)
 def test_monitoring_busy_idle_alerts_util_and_down(cluster, baked_image: dict) -> None:
     cli, spec, state = cluster
     data = yaml.safe_load(spec.read_text())
