@@ -231,9 +231,15 @@ def kill_a_node_and_resume(spec: Path, *, reference: str) -> None:
     podman("kill", victim)
     killed_at = complete()
     print(f"killed {victim} with complete checkpoints {killed_at}, {time.monotonic() - started:.0f} s in")
-    requeued = f"grep -c GPUFLEET_TRAIN_REQUEUE {folder}/job.out || true"
-    _wait(f"job {job} requeued", lambda: _sh(ctl, requeued) not in ([], ["0"]), timeout=240)
+    # Slurm calls a silent node down only after SlurmdTimeout (300 s); until then srun waits for the dead
+    # node's step. Mark it down as slurmctld would then: the job is requeued (--requeue), the node is started
+    # again and returned to service, and the job runs again on both nodes.
+    _sh(ctl, f"scontrol update nodename={victim} state=down reason=killed-by-test")
+    restarts = f"scontrol show job {job} | grep -o 'Restarts=[0-9]*'"
+    _wait(f"job {job} requeued", lambda: _sh(ctl, restarts) not in ([], ["Restarts=0"]), timeout=240)
     podman("start", victim)
+    back = f"scontrol update nodename={victim} state=resume >/dev/null 2>&1; sinfo -h -n {victim} -o %t"
+    _wait(f"{victim} back in service", lambda: _sh(ctl, back)[-1:] in (["idle"], ["alloc"], ["mix"]), 180)
     _wait(f"job {job} to finish", lambda: _sh(ctl, f"cat {folder}/checkpoints/DONE 2>/dev/null || true"), 600)
     done = json.loads(_sh(ctl, f"cat {folder}/checkpoints/DONE")[0])
     log = "\n".join(_sh(ctl, f"cat {folder}/job.out"))

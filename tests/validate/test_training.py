@@ -262,3 +262,21 @@ def test_the_suite_submits_the_template_after_the_collectives_and_reports_it(tmp
     assert (tmp_path / "training.png").stat().st_size > 5_000
     assert "## Training check: PASS" in (tmp_path / "validation-report.md").read_text()
     assert (tmp_path / "logs" / "training.log").read_text().count("GPUFLEET_TRAIN ") >= 12
+
+
+def test_the_local_clusters_own_run_passes_with_the_examples_settings() -> None:
+    from gpufleet.spec.load import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "local.yaml")
+    log = parse_training_log(read("local-cluster-2nodes.log"))
+    assert log.nodes == {"e2e-compute-0": "eth0", "e2e-compute-1": "eth0"}
+    result = judge_training(
+        log,
+        spec.validation.training,
+        nodes=["e2e-compute-0", "e2e-compute-1"],
+        ranks_per_node=1,
+        gpu=False,
+        rc=0,
+    )
+    assert result.passed, [c.message for c in result.checks]
+    assert sorted(row["host"] for row in result.per_rank) == ["e2e-compute-0", "e2e-compute-1"]
