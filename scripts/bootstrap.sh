@@ -21,8 +21,9 @@ fi
 
 host_packages=(podman runc debootstrap uidmap netavark aardvark-dns iptables openssh-client ca-certificates)
 if [ "$action" = test ]; then
-  # The tests' stand-in vendor apt repositories (dpkg-scanpackages) and Ansible's apt module on the host.
-  host_packages+=(dpkg-dev python3-apt)
+  # The tests' stand-in vendor apt repositories (dpkg-scanpackages) and Ansible's apt module on the host;
+  # promtool (Debian ships it in prometheus) for the monitoring rules' unit tests.
+  host_packages+=(dpkg-dev python3-apt prometheus)
 fi
 missing=()
 for package in "${host_packages[@]}"; do
