@@ -10,7 +10,8 @@ import pytest
 
 from gpufleet.spec.model import TrainingCheck
 from gpufleet.validate.gate import FAIL, INFO, PASS
-from gpufleet.validate.models import Half, Row, TestResult
+from gpufleet.validate.models import Half, Row
+from gpufleet.validate.models import TestResult as NcclTest
 from gpufleet.validate.training import judge_training, parse_training_log
 
 DATA = Path(__file__).parent / "data" / "training"
@@ -119,8 +120,8 @@ def test_gpu_all_reduce_is_gated_against_nccl_tests_at_that_size() -> None:
     log = parse_training_log(read("healthy-2ranks.log"))
     bucket = 546856  # the run's one DDP bucket, bytes
 
-    def nccl(busbw: float) -> TestResult:
-        test = TestResult(file="all_reduce.log", collective="all_reduce")
+    def nccl(busbw: float) -> NcclTest:
+        test = NcclTest(file="all_reduce.log", collective="all_reduce")
         for size in (262144, 1048576):
             half = Half(time_us=1.0, algbw=busbw, busbw=busbw, wrong=0)
             test.rows.append(Row(size, size // 4, "float", "sum", -1, half, half, 1))
