@@ -22,8 +22,8 @@ fi
 host_packages=(podman runc debootstrap uidmap netavark aardvark-dns iptables openssh-client ca-certificates)
 if [ "$action" = test ]; then
   # The tests' stand-in vendor apt repositories (dpkg-scanpackages) and Ansible's apt module on the host;
-  # promtool (Debian ships it in prometheus) for the monitoring rules' unit tests.
-  host_packages+=(dpkg-dev python3-apt prometheus)
+  # promtool (Debian ships it in prometheus) for the monitoring rules' unit tests; systemd-fstab-generator.
+  host_packages+=(dpkg-dev python3-apt prometheus systemd)
 fi
 missing=()
 for package in "${host_packages[@]}"; do
