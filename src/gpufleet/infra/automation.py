@@ -247,20 +247,20 @@ class PulumiBackend:
             self.check_tools(spec)
         baked = None if program is not None else self.find_baked(spec, reporter)
         stack = self.select_stack(spec, state, program, baked)
-        replace: list[str] = []
+        replace: dict[str, str] = {}
         if program is None:
             try:
                 replace = self.replace_before_up(stack.export_stack().deployment or {})
             except auto.CommandError:  # a stack without state has nothing to replace
-                replace = []
-        for urn in replace:
-            reporter.info(f"replacing {urn.rsplit('::', 1)[-1]}: its last launch came short")
+                replace = {}
+        for urn, why in replace.items():
+            reporter.info(f"replacing {urn.rsplit('::', 1)[-1]}: {why}")
         with reporter.step(f"pulumi up: stack {spec.name}"):
             try:
                 result = stack.up(
                     color="never",
                     on_output=lambda line: reporter.info(line.rstrip()),
-                    replace=replace or None,
+                    replace=list(replace) or None,
                 )
             except auto.CommandError as exc:
                 raise ProvisionError(
@@ -274,10 +274,10 @@ class PulumiBackend:
         """Refuse an ``up`` whose nodes this machine could not reach afterwards (none here; AWS: the aws
         CLI and its Session Manager plugin)."""
 
-    def replace_before_up(self, deployment: dict[str, Any]) -> list[str]:
-        """URNs in the stack's state that the next ``pulumi up`` must replace, not keep (none here;
-        AWS: an instant fleet whose launch came short)."""
-        return []
+    def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
+        """URN -> why, for what in the stack's state the next ``pulumi up`` must replace, not keep (none
+        here; AWS: an instant fleet whose launch came short or that lost a node)."""
+        return {}
 
     def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
         """The newest baked image of the spec's roles and pins now, said either way (``gpufleet up``)."""
