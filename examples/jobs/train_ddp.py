@@ -27,6 +27,7 @@ Stdlib and torch only.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -63,11 +64,28 @@ def _request_stop(signum: int, _frame: Any) -> None:
     )
 
 
+PART_MARKER = "GPUFLEET_TRAIN_PART "
+PART_CHARS = 768  # Slurm forwards a task's output in messages of at most 1 KiB: a longer line is cut there
+_emitted = [0]
+
+
 def emit(kind: str, **data: Any) -> None:
-    """One line, in one write(2): ranks that share an output file do not interleave inside it."""
+    """One line per event, each in one write(2), so ranks sharing an output file do not interleave inside
+    it. Slurm forwards a task's output in messages of at most 1 KiB (SLURM_IO_MAX_MSG_LEN in src/common/
+    io_hdr.h), so another task's line can land inside a longer one (seen in CI: a summary cut at byte 1024):
+    a long event goes as base64 parts, ``GPUFLEET_TRAIN_PART <id> <i> <n> <chunk>``, each a short line."""
     sys.stdout.flush()
-    line = MARKER + json.dumps({"kind": kind, **data}, sort_keys=True) + "\n"
-    os.write(sys.stdout.fileno(), line.encode())
+    text = json.dumps({"kind": kind, **data}, sort_keys=True)
+    if len(text) + len(MARKER) < PART_CHARS:
+        lines = [MARKER + text]
+    else:
+        _emitted[0] += 1
+        ident = f"{os.getpid()}-{_emitted[0]}"
+        encoded = base64.b64encode(text.encode()).decode()
+        chunks = [encoded[at : at + PART_CHARS] for at in range(0, len(encoded), PART_CHARS)]
+        lines = [f"{PART_MARKER}{ident} {i} {len(chunks)} {chunk}" for i, chunk in enumerate(chunks)]
+    for line in lines:
+        os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
 def parameter_hash(model: torch.nn.Module) -> str:

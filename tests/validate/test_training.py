@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from itertools import zip_longest
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -281,3 +283,65 @@ def test_the_local_clusters_own_run_passes_with_the_examples_settings() -> None:
     )
     assert result.passed, [c.message for c in result.checks]
     assert sorted(row["host"] for row in result.per_rank) == ["e2e-compute-0", "e2e-compute-1"]
+
+
+def _template_emit() -> dict:
+    """examples/jobs/train_ddp.py's own ``emit`` and the constants it reads (the module imports torch)."""
+    import ast
+
+    source = ROOT_JOBS.read_text()
+    tree = ast.parse(source)
+    keep = [
+        node
+        for node in tree.body
+        if (isinstance(node, ast.FunctionDef) and node.name == "emit")
+        or (
+            isinstance(node, ast.Assign)
+            and any(
+                getattr(t, "id", "") in ("MARKER", "PART_MARKER", "PART_CHARS", "_emitted")
+                for t in node.targets
+            )
+        )
+        or (isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ("PART_CHARS",))
+    ]
+    namespace: dict = {}
+    exec(  # the template's own code, read from the repository
+        "import base64, json, os, sys\nfrom typing import Any\n"
+        + "\n".join(ast.unparse(node) for node in keep),
+        namespace,
+    )
+    return namespace
+
+
+ROOT_JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "train_ddp.py"
+
+
+def test_a_long_event_goes_in_short_parts_that_survive_interleaving(tmp_path: Path) -> None:
+    """Slurm forwards a task's output in messages of at most 1 KiB: a summary line of 3 KB was cut at byte
+    1024 and the other rank's summary landed inside it, so the check read no summary at all (CI, captured in
+    local-cluster-cut-at-1k.log). The template now sends a long event as parts, each line under 1 KiB, and
+    the parser puts them back together whatever lies between them."""
+    cut = parse_training_log(read("local-cluster-cut-at-1k.log"))
+    assert sorted(cut.summaries) == []  # what the old format gave
+
+    namespace = _template_emit()
+    summaries = parse_training_log(read("local-cluster-2nodes.log")).summaries
+    outputs = []
+    for rank in sorted(summaries):
+        out = tmp_path / f"rank{rank}.out"
+        with out.open("w") as handle:
+            namespace["sys"] = SimpleNamespace(stdout=handle)  # emit writes to sys.stdout's descriptor
+            data = dict(summaries[rank])
+            namespace["emit"](data.pop("kind"), **data)
+        outputs.append(out.read_text().splitlines())
+    assert all(len(lines) > 1 for lines in outputs), "a summary this long goes in parts"
+    assert all(len(line.encode()) < 1024 for lines in outputs for line in lines)
+    # The two ranks' parts alternate line by line, with Slurm's own lines between them.
+    mixed = [
+        line
+        for pair in zip_longest(
+            *outputs, fillvalue="srun: cluster configuration lacks support for cpu binding"
+        )
+        for line in (*pair, "srun: error: a line of Slurm's own")
+    ]
+    assert parse_training_log("\n".join(mixed)).summaries == summaries

@@ -21,6 +21,7 @@ them against the spec's ``validation.training``:
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import statistics
@@ -52,11 +53,38 @@ class TrainingLog:
     missing_env: dict[str, str] = field(default_factory=dict)  # host -> env file it could not source
 
 
+_PART_LINE = re.compile(
+    r"GPUFLEET_TRAIN_PART (?P<id>\S+) (?P<index>\d+) (?P<count>\d+) (?P<chunk>[A-Za-z0-9+/=]+)"
+)
+
+
+def _parts(line: str, parts: dict[str, dict[int, str]], log: TrainingLog) -> bool:
+    """A part of a long event (train_ddp.py's ``emit``): kept until all its parts are in, then recorded."""
+    found = _PART_LINE.search(line)
+    if not found:
+        return False
+    have = parts.setdefault(found["id"], {})
+    have[int(found["index"])] = found["chunk"]
+    if len(have) == int(found["count"]):
+        encoded = "".join(have[index] for index in sorted(have))
+        try:
+            data = json.loads(base64.b64decode(encoded))
+        except ValueError:
+            return True
+        if isinstance(data, dict):
+            _record(log, data)
+    return True
+
+
 def parse_training_log(text: str) -> TrainingLog:
-    """Every ``GPUFLEET_TRAIN`` object in ``text``; several on one line (ranks sharing a file) are split."""
+    """Every ``GPUFLEET_TRAIN`` object in ``text``; several on one line (ranks sharing a file) are split,
+    and a long one sent in parts (``GPUFLEET_TRAIN_PART``) is put back together."""
     log = TrainingLog()
     decoder = json.JSONDecoder()
+    parts: dict[str, dict[int, str]] = {}
     for line in text.splitlines():
+        if _parts(line, parts, log):
+            continue
         node = _NODE_LINE.search(line)
         if node:
             if node["missing"]:
