@@ -12,8 +12,9 @@ srun) to end, kills those still there and waits until the kernel has ended them:
 exited, none of its work goes on.
 
 The list of those processes is taken with the tree frozen (SIGSTOP, rescanned once every process shows
-stopped, until a scan finds none new; then SIGCONT once the stop signals are sent): otherwise a worker that ansible-playbook forks while the
-list is read, and that detaches before ansible-playbook stops, is on no list and outlives the command.
+stopped, until a scan finds none new; then SIGCONT once the stop signals are sent): otherwise a worker
+that ansible-playbook forks while the list is read, and that detaches before ansible-playbook stops, is
+on no list and outlives the command.
 """
 
 from __future__ import annotations
