@@ -302,7 +302,6 @@ def _template_emit() -> dict:
                 for t in node.targets
             )
         )
-        or (isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") in ("PART_CHARS",))
     ]
     namespace: dict = {}
     exec(  # the template's own code, read from the repository
