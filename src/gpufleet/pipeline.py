@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import StateError
+from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.infra.software import with_software
 from gpufleet.inventory.model import Inventory
@@ -106,7 +107,13 @@ def status(spec: ClusterSpec) -> dict[str, Any]:
     state = ClusterState.for_name(spec.name)
     known.require_exists(spec, state)
     record = state.load() if state.exists() else None
-    result: dict[str, Any] = {"cluster": spec.name, "provider": spec.provider.kind, "state": record}
+    adopted = adopted_of(state)  # the project's stack name, which CI and `pulumi` commands know it by
+    result: dict[str, Any] = {
+        "cluster": spec.name,
+        "stack": adopted.stack if adopted else None,
+        "provider": spec.provider.kind,
+        "state": record,
+    }
     result.update(backend_for(spec).status(spec, state))
     return result
 

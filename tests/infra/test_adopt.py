@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.app import app
 from gpufleet.configure.runner import PlayResult
-from gpufleet.errors import ExitCode
+from gpufleet.errors import ExitCode, LeftoversError
 from gpufleet.infra import stack_access
 from gpufleet.infra.automation import PulumiBackend, cluster_key
 from gpufleet.infra.aws.backend import AwsBackend
@@ -232,6 +232,11 @@ def test_configure_validate_status_and_down_work_on_an_adopted_cluster(
     shown = runner.invoke(app, ["status", str(spec_path), "--json"])
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["hosts"] == len(exported["hosts"]), shown.stdout
+    # The cluster's name and its project's stack name differ (llm-p5 / p5-fsx): both are shown (issue 18).
+    assert json.loads(shown.stdout)["stack"] == name, shown.stdout
+    told = runner.invoke(app, ["status", str(spec_path)])
+    assert told.exit_code == 0, told.output
+    assert f"cluster {spec.name}, stack {name} ({spec.provider.kind}); created" in told.stdout, told.stdout
 
     listed: list[str] = []
 
@@ -250,6 +255,7 @@ def test_configure_validate_status_and_down_work_on_an_adopted_cluster(
     assert {s["stack"] for s in selections} == {name} and {s["work_dir"] for s in selections} == {str(STACKS)}
     assert listed == [spec.name], "the leftover check runs after the destroy"
     document = json.loads(gone.stdout)
+    assert document["cluster"] == spec.name and document["stack"] == name, document
     assert any(f"Pulumi stack '{name}'" in item and "kept" in item for item in document["removed"]), document
     assert not state.root.exists(), "the state folder goes last"
     (Path(str(STACKS)) / f"Pulumi.{name}.yaml").read_text(
@@ -334,3 +340,16 @@ def test_the_private_key_output_is_a_secret(monkeypatch):
 
     run_offline(program, AwsMockCloud(spec), stack="p5-fsx")
     assert secret == {"key": True, "created": False}, secret
+
+
+def test_down_names_the_adopted_clusters_stack_beside_the_cluster(capsys):
+    """Text `down`: the project's stack name (the one `pulumi` and CI know) next to the cluster's."""
+    from gpufleet.cli.cluster import render_down
+    from gpufleet.lifecycle.teardown import Teardown
+
+    spec = load_spec(ROOT / "examples" / "local.yaml")
+    removed = Teardown(cluster=spec.name, stack="p5-fsx", removed=["Pulumi stack 'p5-fsx' ... kept, empty"])
+    render_down(spec, removed, json_out=False)
+    assert f"removed 1 item(s) of cluster {spec.name}, stack p5-fsx:" in capsys.readouterr().out
+    with pytest.raises(LeftoversError, match=r"cluster 'x' \(Pulumi stack 'p5-fsx'\) finished but"):
+        Teardown(cluster="x", stack="p5-fsx", leftovers=["i-1"]).raise_for_leftovers()

@@ -96,12 +96,14 @@ def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
         print_json(result)
         return
     record = result.get("state")
+    # An adopted cluster's Pulumi stack is named by its project, not after the cluster: show both.
+    named = f"cluster {spec.name}" + (f", stack {result['stack']}" if result.get("stack") else "")
     if record is None:
-        console.print(f"cluster {spec.name}: not up (no state at {escape(str(state.root))})")
+        console.print(f"{escape(named)}: not up (no state at {escape(str(state.root))})")
     else:
         phases = ", ".join(f"{k}: {v['status']}" for k, v in record.get("phases", {}).items()) or "none"
         console.print(
-            f"cluster {spec.name} ({spec.provider.kind}); created {record['created_at']}; "
+            f"{escape(named)} ({spec.provider.kind}); created {record['created_at']}; "
             f"expires {record['expires_at']}; phases: {phases}"
         )
     nodes = result.get("nodes") or []
@@ -125,13 +127,13 @@ def render_down(spec: ClusterSpec, teardown: Teardown, json_out: bool) -> None:
     if json_out:
         print_json({"cluster": spec.name, **teardown.to_json()})
     else:
-        _print_teardown(spec, teardown)
+        _print_teardown(teardown)
     if teardown.leftovers:
         raise typer.Exit(ExitCode.LEFTOVERS)
 
 
-def _print_teardown(spec: ClusterSpec, teardown: Teardown) -> None:
-    console.print(f"removed {len(teardown.removed)} item(s) of cluster {spec.name}:")
+def _print_teardown(teardown: Teardown) -> None:
+    console.print(f"removed {len(teardown.removed)} item(s) of {escape(teardown.named())}:")
     for item in teardown.removed:
         console.print(f"  - {escape(item)}")
     console.print("nothing left" if not teardown.leftovers else f"[red]left: {teardown.leftovers}[/]")

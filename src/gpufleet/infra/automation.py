@@ -65,6 +65,15 @@ def _created_at(state: ClusterState) -> datetime:
     return state.created_at if state.exists() else datetime.now(UTC).replace(microsecond=0)
 
 
+def _stack_name(spec: ClusterSpec, state: ClusterState) -> str:
+    """The cluster's Pulumi stack: the project's own stack when adopted (``gpufleet adopt``; its name is the
+    one ``pulumi`` and CI know, not the cluster's), else the inline stack named after the cluster."""
+    from gpufleet.infra import adopted
+
+    project_stack = adopted.adopted_of(state)
+    return project_stack.stack if project_stack is not None else spec.name
+
+
 def _tail(exc: BaseException, lines: int = 12) -> str:
     text = str(getattr(exc, "stderr", "") or exc).strip().splitlines()
     return "\n".join(text[-lines:])
@@ -314,11 +323,12 @@ class PulumiBackend:
         if not state.exists():
             return {}
         stack = self.select_stack(spec, state)
+        name = _stack_name(spec, state)
         try:
             outputs = _plain(stack.outputs())
             info = stack.info()
         except auto.CommandError as exc:
-            raise ProvisionError(f"cannot read Pulumi stack '{spec.name}': {_tail(exc)}") from None
+            raise ProvisionError(f"cannot read Pulumi stack '{name}': {_tail(exc)}") from None
         last = None
         if info is not None:
             last = {
@@ -330,7 +340,7 @@ class PulumiBackend:
         hosts = outputs.get("hosts") or []
         return {
             "backend": backend_url(state),
-            "stack": spec.name,
+            "stack": name,
             "last_update": last,
             "hosts": len(hosts),
             "outputs": outputs,
@@ -353,7 +363,8 @@ class PulumiBackend:
         pulumi_cli()
         self.check_credentials(spec)
         stack = self.select_stack(spec, state, program)
-        with reporter.step(f"pulumi destroy: stack {spec.name}"):
+        name = _stack_name(spec, state) if program is None else spec.name
+        with reporter.step(f"pulumi destroy: stack {name}"):
             try:
                 result = stack.destroy(color="never", on_output=lambda line: reporter.info(line.rstrip()))
             except auto.CommandError as exc:
@@ -363,7 +374,7 @@ class PulumiBackend:
                     "the leftover check",
                 ) from None
         deleted = (result.summary.resource_changes or {}).get("delete", 0)
-        return [f"Pulumi stack {spec.name}: {deleted} resource(s) destroyed"]
+        return [f"Pulumi stack {name}: {deleted} resource(s) destroyed"]
 
     def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
         """What is still listed once two reads in a row agree (the listing APIs lag a destroy)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.errors import LeftoversError
+from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.monitoring.teardown_report import save_before_teardown
 from gpufleet.progress import Reporter
@@ -24,17 +25,31 @@ from gpufleet.state import ClusterState
 @dataclass
 class Teardown:
     cluster: str = ""
+    # The Pulumi stack of a cluster adopted from a project (``gpufleet adopt``): the name the user's own
+    # ``pulumi`` commands and CI know it by, which differs from the cluster's. None: gpufleet made the stack.
+    stack: str | None = None
     removed: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
     utilization: dict[str, Any] = field(default_factory=dict)  # where the report went, or why there is none
 
     def to_json(self) -> dict[str, Any]:
-        return {"removed": self.removed, "leftovers": self.leftovers, "utilization": self.utilization}
+        return {
+            "stack": self.stack,
+            "removed": self.removed,
+            "leftovers": self.leftovers,
+            "utilization": self.utilization,
+        }
+
+    def named(self) -> str:
+        """The cluster as the user knows it: its name, and its Pulumi stack when it was adopted."""
+        return f"cluster {self.cluster}" + (f", stack {self.stack}" if self.stack else "")
 
     def raise_for_leftovers(self) -> None:
         if self.leftovers:
             raise LeftoversError(
-                f"teardown of cluster '{self.cluster}' finished but these are still there: "
+                f"teardown of cluster '{self.cluster}'"
+                + (f" (Pulumi stack '{self.stack}')" if self.stack else "")
+                + " finished but these are still there: "
                 + ", ".join(self.leftovers),
                 hint="run 'gpufleet down' again (the state folder is kept until nothing is left); if they "
                 "stay, remove them by hand",
@@ -44,7 +59,8 @@ class Teardown:
 def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> Teardown:
     """Destroy the cluster's resources; report what was removed and what is still there."""
     backend = backend_for(spec)
-    report = Teardown(cluster=spec.name)
+    adopted = adopted_of(state)
+    report = Teardown(cluster=spec.name, stack=adopted.stack if adopted else None)
     report.utilization = save_before_teardown(state, reporter)
     report.removed.extend(backend.destroy(spec, state, reporter))
     report.leftovers = backend.leftovers(spec, state, reporter)
