@@ -176,3 +176,34 @@ def test_preflight_refuses(
     assert code != 0
     message = results["mon-c0"]["Assert that the GPU exporter fits the node"]["msg"]
     assert refusal in message, message
+
+
+def _site_tasks(tmp_path: Path, phase: str) -> list[str]:
+    """The monitoring role's tasks site.yml runs in one phase, as ``ansible-playbook --list-tasks`` says:
+    the bake's ``--tags install`` or a baked node's configure ``--skip-tags install`` (gpufleet.pipeline)."""
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump(inventory("local", "local", 0)))
+    listed = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inv), "--list-tasks",
+         f"--{phase}", "install", str(ROOT / "playbooks" / "site.yml")],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    return [line.strip().split("\t")[0] for line in listed.stdout.splitlines() if "monitoring : " in line]
+
+
+def test_site_runs_monitoring_in_both_phases(tmp_path: Path) -> None:
+    """site.yml imports the monitoring play (on by default, issue 20); its packages go in with the install
+    phase, so a baked image carries them, and a baked node's configure still loads the role's variables and
+    checks the inventory, which run in both phases."""
+    install = _site_tasks(tmp_path, "tags")
+    configure = _site_tasks(tmp_path, "skip-tags")
+    both = {
+        "monitoring : Do nothing where monitoring is off (the spec's software.monitoring)",
+        "monitoring : Load the OS's variables",
+        "monitoring : Assert that the GPU exporter fits the node",
+    }
+    assert both <= set(install) and both <= set(configure), (install, configure)
+    assert "monitoring : Install the monitoring packages" in install
+    assert "monitoring : Install the monitoring packages" not in configure, configure
+    assert "monitoring : Write Prometheus's configuration (scrape targets from the inventory)" in configure
+    assert not [task for task in install if "Write" in task or "Start" in task], install

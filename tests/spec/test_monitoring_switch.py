@@ -37,7 +37,9 @@ def _inventory() -> Inventory:
     return Inventory(cluster="demo", provider="local", fabric=FabricKind.ETHERNET, hosts=[host])
 
 
-@pytest.mark.parametrize(("software", "expected"), [(None, False), ({"monitoring": True}, True)])
+@pytest.mark.parametrize(
+    ("software", "expected"), [(None, True), ({"monitoring": True}, True), ({"monitoring": False}, False)]
+)
 def test_switch_reaches_the_roles_as_gpufleet_software(
     tmp_path: Path, software: dict[str, object] | None, expected: bool
 ) -> None:

@@ -132,6 +132,16 @@ PytorchVersion = Annotated[
     str, _pattern(r"^\d+\.\d+\.\d+$", "expected an exact PyTorch release such as 2.13.0")
 ]
 AbsolutePath = Annotated[str, _pattern(r"^/[A-Za-z0-9._/-]*$", "expected an absolute path such as /shared")]
+# enroot's image URIs (enroot import, doc/cmd/import.md): [REGISTRY#]IMAGE[:TAG|@DIGEST], or a squashfs file.
+ContainerImage = Annotated[
+    str,
+    _pattern(
+        r"^(/[A-Za-z0-9._/-]*\.(sqsh|squashfs)|([A-Za-z0-9.-]+(:[0-9]+)?#)?[a-z0-9]+([._/-][a-z0-9]+)*"
+        r"(:[A-Za-z0-9._-]{1,128}|@sha256:[0-9a-f]{64})?)$",
+        "expected a squashfs file (an absolute path ending .sqsh) or a registry reference such as "
+        "nvcr.io#nvidia/pytorch:25.01-py3",
+    ),
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -572,12 +582,47 @@ class Software(SpecModel):
         "null: not installed",
     )
     monitoring: bool = Field(
-        default=False,
+        default=True,
         description="install and run the monitoring stack (roles/monitoring, docs/monitoring.md): Prometheus "
         "and alertmanager on the controller, node_exporter and the job exporter on every node, the Slurm "
         "exporter, dcgm-exporter on GPU nodes (the local backend: a stand-in labelled simulated). "
-        "'gpufleet util' and the report 'down' writes read it. false: none of it is installed",
+        "'gpufleet util' and the report 'down' writes read it. On by default; false: none of it is "
+        "installed",
     )
+    containers: bool = Field(
+        default=True,
+        description="install enroot and pyxis on every node (roles/containers, docs/containers.md), so jobs "
+        "run with 'srun --container-image'. false: neither is installed, and container_image must be unset",
+    )
+    container_image: ContainerImage | None = Field(
+        default=None,
+        description="the image the collectives and the training check run inside (docs/containers.md): a "
+        "squashfs file on the control host (an absolute path ending .sqsh, the local backend), or a "
+        "registry reference enroot imports, e.g. nvcr.io#nvidia/pytorch:25.01-py3. Staged once on the "
+        "shared filesystem. null: validation runs on the nodes themselves",
+    )
+
+    @field_validator("container_image")
+    @classmethod
+    def _squashfs_is_absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/") and value.endswith((".sqsh", ".squashfs")):
+            raise PydanticCustomError(
+                "relative_squashfs",
+                "a squashfs image is a file on the control host: give its absolute path, e.g. "
+                "/srv/images/{name}",
+                {"name": value.rsplit("/", 1)[-1]},
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _image_needs_containers(self) -> Software:
+        if self.container_image is not None and not self.containers:
+            raise PydanticCustomError(
+                "image_needs_containers",
+                "software.container_image is set but software.containers is false: enroot and pyxis run "
+                "the image; set containers: true or remove container_image",
+            )
+        return self
 
 
 _SSH_KEY = re.compile(
