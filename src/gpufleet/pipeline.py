@@ -61,23 +61,31 @@ def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
 def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     """Run playbooks/site.yml on the cluster (safe to re-run)."""
     from gpufleet.bake.baker import baked_and_current
+    from gpufleet.configure import relay
     from gpufleet.configure.runner import run_playbook
 
+    on_head = relay.chosen() == "head"  # GPUFLEET_CONFIGURE_FROM; off unless set (docs/architecture.md)
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec)
     baked = baked_and_current(spec, inventory.extra_vars)
     if baked:
         reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")
     step = "configure: playbooks/site.yml" + (" (configure phase)" if baked else "")
+    step += f" from {inventory.controller.name}" if on_head else ""
     with tracked(state, "configure"), reporter.step(step):
-        result = run_playbook(
-            "site.yml",
-            state.inventory_file,
-            state.logs_dir / "ansible",
-            reporter,
-            extravars={"munge_key_file": str(state.ensure_munge_key())},
-            skip_tags="install" if baked else None,
-        )
+        if on_head:
+            result = relay.configure_on_head(
+                inventory, state.ensure_munge_key(), state.logs_dir / "ansible-head", reporter, baked=baked
+            )
+        else:
+            result = run_playbook(
+                "site.yml",
+                state.inventory_file,
+                state.logs_dir / "ansible",
+                reporter,
+                extravars={"munge_key_file": str(state.ensure_munge_key())},
+                skip_tags="install" if baked else None,
+            )
     if baked:
         result.install_phase = f"skipped: baked image {baked}"
     state.mark("configure", "done", changed=result.changed)

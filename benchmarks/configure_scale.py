@@ -1,0 +1,202 @@
+"""How a baked configure grows with the node count: local clusters of 2, 4, 8 and 16 compute nodes.
+
+For each size (1 controller + N compute nodes, from the baked image) and each design, it brings the
+cluster up, runs ``gpufleet configure`` once (the baked configure: the install phase skipped), and records:
+
+- **wall**: the configure's wall time;
+- **control CPU**: user + system seconds of the process tree on the machine that runs gpufleet (gpufleet,
+  ansible-runner, ansible-playbook and its forked workers, ssh): ``RUSAGE_CHILDREN`` of this process
+  around the ``gpufleet configure`` child;
+- **node CPU**: what the cluster's containers used (their cgroups' ``cpu.stat`` / ``cpuacct.usage``);
+- **module runs per node**: from the run's ansible events (the artifacts folder of the last run on this
+  machine, or the head node's recap), the task results per host whose action runs on the node (not the
+  actions that run on the control side: assert, set_fact, include_vars, ...).
+
+Then it fits a line (least squares) to each column against N: the slope is the cost per added node.
+Designs (``--designs``): ``push`` (today: gpufleet's machine runs Ansible over one connection per node)
+and ``head`` (``GPUFLEET_CONFIGURE_FROM=head``: gpufleet ships the playbooks to the controller node,
+which runs Ansible over the cluster's network; docs/architecture.md "Configure at fleet scale").
+
+    sudo flock /tmp/gpufleet-cluster.lock .venv/bin/python benchmarks/configure_scale.py \
+        [--sizes 2 4 8 16] [--designs push head] [--prefix cs]
+
+The nodes are the plain local ones minus the PyTorch payload (``software.pytorch`` and the training
+check left out of the spec), which the configure phase does not touch; the baked image is built once
+(``gpufleet image build``) if podman does not have it. Set ``GPUFLEET_HOME`` to a copy of the checkout
+to keep the roles (and the baked image's hash) fixed while others edit the tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from local_cluster import children_cpu_seconds, node_cpu_seconds  # benchmarks/local_cluster.py
+
+ROOT = Path(os.environ.get("GPUFLEET_HOME") or Path(__file__).resolve().parents[1])
+GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
+
+# Actions that run in the control process (ansible-core's action plugins that make no module run on the
+# node): ansible/plugins/action/{assert,set_fact,include_vars,debug,fail,...}.py in ansible-core 2.19.
+LOCAL_ACTIONS = frozenset(
+    {
+        "assert",
+        "set_fact",
+        "include_vars",
+        "debug",
+        "fail",
+        "meta",
+        "validate_argument_spec",
+        "group_by",
+        "add_host",
+        "set_stats",
+        "include_tasks",
+        "import_tasks",
+        "include_role",
+        "import_role",
+        "pause",
+    }
+)
+
+
+def gpufleet(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, dict[str, Any]]:
+    start = time.monotonic()
+    done = subprocess.run(
+        [GPUFLEET, *args, "--json"], capture_output=True, text=True, env=env, cwd=cwd, check=False
+    )
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        raise SystemExit(f"gpufleet {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return seconds, json.loads(done.stdout)
+
+
+def remote_runs_per_host(events_dir: Path) -> dict[str, int]:
+    """Task results per host whose action ran on the node, from ansible-runner's job events."""
+    runs: dict[str, int] = {}
+    for path in events_dir.glob("*.json"):
+        event = json.loads(path.read_text())
+        if event.get("event") not in ("runner_on_ok", "runner_on_failed"):
+            continue
+        data = event.get("event_data", {})
+        action = str(data.get("task_action", "")).rsplit(".", 1)[-1]
+        if action in LOCAL_ACTIONS or data.get("res", {}).get("_ansible_delegated_vars"):
+            continue
+        host = str(data.get("host", ""))
+        runs[host] = runs.get(host, 0) + 1
+    return runs
+
+
+def newest_events(state_dir: Path, cluster: str) -> Path | None:
+    artifacts = state_dir / cluster / "logs" / "ansible" / "artifacts"
+    found = sorted(artifacts.glob("*/job_events"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def spec_for(size: int, prefix: str, workdir: Path) -> tuple[str, Path]:
+    spec = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+    spec["name"] = f"{prefix}{size}"
+    spec["node_groups"][1]["count"] = size
+    spec.pop("software", None)  # no PyTorch in the image: the configure phase does not touch it
+    spec["validation"].pop("training", None)
+    path = workdir / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return spec["name"], path
+
+
+def measure(size: int, design: str, workdir: Path, prefix: str) -> dict[str, float]:
+    name, path = spec_for(size, prefix, workdir)
+    state_dir = workdir / "state"
+    env = {**os.environ, "GPUFLEET_STATE_DIR": str(state_dir), "GPUFLEET_HOME": str(ROOT)}
+    if design == "head":
+        env["GPUFLEET_CONFIGURE_FROM"] = "head"
+    else:
+        env.pop("GPUFLEET_CONFIGURE_FROM", None)
+    gpufleet(["image", "build", str(path)], env, workdir)  # reuses the baked image when podman has it
+    try:
+        up, _ = gpufleet(["up", str(path)], env, workdir)
+        nodes_before, control_before = node_cpu_seconds(name), children_cpu_seconds()
+        wall, result = gpufleet(["configure", str(path)], env, workdir)
+        node_cpu = node_cpu_seconds(name) - nodes_before
+        control_cpu = children_cpu_seconds() - control_before
+    finally:
+        gpufleet(["down", str(path)], env, workdir)
+    if not str(result.get("install_phase", "")).startswith("skipped"):
+        raise SystemExit(f"{name}: the configure was not the baked one: {result.get('install_phase')}")
+    runs = result.get("remote_runs") or {}
+    if not runs:
+        events = newest_events(state_dir, name)
+        runs = remote_runs_per_host(events) if events else {}
+    compute = [count for host, count in runs.items() if "-compute-" in host]
+    return {
+        "size": size,
+        "up": up,
+        "wall": wall,
+        "control_cpu": control_cpu,
+        "node_cpu": node_cpu,
+        "runs_per_compute": sum(compute) / len(compute) if compute else float("nan"),
+        "runs_controller": float(sum(c for h, c in runs.items() if "-compute-" not in h)),
+        "load": os.getloadavg()[0],
+    }
+
+
+def slope(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares line through (x, y): (slope, intercept)."""
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    sxx = sum((x - mean_x) ** 2 for x, _ in points)
+    b = sum((x - mean_x) * (y - mean_y) for x, y in points) / sxx if sxx else 0.0
+    return b, mean_y - b * mean_x
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8, 16], help="compute nodes")
+    parser.add_argument("--designs", nargs="+", default=["push", "head"], choices=["push", "head"])
+    parser.add_argument("--prefix", default="cs", help="cluster names: PREFIX2, PREFIX4, ...")
+    options = parser.parse_args()
+    rows: list[tuple[str, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory(prefix="gpufleet-scale-") as tmp:
+        for size in options.sizes:
+            for design in options.designs:  # the designs alternate at each size: same machine, same minute
+                row = measure(size, design, Path(tmp), options.prefix)
+                rows.append((design, row))
+                print(f"# {design} {json.dumps({k: round(v, 2) for k, v in row.items()})}", flush=True)
+    print(
+        "| design | compute nodes | load | wall | control CPU | node CPU | module runs per compute node "
+        "| on the controller |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for design, r in rows:
+        print(
+            f"| {design} | {r['size']:.0f} | {r['load']:.1f} | {r['wall']:.1f} s | {r['control_cpu']:.1f} s "
+            f"| {r['node_cpu']:.1f} s | {r['runs_per_compute']:.1f} | {r['runs_controller']:.0f} |"
+        )
+    print("\n| design | per added node: wall | control CPU | node CPU | fixed part: wall | control CPU |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for design in options.designs:
+        mine = [r for d, r in rows if d == design]
+        if len(mine) < 2:
+            continue
+        wall = slope([(r["size"], r["wall"]) for r in mine])
+        control = slope([(r["size"], r["control_cpu"]) for r in mine])
+        node = slope([(r["size"], r["node_cpu"]) for r in mine])
+        print(
+            f"| {design} | {wall[0]:.2f} s | {control[0]:.2f} s | {node[0]:.2f} s | {wall[1]:.1f} s "
+            f"| {control[1]:.1f} s |"
+        )
+
+
+if __name__ == "__main__":
+    main()

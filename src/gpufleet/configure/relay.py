@@ -1,0 +1,381 @@
+"""Configure from the head node: one connection from gpufleet's machine, Ansible run on the controller.
+
+Today's ``configure`` (``run_playbook``) runs Ansible on the machine that runs gpufleet, with one SSH
+connection (through its SSM or IAP tunnel on a cloud) per node and every task's control-side work done
+there: that work grows with the node count (docs/architecture.md, "Configure at fleet scale").
+With ``GPUFLEET_CONFIGURE_FROM=head`` gpufleet instead makes three SSH calls to the controller, whatever
+the node count:
+
+1. a probe: the head's ``$HOME``, Python version and core count;
+2. one upload (a tar stream on stdin): playbooks/, roles/, ansible.cfg, the inventory rewritten for the
+   head (every node at its private IP, the cluster's key and known_hosts in the relay folder, no tunnel),
+   the extra variables, the munge key, and this machine's own ansible-core with the collections the roles
+   name (so the head runs the same Ansible, not whatever its image ships);
+3. ``ansible-playbook`` on the head, forks sized to its cores, its output streamed back; the key copies
+   are removed when it ends, whatever its outcome.
+
+The same playbook and roles run; only the machine that runs Ansible changes. Only the configure phase
+(nodes from a current baked image) runs this way: the install phase reads downloads from this machine's
+cache, and at fleet scale it belongs in the bake. The switch is off unless set.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpufleet.configure.remote import SshExecutor
+from gpufleet.configure.runner import PlayResult, play_error, project_root
+from gpufleet.errors import ConfigureError
+from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.progress import Reporter
+
+SWITCH = "GPUFLEET_CONFIGURE_FROM"
+CHOICES = ("here", "head")
+RELAY_FOLDER = ".gpufleet-relay"
+# ansible-core and what it imports (its requirements.txt: jinja2, PyYAML, cryptography, packaging,
+# resolvelib; cryptography needs cffi, which needs pycparser), as top-level names in site-packages.
+PACKAGES = (
+    "ansible",
+    "jinja2",
+    "markupsafe",
+    "yaml",
+    "_yaml",
+    "cryptography",
+    "cffi",
+    "_cffi_backend",
+    "pycparser",
+    "packaging",
+    "resolvelib",
+)
+# The collections the roles name besides ansible.builtin (grep of roles/: ansible.posix.mount and
+# sysctl, community.general.modprobe, community.docker.docker_image_pull).
+COLLECTIONS = ("ansible/posix", "community/general", "community/docker")
+# Ansible's workers mostly wait on SSH and the nodes: a few per core (ansible.cfg sets 32 on any machine).
+FORKS_PER_CORE = 8
+MAX_FORKS = 512
+
+_RECAP = re.compile(
+    r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
+    r"\s+failed=(?P<failed>\d+)"
+)
+_TASK = re.compile(r"^TASK \[(?P<task>.*)\] \**$")
+_PLAY = re.compile(r"^PLAY \[(?P<play>.*)\] \**$")
+_CHANGED = re.compile(r"^changed: \[(?P<host>[^\]\s]+)")
+_FATAL = re.compile(r"^fatal: \[(?P<host>[^\]\s]+)[^\]]*\]: (?P<kind>FAILED|UNREACHABLE)! => ?(?P<rest>.*)$")
+
+
+def chosen() -> str:
+    """Where configure runs Ansible: ``here`` (default) or ``head``; a wrong value is an error."""
+    value = os.environ.get(SWITCH, "here").strip() or "here"
+    if value not in CHOICES:
+        raise ConfigureError(
+            f"{SWITCH}={value!r} is not one of {', '.join(CHOICES)}",
+            hint=f"unset {SWITCH} (Ansible runs here), or set it to 'head' (Ansible runs on the controller)",
+        )
+    return value
+
+
+class Shell(Protocol):
+    """Runs one command on the head; ``on_line`` gets each line of its output as it comes."""
+
+    def __call__(
+        self, command: str, *, stdin: bytes | None = None, on_line: Callable[[str], None] | None = None
+    ) -> tuple[int, str]: ...
+
+
+@dataclass
+class SshShell:
+    """The cluster's SSH to its controller, as ``SshExecutor`` reaches the login node (tunnel included)."""
+
+    inventory: Inventory
+
+    def argv(self, command: str) -> list[str]:
+        return SshExecutor(self.inventory, self.inventory.controller).command(command)
+
+    def __call__(
+        self, command: str, *, stdin: bytes | None = None, on_line: Callable[[str], None] | None = None
+    ) -> tuple[int, str]:
+        process = subprocess.Popen(
+            self.argv(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        if stdin is not None:
+            process.stdin.write(stdin)
+        process.stdin.close()
+        lines = []
+        for raw in process.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+        return process.wait(), "\n".join(lines)
+
+
+def head_inventory(inventory: Inventory, folder: str) -> Inventory:
+    """The inventory as the head sees it: nodes at their private IPs, the relay folder's key and
+    known_hosts, no tunnel (the head is inside the cluster's network)."""
+    hosts = [host.model_copy(update={"address": host.private_ip}) for host in inventory.hosts]
+    connection = Connection(
+        user=inventory.connection.user,
+        private_key_file=f"{folder}/id_cluster" if inventory.connection.private_key_file else None,
+        ssh_common_args=f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={folder}/known_hosts",
+        become=inventory.connection.become,
+    )
+    return inventory.model_copy(update={"hosts": hosts, "connection": connection})
+
+
+def forks_for(cores: int, hosts: int) -> int:
+    return max(1, min(hosts, MAX_FORKS, FORKS_PER_CORE * max(1, cores)))
+
+
+def _add_tree(archive: tarfile.TarFile, source: Path, name: str) -> None:
+    archive.add(source, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
+
+
+def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o600) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    archive.addfile(info, io.BytesIO(data))
+
+
+def site_packages() -> Path:
+    import ansible
+
+    return Path(ansible.__file__).resolve().parents[1]
+
+
+def ansible_payload(packages: Path) -> list[tuple[Path, str]]:
+    """What of this machine's site-packages the head needs to run the same ansible-core."""
+    found: list[tuple[Path, str]] = []
+    for name in PACKAGES:
+        matches = [p for p in packages.glob(f"{name}*") if p.name == name or p.name.startswith(f"{name}.")]
+        found.extend((p, f"py/{p.name}") for p in matches if not p.name.endswith(".dist-info"))
+    for collection in COLLECTIONS:
+        path = packages / "ansible_collections" / collection
+        if path.is_dir():
+            found.append((path, f"collections/ansible_collections/{collection}"))
+    missing = [n for n in ("ansible", "jinja2", "yaml") if not (packages / n).exists()]
+    if missing:
+        raise ConfigureError(f"cannot ship Ansible to the head: {', '.join(missing)} not in {packages}")
+    return found
+
+
+def bundle(
+    inventory: Inventory,
+    folder: str,
+    *,
+    key: bytes | None,
+    extravars: dict[str, Any],
+    files: dict[str, bytes],
+    payload: Iterable[tuple[Path, str]],
+) -> bytes:
+    """The one upload: playbooks, roles, ansible.cfg, the head's inventory, keys and Ansible itself."""
+    root = project_root()
+    head = head_inventory(inventory, folder)
+    stream = io.BytesIO()
+    with tarfile.open(fileobj=stream, mode="w:gz", compresslevel=1) as archive:
+        _add_tree(archive, root / "playbooks", "playbooks")
+        _add_tree(archive, root / "roles", "roles")
+        archive.add(root / "ansible.cfg", arcname="ansible.cfg")
+        header = f"# Ansible inventory of gpufleet cluster '{head.cluster}', as its head node sees it.\n"
+        import yaml
+
+        text = header + yaml.safe_dump(head.to_ansible(), sort_keys=False)
+        _add_bytes(archive, "inventory.yml", text.encode(), 0o644)
+        _add_bytes(archive, "extravars.json", json.dumps(extravars).encode())
+        if key is not None:
+            _add_bytes(archive, "id_cluster", key)
+        for name, data in files.items():
+            _add_bytes(archive, name, data)
+        for source, name in payload:
+            _add_tree(archive, source, name)
+    return stream.getvalue()
+
+
+@dataclass
+class _Output:
+    """Reads ansible-playbook's default output on the head into a ``PlayResult``'s parts."""
+
+    reporter: Reporter
+    task: str = ""
+    changed_tasks: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    recap: dict[str, dict[str, int]] = field(default_factory=dict)
+    _fatal: list[str] = field(default_factory=list)
+
+    def __call__(self, line: str) -> None:
+        if self._fatal and line.startswith(" "):
+            # The result as YAML (ansible.cfg: callback_result_format = yaml), one key a line: keep what
+            # says why.
+            if line.strip().startswith(("msg:", "stderr:", "module_stderr:")):
+                self._fatal.append(line.strip())
+            return
+        self._close_fatal(ignored=line.strip() == "...ignoring")
+        if match := _PLAY.match(line):
+            self.reporter.info(f"play: {match['play']}")
+        elif match := _TASK.match(line):
+            self.task = match["task"]
+            self.reporter.info(f"  task: {self.task}")
+        elif match := _CHANGED.match(line):
+            self.changed_tasks.append(f"{match['host']}: {self.task}")
+        elif match := _FATAL.match(line):
+            self._fatal = [f"{match['host']}: {self.task}: {match['kind'].lower()}: {match['rest']}".strip()]
+        elif match := _RECAP.match(line):
+            self.recap[match["host"]] = {k: int(match[k]) for k in ("ok", "changed", "unreachable", "failed")}
+
+    def _close_fatal(self, *, ignored: bool) -> None:
+        if self._fatal and not ignored:
+            self.failures.append(" ".join(self._fatal)[:1500])
+        self._fatal = []
+
+    def finish(self) -> None:
+        self._close_fatal(ignored=False)
+
+
+def run_on_head(
+    playbook: str,
+    inventory: Inventory,
+    reporter: Reporter,
+    *,
+    shell: Shell,
+    key_file: Path | None,
+    extravars: dict[str, Any],
+    files: dict[str, Path],
+    log_dir: Path,
+    skip_tags: str | None = None,
+    payload: Iterable[tuple[Path, str]] | None = None,
+) -> PlayResult:
+    """Run ``playbooks/<playbook>`` with Ansible on the controller (three calls of ``shell``).
+
+    ``files`` name extra variables that are paths on this machine (the munge key): the head gets a copy in
+    the relay folder and the variable points there. The head's output is kept in ``log_dir``/stdout."""
+    head = inventory.controller.name
+    rc, out = shell('printf "%s\\n" "$HOME"; python3 -c "import sys; print(sys.version_info[:2])"; nproc')
+    lines = out.strip().splitlines()
+    if rc != 0 or len(lines) < 3:
+        raise ConfigureError(
+            f"cannot run Ansible on the head node {head}: the probe exited {rc}: {out.strip()[-400:]}",
+            hint="check that the controller answers SSH and has python3 ('gpufleet status SPEC'), or unset "
+            f"{SWITCH} to run Ansible from this machine",
+        )
+    home, version, cores = lines[-3], lines[-2], int(lines[-1])
+    ours = str(tuple(sys.version_info[:2]))
+    if version != ours:
+        raise ConfigureError(
+            f"the head node {head} has Python {version}, this machine {ours}: the Ansible gpufleet ships "
+            "to the head is built for this machine's Python",
+            hint=f"run gpufleet with the head's Python version, or unset {SWITCH} to run Ansible from here",
+        )
+    folder = f"{home}/{RELAY_FOLDER}/{inventory.cluster}"
+    variables = dict(extravars)
+    uploads: dict[str, bytes] = {}
+    for variable, path in files.items():
+        uploads[path.name] = path.read_bytes()
+        variables[variable] = f"{folder}/{path.name}"
+    data = bundle(
+        inventory,
+        folder,
+        key=key_file.read_bytes() if key_file else None,
+        extravars=variables,
+        files=uploads,
+        payload=ansible_payload(site_packages()) if payload is None else payload,
+    )
+    quoted = shlex.quote(folder)
+    reporter.info(f"shipping playbooks, roles and Ansible to {head} ({len(data) / 1e6:.1f} MB)")
+    rc, out = shell(
+        f"umask 077 && rm -rf {quoted} && mkdir -p {quoted} && tar -xzf - -C {quoted}", stdin=data
+    )
+    if rc != 0:
+        raise ConfigureError(
+            f"cannot unpack the playbooks on the head node {head} (exit {rc}): {out.strip()[-400:]}",
+            hint=f"check the free space in {home} on {head}, or unset {SWITCH}",
+        )
+    forks = forks_for(cores, len(inventory.hosts))
+    env = {
+        "PYTHONPATH": f"{folder}/py",
+        "ANSIBLE_CONFIG": f"{folder}/ansible.cfg",
+        "ANSIBLE_ROLES_PATH": f"{folder}/roles",
+        "ANSIBLE_COLLECTIONS_PATH": f"{folder}/collections",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_LOCAL_TEMP": f"{folder}/tmp",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": f"{folder}/cp",
+    }
+    argv = [
+        "python3",
+        "-c",
+        "import sys; from ansible.cli.playbook import main; sys.argv[0] = 'ansible-playbook'; main()",
+        "-i",
+        f"{folder}/inventory.yml",
+        "-e",
+        f"@{folder}/extravars.json",
+        "--forks",
+        str(forks),
+        *(["--skip-tags", skip_tags] if skip_tags else []),
+        f"{folder}/playbooks/{playbook}",
+    ]
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    secrets = " ".join(shlex.quote(f"{folder}/{name}") for name in ["id_cluster", *uploads])
+    command = f"cd {quoted} && {exports} {shlex.join(argv)}; rc=$?; rm -f {secrets}; exit $rc"
+    reporter.info(f"ansible-playbook on {head}: {len(inventory.hosts)} hosts, {forks} forks ({cores} cores)")
+    output = _Output(reporter)
+    rc, text = shell(command, on_line=output)
+    output.finish()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "stdout").write_text(text + "\n", encoding="utf-8")
+    stats = {
+        kind: {host: counts[kind] for host, counts in output.recap.items()}
+        for kind in ("ok", "changed", "unreachable", "failed")
+    }
+    unreachable = sorted(host for host, counts in output.recap.items() if counts["unreachable"])
+    if rc != 0 or not output.recap:
+        failures = output.failures or [f"{head}: ansible-playbook exited {rc}: {text.strip()[-600:]}"]
+        raise play_error(playbook, "failed on the head node", rc, failures, unreachable, str(log_dir))
+    return PlayResult(
+        ok=True,
+        changed=sum(stats["changed"].values()),
+        changed_tasks=output.changed_tasks,
+        failures=[],
+        unreachable=[],
+        stats=stats,
+        artifacts=log_dir,
+    )
+
+
+def configure_on_head(
+    inventory: Inventory, munge_key: Path, log_dir: Path, reporter: Reporter, *, baked: str | None
+) -> PlayResult:
+    """``gpufleet configure`` with the switch set: site.yml's configure phase, run on the controller."""
+    if not baked:
+        raise ConfigureError(
+            f"{SWITCH}=head runs only the configure phase of nodes from a current baked image; these nodes "
+            "need the install phase, which reads downloads from this machine",
+            hint="bake the image first ('gpufleet image build SPEC', then 'gpufleet up SPEC'), or unset "
+            f"{SWITCH}",
+        )
+    key = inventory.connection.private_key_file
+    return run_on_head(
+        "site.yml",
+        inventory,
+        reporter,
+        shell=SshShell(inventory),
+        key_file=Path(key).expanduser() if key else None,
+        extravars={},
+        files={"munge_key_file": munge_key},
+        log_dir=log_dir,
+        skip_tags="install",
+    )

@@ -1,0 +1,235 @@
+"""Configure from the head node (GPUFLEET_CONFIGURE_FROM=head): what gpufleet's machine does must not grow
+with the node count, the head's inventory reaches the nodes over the private network, and the head's
+ansible-playbook output (real output, tests/configure/data/SOURCES.md) becomes the play's result."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.configure import relay
+from gpufleet.errors import ConfigureError, ExitCode
+from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.progress import SilentReporter
+from gpufleet.spec.model import Role
+
+DATA = Path(__file__).parent / "data"
+# What an SSM tunnel looks like in a cloud inventory (gpufleet.infra.aws): every node behind it.
+TUNNEL = "-o ProxyCommand='aws ssm start-session --target %h --document-name AWS-StartSSHSession'"
+
+
+def fleet(compute: int) -> Inventory:
+    head = Host(
+        name="p5-controller",
+        roles=[Role.CONTROLLER, Role.LOGIN],
+        address="i-0head",
+        private_ip="10.0.0.10",
+        instance_type="baremetal",
+        cpus=8,
+        memory_mb=32000,
+    )
+    nodes = [
+        Host(
+            name=f"p5-compute-{i}",
+            roles=[Role.COMPUTE],
+            address=f"i-0{i:05d}",
+            private_ip=f"10.0.{1 + i // 250}.{10 + i % 250}",
+            instance_type="baremetal",
+            cpus=192,
+            memory_mb=2000000,
+        )
+        for i in range(compute)
+    ]
+    return Inventory(
+        cluster="p5",
+        provider="aws",
+        fabric="ethernet",
+        hosts=[head, *nodes],
+        connection=Connection(
+            user="ubuntu", private_key_file="/state/p5/ssh/id_ed25519", ssh_common_args=TUNNEL, become=True
+        ),
+        extra_vars={"gpufleet_baked_image_hash": "abc123"},
+    )
+
+
+@dataclass
+class FakeHead:
+    """Models the head node as seen through ssh: a shell with $HOME /home/ubuntu, Debian's python3 at
+    this interpreter's version, ``nproc`` cores; tar unpacks the upload into ``disk``; ansible-playbook
+    prints ``output`` (real ansible-playbook output) and exits ``rc``."""
+
+    disk: Path
+    output: str
+    rc: int = 0
+    cores: int = 2
+    python: str = ""
+    calls: list[str] = field(default_factory=list)
+    uploads: list[bytes] = field(default_factory=list)
+
+    def __call__(
+        self, command: str, *, stdin: bytes | None = None, on_line: Callable[[str], None] | None = None
+    ) -> tuple[int, str]:
+        import sys
+
+        self.calls.append(command)
+        if command.startswith("printf"):
+            python = self.python or str(tuple(sys.version_info[:2]))
+            return 0, f"/home/ubuntu\n{python}\n{self.cores}\n"
+        if "tar -xzf -" in command:
+            assert stdin is not None
+            self.uploads.append(stdin)
+            with tarfile.open(fileobj=io.BytesIO(stdin), mode="r:gz") as archive:
+                archive.extractall(self.disk, filter="data")
+            return 0, ""
+        for line in self.output.splitlines():
+            if on_line is not None:
+                on_line(line)
+        return self.rc, self.output
+
+
+def run(inventory: Inventory, head: FakeHead, tmp_path: Path) -> relay.PlayResult:
+    key = tmp_path / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    munge = tmp_path / "munge.key"
+    munge.write_bytes(b"\0" * 1024)
+    return relay.run_on_head(
+        "site.yml",
+        inventory,
+        SilentReporter(),
+        shell=head,
+        key_file=key,
+        extravars={},
+        files={"munge_key_file": munge},
+        log_dir=tmp_path / "logs",
+        skip_tags="install",
+        payload=[],
+    )
+
+
+def test_the_switch_is_off_unless_set_and_a_wrong_value_says_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(relay.SWITCH, raising=False)
+    assert relay.chosen() == "here"
+    monkeypatch.setenv(relay.SWITCH, "head")
+    assert relay.chosen() == "head"
+    monkeypatch.setenv(relay.SWITCH, "controller")
+    with pytest.raises(ConfigureError) as caught:
+        relay.chosen()
+    assert caught.value.message == "GPUFLEET_CONFIGURE_FROM='controller' is not one of here, head"
+    assert caught.value.hint is not None and "unset GPUFLEET_CONFIGURE_FROM" in caught.value.hint
+
+
+def test_the_head_reaches_every_node_at_its_private_ip_without_the_tunnel() -> None:
+    head = relay.head_inventory(fleet(3), "/home/ubuntu/.gpufleet-relay/p5")
+    assert [h.address for h in head.hosts] == ["10.0.0.10", "10.0.1.10", "10.0.1.11", "10.0.1.12"]
+    assert head.connection.private_key_file == "/home/ubuntu/.gpufleet-relay/p5/id_cluster"
+    assert "ProxyCommand" not in (head.connection.ssh_common_args or "")
+    assert "UserKnownHostsFile=/home/ubuntu/.gpufleet-relay/p5/known_hosts" in (
+        head.connection.ssh_common_args or ""
+    )
+    assert head.connection.user == "ubuntu" and head.connection.become
+    assert head.extra_vars == {"gpufleet_baked_image_hash": "abc123"}
+
+
+@pytest.mark.parametrize("compute", [2, 1024])
+def test_what_this_machine_does_is_three_calls_to_the_head_whatever_the_node_count(
+    compute: int, tmp_path: Path
+) -> None:
+    disk = tmp_path / "head"
+    head = FakeHead(disk, (DATA / "head_ansible_playbook_ok.out").read_text())
+    run(fleet(compute), head, tmp_path)
+    # The probe, the one upload, the one ansible-playbook: nothing per node on this machine.
+    assert len(head.calls) == 3 and len(head.uploads) == 1
+    assert head.calls[0].startswith("printf")
+    assert "tar -xzf - -C /home/ubuntu/.gpufleet-relay/p5" in head.calls[1]
+    assert "--forks " + str(min(compute + 1, 16)) in head.calls[2]  # 8 per core on a 2-core head
+    assert "--skip-tags install" in head.calls[2]
+    with tarfile.open(fileobj=io.BytesIO(head.uploads[0]), mode="r:gz") as archive:
+        names = set(archive.getnames())
+    # The upload's members do not depend on N: only inventory.yml's length does.
+    assert {"inventory.yml", "extravars.json", "id_cluster", "munge.key", "ansible.cfg"} <= names
+    assert "playbooks/site.yml" in names and "roles/slurm/tasks/main.yml" in names
+    inventory = yaml.safe_load((disk / "inventory.yml").read_text())
+    hosts = inventory["all"]["children"]["compute"]["hosts"]
+    assert len(hosts) == compute
+    assert hosts["p5-compute-0"]["ansible_host"] == "10.0.1.10"
+    extravars = yaml.safe_load((disk / "extravars.json").read_text())
+    assert extravars == {"munge_key_file": "/home/ubuntu/.gpufleet-relay/p5/munge.key"}
+    # The copies of the cluster's key and the munge key are removed however the play ends.
+    assert head.calls[2].endswith(
+        "; rc=$?; rm -f /home/ubuntu/.gpufleet-relay/p5/id_cluster /home/ubuntu/.gpufleet-relay/p5/munge.key"
+        "; exit $rc"
+    )
+
+
+def test_the_same_upload_for_2_and_1024_nodes_but_the_inventory(tmp_path: Path) -> None:
+    members = []
+    for compute in (2, 1024):
+        head = FakeHead(tmp_path / str(compute), (DATA / "head_ansible_playbook_ok.out").read_text())
+        run(fleet(compute), head, tmp_path)
+        with tarfile.open(fileobj=io.BytesIO(head.uploads[0]), mode="r:gz") as archive:
+            members.append({m.name: m.size for m in archive.getmembers() if m.name != "inventory.yml"})
+    assert members[0] == members[1]
+
+
+def test_the_heads_output_becomes_the_play_result(tmp_path: Path) -> None:
+    head = FakeHead(tmp_path / "head", (DATA / "head_ansible_playbook_ok.out").read_text())
+    result = run(fleet(2), head, tmp_path)
+    assert result.ok and result.changed == 6  # the recap's changed= per host, summed
+    assert result.changed_tasks == [
+        "t-compute-1: Always changes",
+        "t-compute-0: Always changes",
+        "t-controller: Always changes",
+    ]
+    assert result.failures == []  # the three failures were ignored (ignore_errors: '...ignoring')
+    assert result.stats["ok"] == {"t-compute-0": 3, "t-compute-1": 3, "t-controller": 3}
+    assert (tmp_path / "logs" / "stdout").read_text().startswith("\nPLAY [Sample]")
+
+
+def test_a_failed_task_on_a_node_is_named_with_its_message_and_where_the_log_is(tmp_path: Path) -> None:
+    head = FakeHead(tmp_path / "head", (DATA / "head_ansible_playbook_failed.out").read_text(), rc=2)
+    with pytest.raises(ConfigureError) as caught:
+        run(fleet(2), head, tmp_path)
+    error = caught.value
+    assert error.exit_code == ExitCode.CONFIGURE
+    assert error.message == (
+        "site.yml failed (status failed on the head node, exit 2):\n"
+        "  - t-compute-1: Munge credential decodes: failed: msg: non-zero return code "
+        "stderr: 'munge: Error: Invalid credential'"
+    )
+    assert error.hint is not None and f"{tmp_path / 'logs'}/stdout" in error.hint
+
+
+def test_a_head_with_another_python_is_refused_before_anything_is_shipped(tmp_path: Path) -> None:
+    head = FakeHead(tmp_path / "head", "", python="(3, 8)")
+    with pytest.raises(ConfigureError) as caught:
+        run(fleet(2), head, tmp_path)
+    assert "p5-controller has Python (3, 8)" in caught.value.message
+    assert len(head.calls) == 1 and not head.uploads
+
+
+def test_only_a_baked_configure_runs_from_the_head(tmp_path: Path) -> None:
+    with pytest.raises(ConfigureError) as caught:
+        relay.configure_on_head(fleet(2), tmp_path / "munge.key", tmp_path, SilentReporter(), baked=None)
+    assert "runs only the configure phase" in caught.value.message
+    assert caught.value.hint is not None and "gpufleet image build SPEC" in caught.value.hint
+
+
+def test_this_machines_ansible_core_and_the_roles_collections_are_what_is_shipped() -> None:
+    payload = dict((name, source) for source, name in relay.ansible_payload(relay.site_packages()))
+    assert {"py/ansible", "py/jinja2", "py/yaml", "py/resolvelib", "py/packaging"} <= set(payload)
+    assert "collections/ansible_collections/ansible/posix" in payload
+    assert (payload["py/ansible"] / "cli" / "playbook.py").exists()
+
+
+def test_forks_follow_the_heads_cores_not_this_machines() -> None:
+    assert relay.forks_for(cores=2, hosts=1025) == 16
+    assert relay.forks_for(cores=96, hosts=1025) == 512
+    assert relay.forks_for(cores=96, hosts=5) == 5
