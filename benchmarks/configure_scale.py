@@ -168,9 +168,15 @@ def main() -> None:
     options = parser.parse_args()
     rows: list[tuple[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="gpufleet-scale-") as tmp:
+        designs = list(options.designs)
         for size in options.sizes:
-            for design in options.designs:  # the designs alternate at each size: same machine, same minute
-                row = measure(size, design, Path(tmp), options.prefix)
+            for design in list(designs):  # the designs alternate at each size: same machine, same minute
+                try:
+                    row = measure(size, design, Path(tmp), options.prefix)
+                except SystemExit as failed:  # one design failing leaves the other's measurements
+                    print(f"# {design} failed at {size} nodes, dropped: {failed}", flush=True)
+                    designs.remove(design)
+                    continue
                 rows.append((design, row))
                 print(f"# {design} {json.dumps({k: round(v, 2) for k, v in row.items()})}", flush=True)
     print(

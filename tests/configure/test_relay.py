@@ -227,6 +227,56 @@ def test_this_machines_ansible_core_and_the_roles_collections_are_what_is_shippe
     assert {"py/ansible", "py/jinja2", "py/yaml", "py/resolvelib", "py/packaging"} <= set(payload)
     assert "collections/ansible_collections/ansible/posix" in payload
     assert (payload["py/ansible"] / "cli" / "playbook.py").exists()
+    # ansible-core reads Jinja2's version through importlib.metadata: without its dist-info it stops.
+    assert any(name.startswith("py/jinja2-") and name.endswith(".dist-info") for name in payload)
+
+
+def test_the_shipped_ansible_runs_site_yml_with_nothing_but_the_upload(tmp_path: Path) -> None:
+    """The head has only python3 and the upload: the shipped Ansible alone (no site-packages: -S) parses
+    site.yml with every role, and finds the collections' modules the roles name."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "relay"
+    data = relay.bundle(
+        fleet(2),
+        str(folder),
+        key=b"key",
+        extravars={},
+        files={},
+        payload=relay.ansible_payload(relay.site_packages()),
+    )
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        archive.extractall(folder, filter="data")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": f"{folder}/py",
+        "ANSIBLE_CONFIG": f"{folder}/ansible.cfg",
+        "ANSIBLE_ROLES_PATH": f"{folder}/roles",
+        "ANSIBLE_COLLECTIONS_PATH": f"{folder}/collections",
+        "ANSIBLE_LOCAL_TEMP": f"{tmp_path}/tmp",
+    }
+    main = "import sys; from ansible.cli.playbook import main; sys.argv[0] = 'ansible-playbook'; main()"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            main,
+            "--syntax-check",
+            "-i",
+            f"{folder}/inventory.yml",
+            f"{folder}/playbooks/site.yml",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "playbook: " in done.stdout
 
 
 def test_forks_follow_the_heads_cores_not_this_machines() -> None:

@@ -58,6 +58,20 @@ PACKAGES = (
     "packaging",
     "resolvelib",
 )
+# The same, as distributions (their *.dist-info folders), lower-cased.
+DISTRIBUTIONS = frozenset(
+    {
+        "ansible_core",
+        "jinja2",
+        "markupsafe",
+        "pyyaml",
+        "cryptography",
+        "cffi",
+        "pycparser",
+        "packaging",
+        "resolvelib",
+    }
+)
 # The collections the roles name besides ansible.builtin (grep of roles/: ansible.posix.mount and
 # sysctl, community.general.modprobe, community.docker.docker_image_pull).
 COLLECTIONS = ("ansible/posix", "community/general", "community/docker")
@@ -164,6 +178,11 @@ def ansible_payload(packages: Path) -> list[tuple[Path, str]]:
     for name in PACKAGES:
         matches = [p for p in packages.glob(f"{name}*") if p.name == name or p.name.startswith(f"{name}.")]
         found.extend((p, f"py/{p.name}") for p in matches if not p.name.endswith(".dist-info"))
+    # ansible-core asks importlib.metadata for its requirements' versions (Jinja2's first): their
+    # dist-info folders go too.
+    for info in packages.glob("*.dist-info"):
+        if info.name.split("-", 1)[0].lower() in DISTRIBUTIONS:
+            found.append((info, f"py/{info.name}"))
     for collection in COLLECTIONS:
         path = packages / "ansible_collections" / collection
         if path.is_dir():
