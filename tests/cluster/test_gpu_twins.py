@@ -191,6 +191,17 @@ class Twins:
             time.sleep(1)
         raise AssertionError(f"{name}: systemd did not come up ({state})")
 
+    def wait_ssh(self, name: str) -> None:
+        """Wait until the twin's sshd answers a login (systemd can report running before sshd listens)."""
+        argv = ["ssh", "-i", str(self.key), "-o", "BatchMode=yes", "-o", "ControlMaster=no",
+                "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "ConnectTimeout=5", f"root@{self.addresses[name]}", "true"]  # fmt: skip
+        for _ in range(60):
+            if subprocess.run(argv, capture_output=True, check=False, timeout=30).returncode == 0:
+                return
+            time.sleep(1)
+        raise AssertionError(f"{name}: sshd does not accept the test's key after the restart")
+
     def packages(self, name: str) -> dict[str, str]:
         out = self.shell(name, "dpkg-query -W -f '${Package}=${Version}\\n'").stdout
         return dict(line.split("=", 1) for line in out.split())
@@ -204,8 +215,12 @@ class Twins:
         if limit:
             argv += ["--limit", limit]
         live = {
-            "ANSIBLE_LOG_PATH": str(self.work / f"play-{self.runs + 1}.live.log")
-        }  # progress, while it runs
+            "ANSIBLE_LOG_PATH": str(self.work / f"play-{self.runs + 1}.live.log"),  # progress, while it runs
+            # Each run gets its own SSH control sockets: `podman restart -t 0` kills a twin without closing
+            # its TCP connections, so a master kept alive from the run before (ControlPersist, ansible.cfg)
+            # would hand the next run a dead connection and Ansible reports the restarted twin unreachable.
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.work / f"cp-{self.runs + 1}"),
+        }
         done = subprocess.run(argv, capture_output=True, text=True, timeout=1200, check=False, cwd=ROOT,
                               env={**self.podman.env, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
                                    "ANSIBLE_ROLES_PATH": str(ROOT / "roles"), **live})  # fmt: skip
@@ -285,6 +300,7 @@ def test_every_twin_installs_what_its_image_lacks_verifies_the_rest_and_ends_hea
     # The "reboot": the container restarts, and the module the roles installed is the loaded one.
     twins.podman.run("restart", "-t", "0", "twin-ubuntu-2404")
     twins.wait_running("twin-ubuntu-2404")
+    twins.wait_ssh("twin-ubuntu-2404")
     healthy = [t for t in TWINS if not t.expect_failure]
     limit = ",".join(t.name for t in healthy)
     second = twins.play(inventory, limit=limit)
