@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
-from gpufleet.infra.local.cluster import plan_nodes
+from gpufleet.errors import ProvisionError
+from gpufleet.infra.local.cluster import device_args, plan_nodes
 from gpufleet.infra.local.image import node_image_ref
 from gpufleet.infra.local.podman import containers_conf
 from gpufleet.spec import load_spec, parse_spec
@@ -42,3 +44,19 @@ def test_containers_conf_settles_the_host_quirks() -> None:
     assert 'cgroup_manager = "cgroupfs"' in text
     assert 'network_backend = "netavark"' in text
     assert "nofile=" in text and "nproc=" in text
+
+
+def test_nodes_get_fuse_when_the_spec_installs_containers(tmp_path: Path) -> None:
+    spec = load_spec(ROOT / "examples" / "local.yaml")
+    assert spec.software.containers  # on by default
+    assert device_args(spec) == ["--device", "/dev/fuse"]
+    data = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+    data["software"]["containers"] = False
+    assert device_args(parse_spec(yaml.safe_dump(data))) == []
+
+
+def test_a_host_without_fuse_is_refused_with_the_fix(tmp_path: Path) -> None:
+    spec = load_spec(ROOT / "examples" / "local.yaml")
+    with pytest.raises(ProvisionError, match="modprobe fuse") as caught:
+        device_args(spec, fuse=tmp_path / "fuse")
+    assert "software.containers: false" in (caught.value.hint or "")

@@ -60,6 +60,25 @@ class NodePlan:
     roles: tuple[Role, ...]
 
 
+# enroot mounts squashfs images and overlays through FUSE (squashfuse, fuse-overlayfs); in a node
+# container that needs the host's /dev/fuse passed in (measured 2026-11-24, docs/containers.md).
+FUSE_DEVICE = "/dev/fuse"
+
+
+def device_args(spec: ClusterSpec, fuse: Path = Path(FUSE_DEVICE)) -> list[str]:
+    """``podman run`` arguments for the host devices a node needs: /dev/fuse when the spec installs
+    enroot and pyxis (``software.containers``), refused with the fix when the host has no FUSE."""
+    if not spec.software.containers:
+        return []
+    if not fuse.is_char_device():
+        raise ProvisionError(
+            f"software.containers needs {fuse} on this host (enroot mounts images through FUSE in the "
+            "nodes), and there is none",
+            hint="load the module ('modprobe fuse'), or set software.containers: false in the spec",
+        )
+    return ["--device", str(fuse)]
+
+
 def plan_nodes(spec: ClusterSpec) -> list[NodePlan]:
     nodes: list[NodePlan] = []
     for group in spec.node_groups:
@@ -214,6 +233,7 @@ class LocalCluster:
             args += ["-v", f"{self.volume}:{self.spec.filesystem.mount_point}"]
         if self.provider.net_admin:  # tc in the node's own namespace (gpufleet.infra.local.faults)
             args += ["--cap-add", "NET_ADMIN"]
+        args += device_args(self.spec)
         self.podman.run(*args, image, what=f"starting node {node.name}")
         return digest
 
