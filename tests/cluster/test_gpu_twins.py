@@ -50,7 +50,7 @@ from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import SilentReporter
 from gpufleet.spec.model import Role, Software
 from twins.images import TWINS, Twin
-from twins.vendor_repo import MIRROR, PROC_VERSION, build_mirror
+from twins.vendor_repo import GDRDRV_MODULE, MIRROR, PROC_VERSION, build_mirror
 
 pytestmark = pytest.mark.cluster
 
@@ -58,11 +58,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SITE_PLAYS = ("Group the compute nodes by GPU stack mode", "GPU node stack", "Fabric")
 NOT_RUN_ROLES = {"nccl_tests"}  # builds nccl-tests with nvcc: the twins' nvcc only prints its version
 # The test's stand-ins for what a container lacks (the same as test_gpu_roles_converge): no kernel headers
-# to build for, the loaded module's version in a file a boot unit writes, no initramfs.
+# to build for, the loaded module's version in a file a boot unit writes, no initramfs; GDRCopy's gdrdrv
+# module marked loaded by its init script's stand-in (tests/twins/vendor_repo.py) in place of /sys/module.
 EXTRA = {
     "__nvidia_driver_build_packages": [],
     "__nvidia_driver_proc_version": PROC_VERSION,
     "__nvidia_driver_initramfs_command": ["true"],
+    "__gdrcopy_build_packages": [],
+    "__gdrcopy_module_dir": GDRDRV_MODULE,
 }
 
 
@@ -127,7 +130,7 @@ def twin_inventory(twins: list[Twin], addresses: dict[str, str], key: Path) -> d
                 # the stand-in mirror in place of NVIDIA's download servers
                 "nvidia_driver_repo_url": f"file://{MIRROR}/cuda/repos",
                 "cuda_toolkit_repo_url": f"file://{MIRROR}/cuda/repos",
-                "nccl_gdrcopy_url": f"file://{MIRROR}/gdrcopy",
+                "gdrcopy_url": f"file://{MIRROR}/gdrcopy",
                 "efa_disable_ptrace_protection": False,  # /proc/sys is read-only in a container
             },
         }
@@ -365,6 +368,8 @@ def _expect_installed(twin: Twin, modes: dict[str, str], now: dict[str, str]) ->
         expected["libnccl2"] = ("nccl", f"{pins.nccl}-1+cuda{pins.cuda}")
     if modes["dcgm"] == "install":
         expected[f"datacenter-gpu-manager-4-cuda{pins.cuda.split('.')[0]}"] = ("dcgm", "1:4.4.2-1")
+    if modes["gdrcopy"] == "install" and twin.fabric in ("efa", "infiniband", "roce"):  # its own component
+        expected["gdrcopy"] = ("gdrcopy", "2.5.1-1")  # the gdrcopy role's pin, whatever NCCL's mode
     wrong = {
         pkg: (component, want, now.get(pkg))
         for pkg, (component, want) in expected.items()

@@ -224,7 +224,7 @@ def test_an_epochless_dcgm_spec_finds_no_candidate(world: AptWorld, tmp_path: Pa
     assert "no available installation candidate" in install["msg"], install["msg"]
 
 
-# --- GDRCopy (nccl) ------------------------------------------------------------------------------------
+# --- GDRCopy (gdrcopy) ---------------------------------------------------------------------------------
 
 UBUNTU_2204 = {"distribution": "Ubuntu", "distribution_version": "22.04", "architecture": "x86_64",
                "os_family": "Debian"}  # fmt: skip
@@ -235,28 +235,27 @@ def _gdrcopy_files(world: AptWorld, tmp_path: Path, cuda: str) -> list[str]:
     tasks = [
         {
             "name": "Load the role's defaults",
-            "ansible.builtin.include_vars": str(ROOT / "roles/nccl/defaults/main.yml"),
+            "ansible.builtin.include_vars": str(ROOT / "roles/gdrcopy/defaults/main.yml"),
         },
         {
             "name": "Load the role's variables",
-            "ansible.builtin.include_vars": str(ROOT / "roles/nccl/vars/main.yml"),
+            "ansible.builtin.include_vars": str(ROOT / "roles/gdrcopy/vars/main.yml"),
         },
         {
             "name": "Load the OS's variables",
-            "ansible.builtin.include_vars": str(ROOT / "roles/nccl/vars/Debian.yml"),
+            "ansible.builtin.include_vars": str(ROOT / "roles/gdrcopy/vars/Debian.yml"),
         },
         {
             "name": "Render",
             "ansible.builtin.debug": {
-                "msg": "{{ __nccl_gdrcopy_packages"
-                " | map('regex_replace', '^', __nccl_gdrcopy_folder ~ '/') | list }}"
+                "msg": "{{ __gdrcopy_packages | map('regex_replace', '^', __gdrcopy_folder ~ '/') | list }}"
             },
         },
     ]
     rc, results = run_playbook(
         tmp_path, _inventory(gpufleet_software={"cuda": cuda}, gpufleet_fabric="efa"),
         _play(world, tasks, gather_facts=False),
-        *_extra(ansible_facts=UBUNTU_2204, nccl_gdrcopy_url=f"file://{world.mirror}"),
+        *_extra(ansible_facts=UBUNTU_2204, gdrcopy_url=f"file://{world.mirror}"),
     )  # fmt: skip
     assert rc == 0, results
     return list(results["localhost"]["Render"]["msg"])
@@ -270,7 +269,7 @@ def test_gdrcopy_installs_every_deb_the_meta_package_needs(
     steps before it installed (marked installed in the private dpkg status), ending with the meta package."""
     files = _gdrcopy_files(world, tmp_path, cuda)
     assert all(f"/CUDA%20{folder.split()[1]}/ubuntu22_04/x64/" in url for url in files), files
-    installed: list[tuple[str, str]] = [("dkms", "3.0.10-8+deb12u1")]  # the nvidia_driver role's prerequisite
+    installed: list[tuple[str, str]] = [("dkms", "3.0.10-8+deb12u1")]  # the gdrcopy role's prerequisite
     for url in files:
         world.installed(*installed)
         step = tmp_path / f"step-{len(installed)}"

@@ -48,6 +48,10 @@ ASSUMED = {
 }
 
 
+# The stand-in repository's DKMS (Debian 12's, see SOURCES.md), as apt names its archive file.
+DKMS = "dkms_3.0.10-8+deb12u1+twin1"
+
+
 @dataclass
 class Twin:
     name: str  # the container's and the inventory host's name
@@ -106,8 +110,9 @@ class Twin:
                 if shipped("fabric_manager"):
                     names.append(f"nvidia-fabricmanager-{branch}_{server}")
             else:
+                # A DKMS-built module comes with DKMS itself (every *-dkms package needs it to build).
                 names += [f"nvidia-open_{build}-1", f"libnvidia-compute-{branch}_{ubuntu}",
-                          f"nvidia-dkms-{branch}-open_{ubuntu}"]  # fmt: skip
+                          f"nvidia-dkms-{branch}-open_{ubuntu}", DKMS]  # fmt: skip
                 if shipped("fabric_manager"):
                     names.append(f"nvidia-fabricmanager_{build}-1")
         if shipped("cuda"):
@@ -126,7 +131,7 @@ class Twin:
             names += ["libfabric-aws-bin_2.6.0amzn1.0", f"libnccl-ofi_{self.version('ofi_nccl')}-1"]
         if shipped("gdrcopy"):
             gdr = self.version("gdrcopy")
-            names += ["dkms_3.0.10-8+deb12u1+twin1"] + [
+            names += [DKMS] + [
                 f"{name}_{gdr}-1" for name in ("gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy")
             ]
         if shipped("container_toolkit"):
@@ -134,7 +139,7 @@ class Twin:
         return [
             f"{repo.MIRROR}/{'ubuntu' if '0ubuntu0' in name else 'repo'}/{name}_"
             f"{'all' if name.startswith('dkms_') else 'amd64'}.deb"
-            for name in names
+            for name in dict.fromkeys(names)  # once each, in order
         ]
 
     def prepare_script(self) -> str:

@@ -53,6 +53,11 @@ DCGM = ("4.4.2", "4.5.3", "4.7.0")
 CUDA = {"12.8": "12.8.1-1", "12.9": ("12.9.0-1", "12.9.1-1"), "13.2": "13.2.0-1"}
 NCCL = ("2.27.5", "2.27.7", "2.28.9")
 GDRCOPY = ("2.5.1", "2.5.2")
+# What gdrcopy-tests installs in /usr/bin (NVIDIA/gdrcopy v2.5.1 tests/Makefile install, prefix=/usr in
+# packages/debian-tests/rules), and where the twins mark the gdrdrv module loaded (stands in for
+# /sys/module/gdrdrv, as PROC_VERSION does for the driver's).
+GDRCOPY_PROGRAMS = ("gdrcopy_copybw", "gdrcopy_copylat", "gdrcopy_apiperf", "gdrcopy_sanity", "gdrcopy_pplat")
+GDRDRV_MODULE = f"{STATE}/module-gdrdrv"
 OFI_NCCL = {"1.16.3": "multiarch", "1.21.1": "flat"}
 CONTAINER_TOOLKIT = ("1.17.8", "1.20.1")
 UBUNTU = {"22.04": ("jammy", "ubuntu2204", "ubuntu22_04", "Ubuntu22_04"),
@@ -258,14 +263,25 @@ def _dcgm(version: str) -> list[Deb]:
     ]  # fmt: skip
 
 
+def _gdrdrv_files() -> dict[str, tuple[str, int]]:
+    """gdrdrv-dkms's init script, which loads the module at boot: a unit named as it (dh_installinit --name
+    gdrdrv) that marks the module loaded in GDRDRV_MODULE (no kernel to build or insert it into)."""
+    unit = _unit("gdrdrv: load the GDRCopy kernel module", f"/bin/sh -c 'mkdir -p {GDRDRV_MODULE}'")
+    unit = unit.replace("[Service]\n", "[Service]\nType=oneshot\nRemainAfterExit=yes\n")
+    return {"/lib/systemd/system/gdrdrv.service": (unit, 0o644)}
+
+
 def _gdrcopy(version: str) -> list[Deb]:
     full = f"{version}-1"
     return [
-        Deb("gdrdrv-dkms", full, depends="dkms (>= 1.95)"),
+        # debhelper's postinst for an init script enables it and starts it (dh_installinit).
+        Deb("gdrdrv-dkms", full, depends="dkms (>= 1.95)", files=_gdrdrv_files(),
+            postinst="systemctl enable --now gdrdrv.service >/dev/null 2>&1 || true"),
         Deb("libgdrapi", full, triggers=LDCONFIG, files={
             f"/usr/lib/{MULTIARCH}/libgdrapi.so.{version}": (shared_object("libgdrapi.so.2"), 0o644),
             f"/usr/lib/{MULTIARCH}/libgdrapi.so.2": (f"->libgdrapi.so.{version}", 0)}),
-        Deb("gdrcopy-tests", full, depends=f"libgdrapi (>= {full})"),
+        Deb("gdrcopy-tests", full, depends=f"libgdrapi (>= {full})",
+            files={f"/usr/bin/{name}": ("#!/bin/sh\nexit 0\n", 0o755) for name in GDRCOPY_PROGRAMS}),
         Deb("gdrcopy", full,
             depends=f"gdrdrv-dkms (= {full}), libgdrapi (= {full}), gdrcopy-tests (= {full})"),
     ]  # fmt: skip
