@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -747,6 +748,63 @@ class TrainingCheck(SpecModel):
     )
 
 
+# Bytes a checkpoint holds per model parameter, by what the job saves. Mixed precision with Adam keeps
+# 16-bit parameters (2) and, in fp32, a master copy, momentum and variance (4 + 4 + 4): ZeRO (Rajbhandari et
+# al., arXiv:1910.02054, section 3.1, read 2026-11-24) counts these "2 + 2 + 12" bytes with the 16-bit
+# gradients, which a checkpoint does not save. fp32 Adam: parameters, momentum, variance.
+CHECKPOINT_STATE_BYTES: dict[str, int] = {
+    "mixed-adam": 14,
+    "fp32-adam": 12,
+    "bf16-weights": 2,
+    "fp32-weights": 4,
+}
+_PARAMETER_COUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMBT]?)\s*$", re.IGNORECASE)
+_PARAMETER_FACTORS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def _parameter_count(value: object) -> object:
+    """``7B``, ``405B``, ``1.5B``, ``125M`` or a plain number -> a parameter count (decimal multiples)."""
+    if isinstance(value, str):
+        match = _PARAMETER_COUNT.match(value)
+        if not match:
+            raise PydanticCustomError(
+                "parameters", "expected a parameter count such as 7B, 1.5B, 125M or 7000000000"
+            )
+        return int(float(match.group(1)) * _PARAMETER_FACTORS[match.group(2).upper()])
+    return value
+
+
+class CheckpointPlan(SpecModel):
+    """The checkpoints the cluster's training jobs will write, for ``gpufleet check`` to size against the
+    shared filesystem: how big one is, how long it takes at the filesystem's provisioned throughput, what
+    share of the interval that is, the room ``keep`` of them need, and the interval that minimizes the work
+    lost to failures plus the time spent writing (Young's, from the cluster's expected time between
+    failures). docs/training.md, "Checkpoint planning"."""
+
+    parameters: Annotated[int, BeforeValidator(_parameter_count), Field(ge=1, le=10**14)] = Field(
+        description="the model's parameter count: 7B, 405B, 125M or a number"
+    )
+    state: Literal["mixed-adam", "fp32-adam", "bf16-weights", "fp32-weights"] = Field(
+        default="mixed-adam",
+        description="what a checkpoint holds: mixed-adam 14 bytes per parameter (16-bit weights, fp32 "
+        "master copy and Adam moments), fp32-adam 12, bf16-weights 2, fp32-weights 4",
+    )
+    interval: Duration = Field(default=timedelta(minutes=30), description="time between checkpoints")
+    keep: int = Field(default=2, ge=1, le=1000, description="complete checkpoints kept on the filesystem")
+    node_mtbf: Duration = Field(
+        default=timedelta(days=264),
+        description="expected time between failures that stop a job, per node (default: Llama 3's 405B "
+        "run, 419 unexpected interruptions in 54 days on 2,048 8-GPU servers)",
+    )
+
+    @field_validator("interval", "node_mtbf")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value.total_seconds() < 60:
+            raise PydanticCustomError("checkpoint_time", "expected at least a minute, such as 30m or 264d")
+        return value
+
+
 class ValidationSpec(SpecModel):
     """What ``gpufleet validate`` runs and what it expects."""
 
@@ -833,6 +891,10 @@ class ClusterSpec(SpecModel):
         default_factory=dict, description="extra tags (AWS) / labels (GCP) on every resource"
     )
     validation: ValidationSpec = Field(default=ValidationSpec(), description="what 'gpufleet validate' runs")
+    checkpoint: CheckpointPlan | None = Field(
+        default=None,
+        description="the training jobs' checkpoints, sized by 'gpufleet check' (docs/training.md)",
+    )
 
     _shorthand_provider = field_validator("provider", mode="before")(_kind_shorthand)
     _shorthand_fabric = field_validator("fabric", mode="before")(_kind_shorthand)
