@@ -2,8 +2,9 @@
 
 Runs ``gpufleet.infra.program.plan_spec`` (the cluster's own Pulumi program under Pulumi's unit-test
 mocks: no credentials, no Pulumi CLI) and prints every resource with its key properties, the counts
-per type and the on-demand cost per hour from the catalog. Cloud-blind: it reads the recorded
-resources' type tokens and inputs and nothing else. ``--json`` prints
+per type and the on-demand cost per hour from the catalog; with a ``checkpoint`` block, the checkpoint's
+size and write time at the filesystem's throughput (``gpufleet.preflight.checkpoint``). Cloud-blind: it
+reads the recorded resources' type tokens and inputs and nothing else. ``--json`` prints
 ``{"resources": [{"type", "name", "inputs"}, ...], "cost_per_hour_usd": ..., ...}``.
 """
 
@@ -16,7 +17,9 @@ from typing import Any
 
 from rich.table import Table
 
+from gpufleet.catalog import load_catalog
 from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
+from gpufleet.preflight.checkpoint import checkpoint_json, checkpoint_plan
 
 # Inputs that are bulky or secret-ish and say little in a summary line.
 _SKIPPED = {"tags", "userData", "assumeRolePolicy", "policy", "description", "tagSpecifications", "labels"}
@@ -125,6 +128,7 @@ def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
                 "cost_per_hour_usd": total,
                 "cost_breakdown": lines,
                 "replaces_nodes": list(replacing),
+                "checkpoint": checkpoint_json(spec),
             }
         )
         return
@@ -177,3 +181,6 @@ def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
             f"[bold]cost: unknown[/]: the catalog has no price for {unknown}; the priced groups come to "
             f"${known:,.2f} per hour"
         )
+    for finding in checkpoint_plan(spec, load_catalog()):
+        level = "" if finding.level.value == "info" else f" {finding.level.value}"
+        console.print(f"[bold]checkpoint{level}:[/] {finding.message}")

@@ -184,3 +184,27 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             f"keeping {plan.keep} checkpoint(s) and writing the next needs {_size(figures.needed_bytes)}, "
             f"more than the filesystem's {_size(capacity)}: lower keep or raise the filesystem's size_gib",
         )
+
+
+def checkpoint_json(spec: ClusterSpec) -> dict[str, object] | None:
+    """The plan's figures for ``gpufleet plan --json`` (None without a ``checkpoint`` block)."""
+    plan = spec.checkpoint
+    if plan is None:
+        return None
+    figures = checkpoint_figures(spec, plan)
+    interval_s = plan.interval.total_seconds()
+    best = figures.best_interval_s
+    return {
+        "bytes": figures.bytes,
+        "throughput_mb_s": figures.throughput.mb_s,
+        "throughput_from": figures.throughput.what,
+        "write_s": figures.write_s,
+        "interval_s": interval_s,
+        "overhead": figures.overhead,
+        "cluster_mtbf_s": figures.cluster_mtbf_s,
+        "best_interval_s": best,
+        "lost_share": figures.lost_share(interval_s),
+        "lost_share_at_best": figures.lost_share(best) if best else None,
+        "needed_bytes": figures.needed_bytes,
+        "capacity_bytes": figures.throughput.capacity_bytes,
+    }
