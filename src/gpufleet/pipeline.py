@@ -40,7 +40,11 @@ def up(
     state.begin(spec, spec_path)
     state.ensure_munge_key()
     with tracked(state, "up"):
-        inventory = with_software(backend_for(spec).up(spec, state, reporter, spec_path), spec)
+        # The pipeline chooses the image the nodes boot (the newest baked from the roles and pins now) and
+        # hands it to the backend as data; a backend without a baker (bare metal) boots nothing.
+        backend = backend_for(spec)
+        baked = backend.baker.newest(spec, reporter) if backend.baker is not None else None
+        inventory = with_software(backend.up(spec, state, reporter, spec_path, baked=baked), spec)
         inventory.write(state.inventory_file)
     state.mark("up", "done", hosts=len(inventory.hosts))
     return state, inventory

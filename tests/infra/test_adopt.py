@@ -74,13 +74,16 @@ def fake_engine_up(monkeypatch: pytest.MonkeyPatch, cloud_type: Any) -> None:
     """``gpufleet up`` with the engine replaced by its own inline program under the same mocks."""
     created = datetime.fromisoformat(CREATED.replace("Z", "+00:00"))
 
-    def deploy(self, spec, state, reporter, program=None):
+    def deploy(self, spec, state, reporter, program=None, baked=None):
         keys = (cluster_key(state),)
         return run_offline(
-            lambda: self.program(spec, created, keys, None), cloud_type(spec), stack=spec.name
+            lambda: self.program(spec, created, keys, baked), cloud_type(spec), stack=spec.name
         ).outputs
 
     monkeypatch.setattr(PulumiBackend, "deploy", deploy)
+    # The pipeline's image choice (CloudBaker.newest): the cloud lists no baked image, none is handed down.
+    monkeypatch.setattr(AwsBackend, "list_images", lambda self, scope: [])
+    monkeypatch.setattr(GcpBackend, "list_images", lambda self, scope: [])
 
 
 def outputs_file(path: Path, exported: dict[str, Any]) -> Path:

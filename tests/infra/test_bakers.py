@@ -64,3 +64,72 @@ def test_image_build_of_a_bare_metal_spec_says_nothing_is_baked(monkeypatch, cap
     err = " ".join(capsys.readouterr().err.split())
     assert exited.value.code == 3, err
     assert "'baremetal' bakes no node image" in err and "configure installs everything" in err, err
+
+
+class _Chosen(Exception):
+    """Raised by the fake backend's ``up`` with what it was handed (the test needs nothing after it)."""
+
+
+def test_up_asks_the_baker_for_the_image_and_hands_it_to_the_backend(tmp_path, monkeypatch) -> None:
+    """The pipeline chooses the image (issue 25, review 2.4 step 3): ``Baker.newest`` answers, and the
+    backend's ``up`` gets the answer as data instead of looking bake policy up itself."""
+    from gpufleet import pipeline
+    from gpufleet.progress import SilentReporter
+
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    spec = spec_of("local.yaml")
+    chosen = object()
+    asked: list[str] = []
+
+    class Baker:
+        def newest(self, spec_, reporter):  # type: ignore[no-untyped-def]
+            asked.append(spec_.name)
+            return chosen
+
+    class Backend:
+        baker = Baker()
+
+        def up(self, spec_, state, reporter, spec_path, baked=None):  # type: ignore[no-untyped-def]
+            raise _Chosen(baked)
+
+    monkeypatch.setattr(pipeline, "backend_for", lambda spec_: Backend())
+    with pytest.raises(_Chosen) as handed:
+        pipeline.up(spec, SilentReporter())
+    assert asked == [spec.name] and handed.value.args == (chosen,)
+
+
+def test_a_cloud_deploy_boots_the_image_it_is_handed_and_looks_none_up(monkeypatch) -> None:
+    """The stack driver keeps only stack work: it selects the stack with the image it was given and never
+    lists images itself (before, ``deploy`` asked ``find_baked``, which listed the cloud's images)."""
+    from types import SimpleNamespace
+
+    from gpufleet.infra import automation
+    from gpufleet.infra.images import CloudImage
+    from gpufleet.progress import SilentReporter
+    from gpufleet.state import ClusterState
+
+    spec = spec_of("aws-p5.yaml")
+    cloud = backend_for(spec)
+    chosen = CloudImage("ami-0baked", "gpufleet-abc", "abc123", "ami-0base", "2026-11-24T00:00:00Z")
+    selected: list[object] = []
+    stack = SimpleNamespace(
+        export_stack=lambda: SimpleNamespace(deployment={}),
+        up=lambda **_: SimpleNamespace(outputs={}),
+    )
+
+    def no_listing(self, scope):  # type: ignore[no-untyped-def]
+        raise AssertionError("the driver looked baked images up itself")
+
+    def select_stack(self, spec_, state, program=None, baked=None):  # type: ignore[no-untyped-def]
+        selected.append(baked)
+        return stack
+
+    monkeypatch.setattr(automation, "pulumi_cli", lambda: Path("/usr/bin/true"))
+    monkeypatch.setattr(type(cloud), "check_credentials", lambda self, spec_: None)
+    monkeypatch.setattr(type(cloud), "check_tools", lambda self, spec_: None)
+    monkeypatch.setattr(type(cloud), "list_images", no_listing)
+    monkeypatch.setattr(type(cloud), "select_stack", select_stack)
+    state = ClusterState.for_name(spec.name)
+    assert cloud.deploy(spec, state, SilentReporter(), baked=chosen) == {}  # type: ignore[attr-defined]
+    assert cloud.deploy(spec, state, SilentReporter()) == {}  # type: ignore[attr-defined]
+    assert selected == [chosen, None]

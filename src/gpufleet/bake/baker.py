@@ -51,6 +51,12 @@ class Baker(Protocol):
         """The content hash of the roles and the spec's pins now (``gpufleet.infra.images``)."""
         ...
 
+    def newest(self, spec: ClusterSpec, reporter: Reporter) -> Any | None:
+        """The image a cluster of ``spec`` boots (a ``BakedRecord``): the newest baked from the roles and
+        pins now, or None (nodes boot the base image and configure installs); the choice is said either
+        way. ``pipeline.up`` asks it and hands the answer to ``Backend.up`` as data."""
+        ...
+
     def build(self, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> Baked:
         """The baked image of the spec's roles and pins, built when there is none (or ``rebuild``)."""
         ...

@@ -34,6 +34,7 @@ from gpufleet.bake.key import (
     BakeRequest,
     bake_group,
     builder_type,
+    choose_baked,
     cloud_digest,
     cpu_architectures,
     mixed_gpu_groups,
@@ -113,6 +114,16 @@ class CloudBaker:
 
     def digest(self, spec: ClusterSpec) -> str:
         return cloud_digest(self.cloud, spec)
+
+    def newest(self, spec: ClusterSpec, reporter: Reporter) -> images.CloudImage | None:
+        """The newest image baked from the roles and pins now in the spec's region or project (none for GPU
+        groups of different install phases), said either way."""
+        cloud = self.cloud
+
+        def newest(digest: str) -> images.CloudImage | None:
+            return images.newest_of(cloud.list_images(cloud.image_scope(spec)), digest)
+
+        return choose_baked(cloud, spec, newest, reporter.info)
 
     def build(self, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
         return _bake(self.cloud, spec, reporter, rebuild=rebuild)

@@ -31,6 +31,22 @@ class LocalBaker:
     def digest(self, spec: ClusterSpec) -> str:
         return bake.spec_hash(spec)
 
+    def newest(self, spec: ClusterSpec, reporter: Reporter) -> bake.BakedImage | None:
+        """The podman image baked from the roles and pins now, if this machine has one, said either way."""
+        digest = bake.spec_hash(spec)
+        found = bake.find_image(_podman(), digest)
+        if found is None:
+            reporter.info(
+                f"no baked image for the current roles and pins (hash {digest[:12]}): configure installs "
+                "the software on every node ('gpufleet image build SPEC' bakes one)"
+            )
+        else:
+            reporter.info(
+                f"node image {found.ref}: baked {found.created} from the current roles and pins "
+                f"(hash {digest[:12]}); configure does only the per-cluster work"
+            )
+        return found
+
     def build(self, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
         from gpufleet.infra.local.builder import ensure_baked_image
 

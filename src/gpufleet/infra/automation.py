@@ -244,18 +244,19 @@ class PulumiBackend:
         state: ClusterState,
         reporter: Reporter,
         program: Callable[[datetime, tuple[str, ...]], None] | None = None,
+        baked: CloudImage | None = None,
     ) -> dict[str, Any]:
         """``pulumi up`` the cluster's stack (or ``program``'s); return its outputs.
 
-        The cluster's nodes boot the baked image of the spec's roles and pins when there is one."""
+        The cluster's nodes boot ``baked``, the image the pipeline chose (``Baker.newest``), or the base
+        image when None; the builder's ``program`` boots its own."""
         from pulumi import automation as auto
 
         pulumi_cli()
         self.check_credentials(spec)
         if program is None:
             self.check_tools(spec)
-        baked = None if program is not None else self.find_baked(spec, reporter)
-        stack = self.select_stack(spec, state, program, baked)
+        stack = self.select_stack(spec, state, program, None if program is not None else baked)
         replace: dict[str, str] = {}
         if program is None:
             try:
@@ -288,19 +289,9 @@ class PulumiBackend:
         here; AWS: an instant fleet whose launch came short or that lost a node)."""
         return {}
 
-    def find_baked(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
-        """The newest baked image of the spec's roles and pins now, said either way (``gpufleet up``)."""
-        from gpufleet.bake.key import choose_baked
-        from gpufleet.infra.images import newest_of
-
-        def newest(digest: str) -> CloudImage | None:
-            return newest_of(self.list_images(self.image_scope(spec)), digest)
-
-        return choose_baked(self, spec, newest, reporter.info)
-
     def find_baked_in_program(self, spec: ClusterSpec) -> CloudImage | None:
-        """``find_baked`` from inside a Pulumi program that the pulumi CLI runs (``stacks/``, CI): the same
-        choice, read with the provider's own functions, and said in the engine's log."""
+        """``CloudBaker.newest`` from inside a Pulumi program that the pulumi CLI runs (``stacks/``, CI): the
+        same choice, read with the provider's own functions, and said in the engine's log."""
         import pulumi
 
         from gpufleet.bake.key import choose_baked
@@ -313,9 +304,14 @@ class PulumiBackend:
         raise NotImplementedError
 
     def up(
-        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        spec_path: Path | None,
+        baked: CloudImage | None = None,
     ) -> Inventory:
-        return self.inventory_from_outputs(spec, state, self.deploy(spec, state, reporter))
+        return self.inventory_from_outputs(spec, state, self.deploy(spec, state, reporter, baked=baked))
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
         from pulumi import automation as auto

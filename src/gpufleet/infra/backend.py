@@ -49,9 +49,15 @@ class Backend(Protocol):
         """Keys of the spec's ``software`` block that this backend decides itself (``with_software``)."""
 
     def up(
-        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        spec_path: Path | None,
+        baked: Any | None = None,
     ) -> Inventory:
-        """Make (or keep) the cluster's machines and return the inventory."""
+        """Make (or keep) the cluster's machines and return the inventory. ``baked``: the image its new
+        nodes boot, as the pipeline chose it (``Baker.newest``: a ``BakedRecord``); None: the base image."""
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
         """What the provider knows about the cluster (merged into ``gpufleet status``)."""

@@ -172,7 +172,7 @@ def test_gpu_groups_that_install_different_software_are_not_baked_into_one_image
         def list_images(self, scope: str) -> list:
             raise AssertionError("a mixed cluster looks no image up")
 
-    assert NoLookups().find_baked(spec, SilentReporter()) is None
+    assert cloudbake.CloudBaker(NoLookups()).newest(spec, SilentReporter()) is None
 
 
 def test_groups_on_two_cpu_architectures_are_not_baked_into_one_image(monkeypatch):

@@ -35,8 +35,14 @@ class BaremetalBackend:
         return {}
 
     def up(
-        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        spec_path: Path | None,
+        baked: Any | None = None,
     ) -> Inventory:
+        """The site's own inventory (nothing is made; bare metal bakes nothing, so ``baked`` is None)."""
         return Inventory.read(inventory_path(spec, spec_path))
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:

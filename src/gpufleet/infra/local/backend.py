@@ -14,6 +14,7 @@ from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
     from gpufleet.bake.local import LocalBaker
+    from gpufleet.infra.local.bake import BakedImage
 
 
 class LocalBackend:
@@ -38,9 +39,15 @@ class LocalBackend:
         return {"gpu_packages": "pypi"} if provider.gpu_stack else {}
 
     def up(
-        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, spec_path: Path | None
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        spec_path: Path | None,
+        baked: BakedImage | None = None,
     ) -> Inventory:
-        return LocalCluster(spec, state, reporter).up()
+        cluster = LocalCluster(spec, state, reporter)
+        return cluster.up() if baked is None else cluster.up(image=baked.ref, digest=baked.digest)
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
         return LocalCluster(spec, state, SilentReporter()).status()

@@ -8,8 +8,9 @@ node. ``up`` is re-runnable: what exists and runs is kept. ``down`` removes by l
 after a half-made cluster, then checks that nothing labelled is left; it never removes an image (images
 are a cache that other clusters share).
 
-Nodes start from the baked image of the spec's roles and pins when podman has one (gpufleet.infra.local.bake),
-else from the plain node image. Each node made from a baked image carries its hash as a label; the inventory
+Nodes start from the baked image the pipeline chose (``LocalBaker.newest``: the one of the spec's roles and
+pins, when podman has it; ``gpufleet.infra.local.bake``), else from the plain node image. Each node made
+from a baked image carries its hash as a label; the inventory
 records ``gpufleet_baked_image_hash`` only when every node does, and ``configure`` skips the install phase
 only when that hash is still the current one.
 """
@@ -109,13 +110,13 @@ class LocalCluster:
 
     # ---- up ---------------------------------------------------------------------------------------
 
-    def up(self, *, image: str | None = None) -> Inventory:
-        """Start the nodes from ``image``, or else from the spec's baked image, or else the node image."""
+    def up(self, *, image: str | None = None, digest: str | None = None) -> Inventory:
+        """Start the nodes from ``image`` (a baked image: ``digest`` its hash of the roles and pins, which
+        the inventory records), or else from the plain node image."""
         key = self.state.ensure_ssh_key()
         authorized = self._write_authorized_keys()
-        digest = None
         if image is None:
-            image, digest = self._choose_image()
+            image, digest = self._node_image(), None
         with self.reporter.step(f"start {len(self.nodes)} nodes on network {self.network}"):
             subnet = self._ensure_network()
             if self.spec.filesystem.kind == "volume" and not self.podman.exists("volume", self.volume):
@@ -139,16 +140,8 @@ class LocalCluster:
         common = set(baked)
         return self.inventory(addresses, baked_hash=common.pop() if len(common) == 1 else None)
 
-    def _choose_image(self) -> tuple[str, str | None]:
-        """The baked image of the spec's roles and pins if podman has one, else the plain node image."""
-        digest = bake.spec_hash(self.spec)
-        found = bake.find_image(self.podman, digest)
-        if found is not None:
-            self.reporter.info(
-                f"node image {found.ref}: baked {found.created} from the current roles and pins "
-                f"(hash {digest[:12]}); configure does only the per-cluster work"
-            )
-            return found.ref, digest
+    def _node_image(self) -> str:
+        """The plain node image (built once, then cached): what nodes boot when there is no baked image."""
         image, cached = ensure_node_image(
             self.podman,
             cache_dir(),
@@ -156,12 +149,8 @@ class LocalCluster:
             mirror=self.provider.mirror,
             reporter=self.reporter,
         )
-        self.reporter.info(
-            f"node image {image} ({'cached' if cached else 'built'}); no baked image for the current roles "
-            f"and pins (hash {digest[:12]}): configure installs the software on every node "
-            "('gpufleet image build SPEC' bakes one)"
-        )
-        return image, None
+        self.reporter.info(f"node image {image} ({'cached' if cached else 'built'})")
+        return image
 
     def _write_authorized_keys(self) -> Path:
         path = self.state.ssh_dir / "authorized_keys"
