@@ -87,6 +87,9 @@ class GateConfig:
     require_complete: bool = False
     # Sets the collective of tests whose log does not name it (inferred from the row shape).
     collective: str | None = None
+    # The image the run's ranks ran inside (pyxis), when the spec names one: a wrong or unconfirmed
+    # transport is then the image's NCCL not reaching the fabric, and the message says so.
+    container_image: str | None = None
 
     @classmethod
     def from_spec(cls, validation: ValidationSpec, **overrides: Any) -> GateConfig:
@@ -261,6 +264,17 @@ def _wrong(row: Row) -> int:
 # ---- transport ------------------------------------------------------------------------------------
 
 
+def _inside(config: GateConfig) -> str:
+    """What a transport failure means when the ranks ran inside the user's image."""
+    if not config.container_image:
+        return ""
+    return (
+        f". The ranks ran inside the container image {config.container_image}: its NCCL did not use the "
+        "fabric, so jobs in this image would be slow; the image needs NCCL able to load the fabric's network "
+        "plugin (the host's, which roles/containers mounts, or the image's own) and the fabric's devices"
+    )
+
+
 def _transport(test: TestResult, config: GateConfig, checks: list[Check]) -> None:
     seen = test.transports
     shown = ", ".join(f"{name} ({count} line{'s' if count != 1 else ''})" for name, count in seen.items())
@@ -282,7 +296,7 @@ def _transport(test: TestResult, config: GateConfig, checks: list[Check]) -> Non
                 "transport",
                 status,
                 f"the log does not say which network NCCL used, so {config.fabric.value} ({expected}) is not "
-                "confirmed: run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET",
+                "confirmed: run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET" + _inside(config),
             )
         )
         return
@@ -295,7 +309,8 @@ def _transport(test: TestResult, config: GateConfig, checks: list[Check]) -> Non
                 "transport",
                 FAIL,
                 f"WRONG TRANSPORT: NCCL used {', '.join(wrong)}, but the fabric is {config.fabric.value}, "
-                f"which needs {expected} (seen: {shown}; e.g. '{evidence}'); {_TRANSPORT_FIX[config.fabric]}",
+                f"which needs {expected} (seen: {shown}; e.g. '{evidence}'); {_TRANSPORT_FIX[config.fabric]}"
+                + _inside(config),
             )
         )
         return

@@ -10,6 +10,7 @@ installed under the same binary names, with the same flags and output format):
 
     srun --mpi=pmix -N <n> --ntasks-per-node=<gpus per node, or 1> [--gpus-per-node=<gpus>]
         --nodelist=<nodes> --exclusive --immediate=<s> --kill-on-bad-exit=1
+        [--container-image=<staged image> --no-container-entrypoint]   (software.container_image)
         bash -c '. /etc/gpufleet/nccl.env; export NCCL_DEBUG=INFO ...; <report>; exec "$0" "$@"'
         <bindir>/<collective>_perf -b <min> -e <max> -f <factor> -g 1 -n <iters> -w <warmup> -c 1
 
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 
 from gpufleet.errors import ValidationRunError
 from gpufleet.spec.model import FabricKind, ValidationSpec
+from gpufleet.validate.container import srun_options
 
 DEFAULT_NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 HEALTH_MARKER = "GPUFLEET_HEALTH "
@@ -153,7 +155,13 @@ class Sweep:
         ]  # fmt: skip
 
 
-def _srun(nodes: Sequence[str], tasks_per_node: int, gpus_per_node: int, immediate: int) -> list[str]:
+def _srun(
+    nodes: Sequence[str],
+    tasks_per_node: int,
+    gpus_per_node: int,
+    immediate: int,
+    container_image: str | None = None,
+) -> list[str]:
     argv = ["srun", "--mpi=pmix", "-N", str(len(nodes)), f"--ntasks-per-node={max(tasks_per_node, 1)}"]
     if gpus_per_node > 0:
         argv.append(f"--gpus-per-node={gpus_per_node}")
@@ -162,6 +170,7 @@ def _srun(nodes: Sequence[str], tasks_per_node: int, gpus_per_node: int, immedia
         "--exclusive",
         f"--immediate={immediate}",
         "--kill-on-bad-exit=1",
+        *srun_options(container_image),
     ]
     return argv
 
@@ -175,14 +184,17 @@ def collective_command(
     sweep: Sweep | None = None,
     environment: TaskEnvironment | None = None,
     immediate: int = 120,
+    container_image: str | None = None,
 ) -> str:
     """The login-node shell command that runs ``<collective>_perf`` across ``nodes``, one rank per GPU,
-    each rank in the node's NCCL environment (``TaskEnvironment``)."""
+    each rank in the node's NCCL environment (``TaskEnvironment``); with ``container_image``, each rank
+    inside that image (pyxis), where the image must hold ``bindir``."""
     if not nodes:
         raise ValueError("collective_command needs at least one node")
     binary = f"{bindir.rstrip('/')}/{collective}_perf"
     task = ["bash", "-c", (environment or TaskEnvironment()).script(), binary, *(sweep or Sweep()).args()]
-    return shlex.join([*_srun(nodes, gpus_per_node or 1, gpus_per_node, immediate), *task])
+    argv = _srun(nodes, gpus_per_node or 1, gpus_per_node, immediate, container_image)
+    return shlex.join([*argv, *task])
 
 
 def health_command(
@@ -265,8 +277,10 @@ class SlurmRunner:
         sweep: Sweep | None = None,
         timeout: float = 1800.0,
         max_parallel: int = 16,
+        container_image: str | None = None,
     ) -> None:
         self.executor = executor
+        self.container_image = container_image
         self.fabric = fabric
         self.gpus_per_node = gpus_per_node
         self.bindir = bindir
@@ -291,6 +305,7 @@ class SlurmRunner:
             bindir=self.bindir,
             sweep=sweep or self.sweep,
             environment=self.environment,
+            container_image=self.container_image,
         )
 
     def run_collective(

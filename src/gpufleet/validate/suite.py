@@ -28,6 +28,7 @@ from gpufleet.errors import LogParseError, ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
+from gpufleet.validate.container import staged_image
 from gpufleet.validate.gate import FAIL, Check, GateConfig, Verdict, judge
 from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
 from gpufleet.validate.models import TestResult
@@ -240,6 +241,8 @@ def run_suite(
     extra = inventory.extra_vars
     environment = TaskEnvironment(env_file=str(extra.get("gpufleet_nccl_env_file") or DEFAULT_NCCL_ENV_FILE))
     sweep = Sweep.from_spec(validation)
+    # software.container_image: the collectives and the training check run inside the staged image.
+    image = staged_image(inventory.software, inventory.filesystem)
     runner = SlurmRunner(
         executor,
         fabric=fabric,
@@ -248,6 +251,7 @@ def run_suite(
         environment=environment,
         sweep=sweep,
         timeout=validation.timeout.total_seconds(),
+        container_image=image,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
@@ -280,6 +284,7 @@ def run_suite(
         fabric=fabric,
         require_transport=fabric is not FabricKind.ETHERNET,
         require_complete=True,
+        container_image=image,
     )
     tests: list[TestResult] = []
     verdicts: list[Verdict] = []
@@ -323,6 +328,7 @@ def run_suite(
         "nodes in the collective runs": len(nodes),
         "GPUs per node": gpus,
         "fabric": fabric.value,
+        "ran inside": image or "the nodes themselves (no software.container_image)",
         "NCCL environment": _environment_summary(runs),
         "commands": "; ".join(run.command for run in runs if run.command),
     }
@@ -424,6 +430,7 @@ def run_training(
         f"{inventory.cluster}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}",
         runner.environment.env_file,
         venv=str(extra.get("pytorch_venv") or "/opt/gpufleet/torch"),
+        container_image=runner.container_image,
     )
     minutes = max(1, int(spec.validation.timeout.total_seconds() // 60))
     command = job.command(config, time_limit_minutes=minutes)

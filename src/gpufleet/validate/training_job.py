@@ -47,6 +47,8 @@ class TrainingJob:
     env_file: str
     venv: str = "/opt/gpufleet/torch"
     keep: bool = False
+    # The staged image the job's step runs inside (train.sbatch's TRAIN_CONTAINER_IMAGE); None: on the node.
+    container_image: str | None = None
 
     @property
     def folder(self) -> str:
@@ -73,6 +75,8 @@ class TrainingJob:
             "TRAIN_NCCL_ENV": self.env_file,
             "TRAIN_TORCH_VENV": self.venv,
         }
+        if self.container_image:
+            settings["TRAIN_CONTAINER_IMAGE"] = self.container_image
         sbatch = [
             "sbatch",
             "--wait",
