@@ -1,4 +1,4 @@
-"""How a baked configure grows with the node count: local clusters of 2, 4, 8 and 16 compute nodes.
+"""How a baked configure grows with the node count: local clusters of 2, 4, 8 and 15 compute nodes.
 
 For each size (1 controller + N compute nodes, from the baked image) and each design, it brings the
 cluster up, runs ``gpufleet configure`` once (the baked configure: the install phase skipped), and records:
@@ -18,7 +18,7 @@ and ``head`` (``GPUFLEET_CONFIGURE_FROM=head``: gpufleet ships the playbooks to 
 which runs Ansible over the cluster's network; docs/architecture.md "Configure at fleet scale").
 
     sudo flock /tmp/gpufleet-cluster.lock .venv/bin/python benchmarks/configure_scale.py \
-        [--sizes 2 4 8 16] [--designs push head] [--prefix cs]
+        [--sizes 2 4 8 15] [--designs push head] [--prefix cs]
 
 The nodes are the plain local ones minus the PyTorch payload (``software.pytorch`` and the training
 check left out of the spec), which the configure phase does not touch; the baked image is built once
@@ -127,14 +127,15 @@ def measure(size: int, design: str, workdir: Path, prefix: str) -> dict[str, flo
         wall, result = gpufleet(["configure", str(path)], env, workdir)
         node_cpu = node_cpu_seconds(name) - nodes_before
         control_cpu = children_cpu_seconds() - control_before
+        events = newest_events(state_dir, name)  # before down, which removes the state folder
+        runs = remote_runs_per_host(events) if events else {}  # none for head: the events stay there
     finally:
-        gpufleet(["down", str(path)], env, workdir)
+        try:
+            gpufleet(["down", str(path)], env, workdir)
+        except SystemExit as failed:  # keeps the error of the step that failed, if one did
+            print(f"# {name}: {failed}", flush=True)
     if not str(result.get("install_phase", "")).startswith("skipped"):
         raise SystemExit(f"{name}: the configure was not the baked one: {result.get('install_phase')}")
-    runs = result.get("remote_runs") or {}
-    if not runs:
-        events = newest_events(state_dir, name)
-        runs = remote_runs_per_host(events) if events else {}
     compute = [count for host, count in runs.items() if "-compute-" in host]
     return {
         "size": size,
@@ -162,7 +163,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8, 16], help="compute nodes")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[2, 4, 8, 15],
+        help="compute nodes (the local backend runs at most 16 containers)",
+    )
     parser.add_argument("--designs", nargs="+", default=["push", "head"], choices=["push", "head"])
     parser.add_argument("--prefix", default="cs", help="cluster names: PREFIX2, PREFIX4, ...")
     options = parser.parse_args()

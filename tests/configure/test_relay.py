@@ -283,3 +283,36 @@ def test_forks_follow_the_heads_cores_not_this_machines() -> None:
     assert relay.forks_for(cores=2, hosts=1025) == 16
     assert relay.forks_for(cores=96, hosts=1025) == 512
     assert relay.forks_for(cores=96, hosts=5) == 5
+
+
+@pytest.mark.parametrize("example", ["aws-p5.yaml", "gcp-a3-mega.yaml"])
+def test_each_clouds_inventory_under_the_mocks_drives_the_head(
+    example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inventory a cloud program's outputs make (Pulumi's mocks), with the cloud backend's own
+    connection (its SSM or IAP ProxyCommand): three calls to the head, every node at its private IP."""
+    from datetime import UTC, datetime
+
+    from gpufleet.infra.backend import backend_for
+    from gpufleet.infra.program import plan_spec
+    from gpufleet.spec import load_spec
+    from gpufleet.state import ClusterState
+
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / example)
+    state = ClusterState.for_name(spec.name)
+    state.ssh_dir.mkdir(parents=True)
+    connection = backend_for(spec).connection(spec, state)
+    outputs = plan_spec(spec, datetime(2026, 11, 24, 9, 0, tzinfo=UTC)).outputs
+    inventory = Inventory.from_stack_outputs(outputs, connection=connection)
+    assert "ProxyCommand" in (inventory.connection.ssh_common_args or "")  # the tunnel this machine uses
+    head = FakeHead(tmp_path / "head", (DATA / "head_ansible_playbook_ok.out").read_text())
+    run(inventory, head, tmp_path)
+    assert len(head.calls) == 3
+    shipped = yaml.safe_load((tmp_path / "head" / "inventory.yml").read_text())["all"]
+    assert "ProxyCommand" not in shipped["vars"]["ansible_ssh_common_args"]
+    hosts = {name: data for group in shipped["children"].values() for name, data in group["hosts"].items()}
+    assert {name: data["ansible_host"] for name, data in hosts.items()} == {
+        host.name: host.private_ip for host in inventory.hosts
+    }
+    assert shipped["vars"]["ansible_become"] is True and shipped["vars"]["ansible_user"] == connection.user

@@ -331,6 +331,7 @@ def run_on_head(
         "ANSIBLE_COLLECTIONS_PATH": f"{folder}/collections",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
+        "PYTHONUNBUFFERED": "1",  # each task's line as it happens, not in 4 KiB chunks through ssh
         "ANSIBLE_LOCAL_TEMP": f"{folder}/tmp",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": f"{folder}/cp",
     }
