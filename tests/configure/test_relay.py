@@ -215,6 +215,23 @@ def test_a_head_with_another_python_is_refused_before_anything_is_shipped(tmp_pa
     assert len(head.calls) == 1 and not head.uploads
 
 
+def test_a_head_without_python3_is_named_with_what_the_probe_said(tmp_path: Path) -> None:
+    class NoPython(FakeHead):
+        def __call__(self, command: str, **kwargs: object) -> tuple[int, str]:  # type: ignore[override]
+            self.calls.append(command)
+            # bash over ssh when python3 is missing: the && chain stops there, exit 127
+            return 127, "/home/ubuntu\nbash: line 1: python3: command not found\n"
+
+    head = NoPython(tmp_path / "head", "")
+    with pytest.raises(ConfigureError) as caught:
+        run(fleet(2), head, tmp_path)
+    assert caught.value.message.startswith(
+        "cannot run Ansible on the head node p5-controller: the probe exited 127"
+    )
+    assert "python3: command not found" in caught.value.message
+    assert caught.value.hint is not None and "unset GPUFLEET_CONFIGURE_FROM" in caught.value.hint
+
+
 def test_only_a_baked_configure_runs_from_the_head(tmp_path: Path) -> None:
     with pytest.raises(ConfigureError) as caught:
         relay.configure_on_head(fleet(2), tmp_path / "munge.key", tmp_path, SilentReporter(), baked=None)

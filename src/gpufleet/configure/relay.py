@@ -283,9 +283,9 @@ def run_on_head(
     ``files`` name extra variables that are paths on this machine (the munge key): the head gets a copy in
     the relay folder and the variable points there. The head's output is kept in ``log_dir``/stdout."""
     head = inventory.controller.name
-    rc, out = shell('printf "%s\\n" "$HOME"; python3 -c "import sys; print(sys.version_info[:2])"; nproc')
+    rc, out = shell('printf "%s\\n" "$HOME" && python3 -c "import sys; print(sys.version_info[:2])" && nproc')
     lines = out.strip().splitlines()
-    if rc != 0 or len(lines) < 3:
+    if rc != 0 or len(lines) < 3 or not lines[-1].strip().isdigit():
         raise ConfigureError(
             f"cannot run Ansible on the head node {head}: the probe exited {rc}: {out.strip()[-400:]}",
             hint="check that the controller answers SSH and has python3 ('gpufleet status SPEC'), or unset "
