@@ -333,3 +333,61 @@ def test_each_clouds_inventory_under_the_mocks_drives_the_head(
         host.name: host.private_ip for host in inventory.hosts
     }
     assert shipped["vars"]["ansible_become"] is True and shipped["vars"]["ansible_user"] == connection.user
+
+
+@pytest.mark.parametrize("switch", [None, "here", "head"])
+def test_gpufleet_configure_takes_the_head_path_only_when_the_switch_says_so(
+    switch: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    from gpufleet import pipeline
+    from gpufleet.bake import baker
+    from gpufleet.configure import runner
+    from gpufleet.configure.runner import PlayResult
+    from gpufleet.spec import load_spec
+
+    if switch is None:
+        monkeypatch.delenv(relay.SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(relay.SWITCH, switch)
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "local.yaml")
+    inventory = fleet(2)
+    called: list[tuple[str, object]] = []
+
+    class State:
+        logs_dir = tmp_path / "logs"
+        inventory_file = tmp_path / "inventory.yml"
+
+        def ensure_munge_key(self) -> Path:
+            return tmp_path / "munge.key"
+
+        def mark(self, *args: object, **kwargs: object) -> None:
+            called.append(("mark", args))
+
+    monkeypatch.setattr(pipeline, "load_inventory", lambda spec: (State(), inventory))
+    monkeypatch.setattr(pipeline, "tracked", lambda state, phase: contextlib.nullcontext())
+    monkeypatch.setattr(baker, "baked_and_current", lambda spec, extra: "abc123")
+
+    def on_head(
+        inv: Inventory, munge: Path, logs: Path, reporter: object, *, baked: str | None
+    ) -> PlayResult:
+        called.append(("head", (inv.cluster, munge, logs, baked)))
+        return PlayResult(ok=True, changed=0)
+
+    def here(playbook: str, inventory_file: Path, *args: object, **kwargs: object) -> PlayResult:
+        called.append(("here", (playbook, kwargs["skip_tags"])))
+        return PlayResult(ok=True, changed=0)
+
+    monkeypatch.setattr(relay, "configure_on_head", on_head)
+    monkeypatch.setattr(runner, "run_playbook", here)
+    result = pipeline.configure(spec, SilentReporter())
+    assert result.install_phase == "skipped: baked image abc123"
+    if switch == "head":
+        assert called[0] == (
+            "head",
+            ("p5", tmp_path / "munge.key", tmp_path / "logs" / "ansible-head", "abc123"),
+        )
+    else:
+        assert called[0] == ("here", ("site.yml", "install"))
