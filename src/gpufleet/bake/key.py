@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from gpufleet.catalog import load_catalog
-from gpufleet.infra.images import CloudImage, content_hash
+from gpufleet.infra.images import CONFIGURE_ONLY_SOFTWARE, CloudImage, content_hash
 from gpufleet.spec.model import ClusterSpec, NodeGroup, Role
 
 BUILDER_ROLES = [Role.CONTROLLER, Role.LOGIN, Role.COMPUTE]
@@ -120,7 +120,7 @@ def bake_pins(cloud: BakeSource, spec: ClusterSpec) -> dict[str, Any]:
     """Everything besides the role files that decides what the install phase puts on a cloud image."""
     host = cloud.bake_host(spec, bake_group(spec))
     return {
-        "software": spec.software.model_dump(mode="json"),
+        "software": spec.software.model_dump(mode="json", exclude=set(CONFIGURE_ONLY_SOFTWARE)),
         "provider": spec.provider.kind,
         "base_image": cloud.bake_base(spec),
         "fabric": spec.fabric.kind.value,

@@ -29,6 +29,9 @@ _SKIPPED_PARTS = frozenset({"tests", "molecule", "__pycache__"})
 _SKIPPED_SUFFIXES = (".md", ".pyc", "~")
 # The inventory variable that records the hash every node of a cluster runs from (null: not baked).
 HASH_VAR = "gpufleet_baked_image_hash"
+# Spec software fields only the configure phase reads: they do not key a baked image. container_image is
+# staged on the shared filesystem by roles/containers' configure tasks (docs/containers.md).
+CONFIGURE_ONLY_SOFTWARE = frozenset({"container_image"})
 # Cloud images kept per base image whatever else holds (the retention rule, docs/aws.md).
 KEEP_NEWEST = 2
 

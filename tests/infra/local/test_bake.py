@@ -191,3 +191,11 @@ def test_a_pin_change_rebuilds_and_the_same_pins_reuse(
     assert (first.built, again.built, pinned.built) == (True, False, True)
     assert again.image is first.image and pinned.image.digest != first.image.digest
     assert baked == [first.image.ref, pinned.image.ref]
+
+
+def test_the_image_validation_runs_in_does_not_key_the_baked_image(tree: Path) -> None:
+    # software.container_image is staged by configure (roles/containers), never baked: a cluster that names
+    # an image boots the same baked node image as one that does not; software.containers is installed.
+    before = key(tree)
+    assert key(tree, software__container_image="/srv/images/job.sqsh") == before
+    assert key(tree, software__containers=False) != before

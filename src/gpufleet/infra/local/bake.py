@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.errors import ProvisionError
-from gpufleet.infra.images import content_hash, the_one
+from gpufleet.infra.images import CONFIGURE_ONLY_SOFTWARE, content_hash, the_one
 from gpufleet.infra.local.image import node_image_ref
 from gpufleet.infra.local.podman import Podman
 from gpufleet.spec.model import ClusterSpec, LocalProvider
@@ -39,7 +39,7 @@ def bake_pins(spec: ClusterSpec) -> dict[str, Any]:
     provider = spec.provider
     assert isinstance(provider, LocalProvider)
     return {
-        "software": spec.software.model_dump(mode="json"),
+        "software": spec.software.model_dump(mode="json", exclude=set(CONFIGURE_ONLY_SOFTWARE)),
         "provider": provider.model_dump(mode="json", exclude=set(_CONFIGURE_ONLY_PROVIDER_FIELDS)),
         "base_image": node_image_ref(provider.debian_release, provider.mirror),
     }
