@@ -22,8 +22,9 @@ fi
 host_packages=(podman runc debootstrap uidmap netavark aardvark-dns iptables openssh-client ca-certificates)
 if [ "$action" = test ]; then
   # The tests' stand-in vendor apt repositories (dpkg-scanpackages) and Ansible's apt module on the host;
-  # promtool (Debian ships it in prometheus) for the monitoring rules' unit tests; systemd-fstab-generator.
-  host_packages+=(dpkg-dev python3-apt prometheus systemd)
+  # promtool (Debian ships it in prometheus) for the monitoring rules' unit tests; systemd-fstab-generator;
+  # mksquashfs (squashfs-tools) for the containers test's images.
+  host_packages+=(dpkg-dev python3-apt prometheus systemd squashfs-tools)
 fi
 missing=()
 for package in "${host_packages[@]}"; do
