@@ -204,14 +204,6 @@ def test_up_configure_validate_reconfigure_down(cluster, baked_image: dict) -> N
 # ---- recovery of a training job (issue 19, docs/training.md) -----------------------------------------
 
 
-@pytest.mark.skip(
-    reason="not yet seen passing end to end (issue 19). The cause seen before, the killed step's PMIx "
-    "socket and folder left in slurmd's spool, is removed at boot by the slurm role (tasks/stale-steps.yml; "
-    "tests/roles/test_slurm_stale_steps.py; checked in a node container: podman kill + start empties them). "
-    "The one run since (2026-11-24, 28 min with a bake) got past the requeue and the node's return to "
-    "service and failed on this test's own 'scontrol update BeginTime=now' (scontrol's keyword is "
-    "StartTime, now used); unskip once a run passes"
-)
 def test_a_training_job_resumes_after_its_node_is_killed(cluster, baked_image: dict) -> None:
     cli, spec, _state = cluster
     cli("up", str(spec))
