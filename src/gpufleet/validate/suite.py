@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,11 +98,27 @@ def _instance_type(hosts: list[Host]) -> str:
     return types.pop()
 
 
+# srun's own bookkeeping after a task failed: it says that a task exited, not why.
+_SRUN_BOOKKEEPING = re.compile(
+    r"^srun: (error: \S+: tasks? [0-9,\-]+: (Exited with exit code|Killed|Terminated)"
+    r"|launch/slurm: _step_signal|Job step aborted|error: Timed out waiting for job step|Force Terminated)"
+)
+
+
+def _stderr_cause(stderr: str) -> str:
+    """The line of a failed run's stderr that says why: the last one that is not srun's bookkeeping (a task's
+    own error, such as the loader's "cannot open shared object file", comes before srun's "task 1: Exited
+    with exit code 127"); srun's last line when there is nothing else."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    causes = [line for line in lines if not _SRUN_BOOKKEEPING.match(line)]
+    return (causes or lines or [""])[-1][:300]
+
+
 def _failed_run_test(run: CollectiveRun, name: str, why: str) -> TestResult:
     """A stand-in result for a run whose output holds no table, so the report and the gate show it."""
     test = TestResult(file=name, collective=run.collective, collective_source="test name")
-    stderr = run.stderr.strip().splitlines()
-    detail = f"; stderr: {stderr[-1][:300]}" if stderr else ""
+    cause = _stderr_cause(run.stderr)
+    detail = f"; stderr: {cause}" if cause else ""
     test.failures.append(f"srun exit code {run.rc}, no nccl-tests table in the output ({why}){detail}")
     return test
 
@@ -112,7 +129,7 @@ def _parse_run(run: CollectiveRun, name: str) -> list[TestResult]:
     except LogParseError as exc:
         return [_failed_run_test(run, name, exc.message)]
     if run.rc != 0:
-        stderr = (run.stderr.strip().splitlines() or [""])[-1][:300]
+        stderr = _stderr_cause(run.stderr)
         for test in tests:
             if test.failures or test.out_of_bounds or test.wrong_total:
                 # nccl-tests exits non-zero when it counted errors: the gate already says why
