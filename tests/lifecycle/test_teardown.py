@@ -81,3 +81,17 @@ def test_down_prints_the_leftovers_and_exits_9(spec_path, monkeypatch):
     result = CliRunner().invoke(app, ["down", str(spec_path), "--json"])
     assert result.exit_code == 9, result.output
     assert json.loads(result.stdout)["leftovers"] == ["nat gateway nat-0abc"]
+
+
+def test_a_damaged_state_record_does_not_stop_down(spec_path, monkeypatch):
+    """A damaged state.json (docs/reliability.md): down still destroys and removes the folder. The
+    adopted-stack lookup for the teardown's name read the record and stopped down with exit 7 (CI,
+    2026-11-24)."""
+    spec = load_spec(spec_path)
+    state = ClusterState.for_name(spec.name)
+    state.state_file.write_text("{not json")
+    backend = Stubborn(left=[])
+    _use(monkeypatch, backend)
+    report = teardown.down(spec, state, SilentReporter())
+    assert report.removed[0] == "vm demo-gpu-0" and report.leftovers == []
+    assert report.stack is None and not state.root.exists()

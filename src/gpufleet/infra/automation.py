@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import ProvisionError
+from gpufleet.errors import ProvisionError, StateError
 from gpufleet.infra import outputs as stack_outputs
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover, settle
 from gpufleet.infra.pulumi_command import pulumi_cli
@@ -70,7 +70,10 @@ def _stack_name(spec: ClusterSpec, state: ClusterState) -> str:
     one ``pulumi`` and CI know, not the cluster's), else the inline stack named after the cluster."""
     from gpufleet.infra import adopted
 
-    project_stack = adopted.adopted_of(state)
+    try:
+        project_stack = adopted.adopted_of(state)
+    except StateError:  # a damaged record: the inline stack's name, so down can still destroy it
+        return spec.name
     return project_stack.stack if project_stack is not None else spec.name
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.errors import LeftoversError
+from gpufleet.errors import LeftoversError, StateError
 from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.monitoring.teardown_report import save_before_teardown
@@ -59,7 +59,10 @@ class Teardown:
 def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> Teardown:
     """Destroy the cluster's resources; report what was removed and what is still there."""
     backend = backend_for(spec)
-    adopted = adopted_of(state)
+    try:
+        adopted = adopted_of(state)
+    except StateError:  # a damaged record: down still removes the cluster (found by its labels or stack)
+        adopted = None
     report = Teardown(cluster=spec.name, stack=adopted.stack if adopted else None)
     report.utilization = save_before_teardown(state, reporter)
     report.removed.extend(backend.destroy(spec, state, reporter))
