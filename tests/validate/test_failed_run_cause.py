@@ -37,3 +37,12 @@ def test_a_run_that_could_not_start_fails_naming_the_missing_library() -> None:
     tests = _parse_run(run, "all_reduce.log")
     failures = " ".join(failure for test in tests for failure in test.failures)
     assert "libmpi.so.40" in failures, failures
+
+
+def test_slurmstepds_cancel_notice_is_not_the_cause() -> None:
+    # The order the CI run of 2026-11-24 saw: slurmstepd's cancel notice after the ranks' errors.
+    cancelled = (
+        "slurmstepd-ctr-compute-0: error: *** STEP 8.0 ON ctr-compute-0 CANCELLED AT 2026-11-24T22:14:07 ***"
+    )
+    stderr = NO_MPI + cancelled + "\n"
+    assert "libmpi.so.40: cannot open shared object file" in _stderr_cause(stderr)

@@ -102,6 +102,8 @@ def _instance_type(hosts: list[Host]) -> str:
 _SRUN_BOOKKEEPING = re.compile(
     r"^srun: (error: \S+: tasks? [0-9,\-]+: (Exited with exit code|Killed|Terminated)"
     r"|launch/slurm: _step_signal|Job step aborted|error: Timed out waiting for job step|Force Terminated)"
+    # slurmstepd's notice that it cancelled the step after a task failed, which srun may forward last
+    r"|^slurmstepd(-\S+)?: error: \*\*\* (STEP|JOB) \S+ ON \S+ CANCELLED AT"
 )
 
 
