@@ -136,3 +136,37 @@ def test_the_suite_runs_inside_the_image_and_fails_its_socket_fallback(tmp_path:
     assert f"inside the container image {staged}" in verdict.summary
     document = json.loads((tmp_path / JSON_NAME).read_text())
     assert document["context"]["ran inside"] == staged
+
+
+@pytest.mark.parametrize(
+    ("spec_image", "staged", "said"),
+    [
+        ("/srv/images/new.sqsh", "/srv/images/old.sqsh", "the cluster staged /srv/images/old.sqsh"),
+        ("/srv/images/new.sqsh", None, "the cluster has none staged"),
+        (None, "/srv/images/old.sqsh", "the cluster runs its jobs in /srv/images/old.sqsh"),
+    ],
+)
+def test_a_spec_naming_another_image_than_the_staged_one_is_refused(
+    tmp_path: Path, spec_image: str | None, staged: str | None, said: str
+) -> None:
+    """Validation runs in the image the inventory names; a spec naming another one is refused before any job
+    runs, not silently validated in the staged one (seen on the local cluster, 2026-11-24)."""
+    from test_validation_suite import _inventory
+
+    data = yaml.safe_load(GPU_SPEC)
+    data["software"]["container_image"] = spec_image
+    spec = parse_spec(yaml.safe_dump(data))
+    inventory = _inventory(2, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    software = {**spec.software.model_dump(mode="json"), "container_image": staged}
+    inventory = inventory.model_copy(update={"software": software, "filesystem": SHARED})
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8)
+    with pytest.raises(ValidationRunError) as error:
+        run_suite(spec, inventory, slurm, tmp_path)
+    assert said in error.value.message and "gpufleet configure" in (error.value.hint or "")
+    assert slurm.commands == []
+
+
+def test_the_spec_and_the_staged_image_alike_pass_the_check() -> None:
+    container.check_same_image("/srv/images/a.sqsh", {"container_image": "/srv/images/a.sqsh"})
+    container.check_same_image(None, {"container_image": None})
+    container.check_same_image(None, {})

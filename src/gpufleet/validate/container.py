@@ -45,6 +45,26 @@ def staged_image(software: Mapping[str, Any], filesystem: Mapping[str, Any]) -> 
     return f"{str(filesystem['mount_point']).rstrip('/')}/{IMAGE_DIR}/{staged_name(str(image))}"
 
 
+def check_same_image(wanted: str | None, software: Mapping[str, Any]) -> None:
+    """Refuse to validate in another image than the one the cluster staged: validation runs in the image the
+    inventory names (written at ``up``, staged by ``configure``), so a spec naming another one would be
+    silently ignored and the report would speak for an image the user did not ask about."""
+    staged = software.get("container_image") or None
+    if (wanted or None) == staged:
+        return
+    if staged is None:
+        what = f"the spec names the container image {wanted}, but the cluster has none staged"
+    elif wanted is None:
+        what = f"the spec names no container image, but the cluster runs its jobs in {staged}"
+    else:
+        what = f"the spec names the container image {wanted}, but the cluster staged {staged}"
+    raise ValidationRunError(
+        what,
+        hint="run 'gpufleet up' and 'gpufleet configure' with this spec (they write and stage the image), "
+        "then validate; or validate with the spec the cluster was configured with",
+    )
+
+
 def srun_options(image: str | None) -> list[str]:
     """pyxis's options for a task that runs inside ``image`` (none when ``image`` is None). The image's
     own entrypoint is not run: the task is exactly the command gpufleet gives."""

@@ -29,7 +29,7 @@ from gpufleet.errors import LogParseError, ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
-from gpufleet.validate.container import staged_image
+from gpufleet.validate.container import check_same_image, staged_image
 from gpufleet.validate.gate import FAIL, Check, GateConfig, Verdict, judge
 from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
 from gpufleet.validate.models import TestResult
@@ -260,7 +260,9 @@ def run_suite(
     extra = inventory.extra_vars
     environment = TaskEnvironment(env_file=str(extra.get("gpufleet_nccl_env_file") or DEFAULT_NCCL_ENV_FILE))
     sweep = Sweep.from_spec(validation)
-    # software.container_image: the collectives and the training check run inside the staged image.
+    # software.container_image: the collectives and the training check run inside the staged image, which
+    # must be the one this spec names.
+    check_same_image(spec.software.container_image, inventory.software)
     image = staged_image(inventory.software, inventory.filesystem)
     runner = SlurmRunner(
         executor,
