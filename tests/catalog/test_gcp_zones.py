@@ -33,7 +33,8 @@ def test_managed_lustre_rows_read_from_the_page():
     [
         ("asia-east1-a", True, ("asia-east1-a", "asia-east1-c")),
         ("asia-east1-b", False, ("asia-east1-a", "asia-east1-c")),
-        ("us-central1-a", None, None),  # region not read: not judged
+        ("us-central1-b", None, None),  # region not read: not judged
+        ("us-central1-a", True, ("us-central1-a",)),  # no row, but Google's own daily test runs there
     ],
 )
 def test_judge_managed_lustre_zone(zone, offered, alternatives):
@@ -62,5 +63,29 @@ def test_a_row_with_another_regions_zone_is_refused():
                 "source": {"title": "t", "url": "https://cloud.google.com/x", "retrieved": "2026-11-23"},
                 "complete": False,
                 "regions": {"asia-east1": ["asia-east2-a"]},
+            }
+        )
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_each_zone_seen_elsewhere_names_a_google_source(name):
+    for seen in TABLES[name].seen:
+        assert seen.source.url.startswith("https://github.com/GoogleCloudPlatform/"), seen
+        assert seen.source.retrieved >= "2026-11-01", seen
+
+
+def test_a_zone_seen_elsewhere_cannot_override_a_row_read_from_the_page():
+    with pytest.raises(ValidationError, match="its region has a row from the page"):
+        ZoneTable.model_validate(
+            {
+                "source": {"title": "t", "url": "https://cloud.google.com/x", "retrieved": "2026-11-23"},
+                "complete": False,
+                "regions": {"asia-east1": ["asia-east1-a", "asia-east1-c"]},
+                "seen": [
+                    {
+                        "zone": "asia-east1-b",
+                        "source": {"title": "t", "url": "https://github.com/x/y", "retrieved": "2026-11-24"},
+                    }
+                ],
             }
         )

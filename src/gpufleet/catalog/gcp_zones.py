@@ -17,14 +17,25 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from gpufleet.catalog.model import Source
 
 
+class SeenZone(BaseModel):
+    """One zone a Google source shows the service working in, where the page's row for its region could
+    not be read: positive evidence only (the region's other zones stay unjudged)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    zone: str
+    source: Source
+
+
 class ZoneTable(BaseModel):
-    """One service's zones, region by region, as its page lists them."""
+    """One service's zones, region by region, as its page lists them, plus single zones seen elsewhere."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: Source
     complete: bool
     regions: dict[str, list[str]]
+    seen: list[SeenZone] = []
 
     @model_validator(mode="after")
     def _zones_in_their_region(self) -> ZoneTable:
@@ -32,6 +43,10 @@ class ZoneTable(BaseModel):
             strays = [z for z in zones if not z.startswith(region + "-")]
             if strays or not zones:
                 raise ValueError(f"{region}: zones {strays or zones} do not belong to the region")
+        for seen in self.seen:
+            if region_of(seen.zone) in self.regions:
+                # The page's row decides there; a zone seen elsewhere would contradict or repeat it.
+                raise ValueError(f"{seen.zone}: its region has a row from the page; drop it from 'seen'")
         return self
 
 
@@ -50,11 +65,17 @@ class ZoneVerdict:
     alternatives: tuple[str, ...]  # the zones that work: in the region, else every zone listed
 
 
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
 def judge_zone(table: ZoneTable, zone: str) -> ZoneVerdict:
-    region = zone.rsplit("-", 1)[0]
+    region = region_of(zone)
     if region in table.regions:
         zones = table.regions[region]
         return ZoneVerdict(zone in zones, tuple(zones))
+    if any(seen.zone == zone for seen in table.seen):
+        return ZoneVerdict(True, (zone,))
     every = tuple(z for zones in table.regions.values() for z in zones)
     return ZoneVerdict(False if table.complete else None, every)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,10 @@ from gcp_testlib import gcp_gpu_types, gcp_spec
 from gpufleet.catalog import Catalog, load_catalog
 from gpufleet.catalog.gcp import filestore_size_problem, lustre_size_problem, vpc_count
 from gpufleet.preflight import Level, run_checks
+from gpufleet.spec import load_spec
+from gpufleet.spec.model import FabricKind, ManagedLustreFilesystem
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def findings(spec, catalog: Catalog | None = None, level: Level = Level.WARNING) -> list[str]:
@@ -206,9 +211,35 @@ def test_managed_lustre_in_a_listed_zone_passes():
 
 
 def test_zone_outside_the_data_read_is_reported_not_judged():
-    found = _service_zone_findings(gcp_spec(filesystem=LUSTRE))
+    # us-central1 has no row (the page could not be read there); only us-central1-a was seen elsewhere.
+    found = _service_zone_findings(
+        _in_zone("a3-megagpu-8g", "us-central1", "us-central1-b", filesystem=LUSTRE)
+    )
     assert [(level, path) for level, path, _ in found] == [("info", "provider.zone")], found
-    assert "does not cover us-central1-a for Managed Lustre" in found[0][2]
+    assert "does not cover us-central1-b for Managed Lustre" in found[0][2]
+
+
+def test_a_zone_google_runs_the_service_in_passes_without_a_row():
+    """us-central1-a: Google's own daily Managed Lustre test runs there (gcp_zones.yaml 'seen')."""
+    assert _service_zone_findings(gcp_spec(filesystem=LUSTRE)) == []
+
+
+GCP_EXAMPLES = sorted(
+    path for path in (ROOT / "examples").glob("*.yaml") if load_spec(path).provider.kind == "gcp"
+)
+
+
+@pytest.mark.parametrize("path", GCP_EXAMPLES, ids=lambda p: p.name)
+def test_every_gcp_example_zone_is_covered_by_the_zone_data(path):
+    """Each zonal service an example asks for (Managed Lustre, the RoCE profile) is judged offered in its
+    zone: no error and no 'does not cover' note."""
+    assert _service_zone_findings(load_spec(path)) == []
+
+
+def test_the_gcp_examples_exercise_both_zonal_services():
+    specs = [load_spec(path) for path in GCP_EXAMPLES]
+    assert any(isinstance(spec.filesystem, ManagedLustreFilesystem) for spec in specs)
+    assert any(spec.fabric.kind is FabricKind.ROCE for spec in specs)
 
 
 def test_roce_profile_zone_is_reported_while_google_lists_none():
