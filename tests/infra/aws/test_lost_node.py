@@ -13,6 +13,7 @@ from aws_specs import CREATED_AT, aws_spec
 
 from gpufleet.infra.aws.backend import AwsBackend
 from gpufleet.infra.aws.fleet import FLEET_TYPE, lost_fleets
+from gpufleet.infra.aws.lost import lost_instances
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.plan import run_offline
 from gpufleet.infra.program import cluster_program
@@ -92,3 +93,43 @@ def test_an_instance_ec2_no_longer_lists_counts_as_lost(ec2):
     gone = "i-0123456789abcdef0"  # terminated over an hour ago: DescribeInstances no longer lists it
     replace = lost_fleets(_deployment([*ids, gone]), lambda region: boto3.client("ec2", region_name=region))
     assert f"({gone}) is gone" in replace[URN], replace
+
+
+HEAD_URN = "urn:pulumi:fleet::gpufleet::gpufleet:aws:GpuCluster$aws:ec2/instance:Instance::fleet-head"
+
+
+def _with_head(deployment: dict[str, Any], head: str) -> dict[str, Any]:
+    """The deployment with the head node's ``aws.ec2.Instance`` (its id at the top, as ``pulumi stack
+    export`` writes it) and the aws provider that names the region."""
+    provider = {
+        "urn": "urn:pulumi:fleet::gpufleet::pulumi:providers:aws::default_7_0_0",
+        "type": "pulumi:providers:aws::default_7_0_0",
+        "inputs": {"region": REGION},
+    }
+    instance = {
+        "urn": HEAD_URN,
+        "type": "aws:ec2/instance:Instance",
+        "id": head,
+        "outputs": {"instanceState": "running", "privateIp": "10.0.0.10"},
+    }
+    return {**deployment, "resources": [provider, instance, *deployment["resources"]]}
+
+
+def test_the_next_up_replaces_a_terminated_head_node_and_keeps_a_stopped_one(ec2):
+    head, *nodes = _launch(ec2, 3)
+    deployment = _with_head(_deployment(nodes), head)
+    assert AwsBackend().replace_before_up(deployment) == {}, "a running head stays"
+    ec2.stop_instances(InstanceIds=[head])
+    assert AwsBackend().replace_before_up(deployment) == {}, "a stopped head is the user's to start"
+    ec2.terminate_instances(InstanceIds=[head])
+    replace = AwsBackend().replace_before_up(deployment)
+    assert list(replace) == [HEAD_URN], replace
+    assert f"fleet-head ({head}) is terminated" in replace[HEAD_URN], replace
+
+
+def test_a_head_node_ec2_no_longer_lists_is_replaced(ec2):
+    gone = "i-0fedcba9876543210"
+    replace = lost_instances(
+        _with_head({"resources": []}, gone), lambda region: boto3.client("ec2", region_name=region)
+    )
+    assert f"fleet-head ({gone}) is gone" in replace[HEAD_URN], replace

@@ -68,15 +68,21 @@ class AwsBackend(PulumiBackend):
         require_ssm_tools(spec)
 
     def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
-        """Fleets whose launch came short, and fleets holding a lost node (``fleet.lost_fleets``)."""
+        """Fleets whose launch came short, fleets holding a lost node (``fleet.lost_fleets``) and a lost
+        head or login instance (``lost.lost_instances``)."""
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
 
         from gpufleet.infra.aws.fleet import lost_fleets, short_fleets
+        from gpufleet.infra.aws.lost import lost_instances
 
         replace = {urn: "its last launch came short" for urn in short_fleets(deployment)}
+
+        def client(region: str | None) -> Any:
+            return boto3.client("ec2", region_name=region)
+
         try:
-            lost = lost_fleets(deployment, lambda region: boto3.client("ec2", region_name=region))
+            lost = {**lost_instances(deployment, client), **lost_fleets(deployment, client)}
         except (BotoCoreError, ClientError) as exc:
             raise ProvisionError(
                 f"cannot tell whether the cluster's fleet instances still run (DescribeInstances: {exc})",

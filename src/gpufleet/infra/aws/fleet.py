@@ -42,7 +42,7 @@ nothing would replace it, and its host lookup finds no instance (AWS audit 2026-
 shutting down, terminated or gone (EC2 lists a terminated instance for about an hour) makes the next
 ``up`` replace its whole fleet, as a short launch does (an instant fleet cannot launch one more node:
 ``ModifyFleet`` refuses it), and says which host was lost. ParallelCluster replaces such static nodes
-itself; gpufleet does it at the next ``up``.
+itself; gpufleet does it at the next ``up`` (a lost head or login instance too: ``lost.py``).
 
 The fleet returns instance ids, not hosts. ``fleet_hosts`` sorts them (a stable order for as long as the
 fleet lives) and gives the i-th to the group's i-th host name; each host's private IP comes from
@@ -65,6 +65,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.catalog import aws as rules
+from gpufleet.infra.aws.lost import instance_states, is_lost, stack_region
 from gpufleet.infra.tags import AWS_EXPIRES_TAG
 from gpufleet.spec.model import CapacityMode, NodeGroup, Role
 
@@ -256,11 +257,6 @@ def short_fleets(deployment: Mapping[str, Any]) -> list[str]:
     return urns
 
 
-# The states of an instance that is gone for good or on its way (API_InstanceState,
-# docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceState.html, read 2026-11-24); a stopped one
-# is the user's to start again and keeps its address.
-LOST_STATES = ("shutting-down", "terminated")
-INSTANCE_TYPE = "aws:ec2/instance:Instance"
 TAG_TYPE = "aws:ec2/tag:Tag"
 
 
@@ -270,20 +266,6 @@ def _fleet_resources(deployment: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         for resource in deployment.get("resources") or []
         if resource.get("type") == FLEET_TYPE and not resource.get("delete")
     ]
-
-
-def _region(deployment: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | None:
-    """The fleet's region: its own ``region`` output (pulumi-aws 7), else the aws provider's."""
-    if outputs.get("region"):
-        return str(outputs["region"])
-    for resource in deployment.get("resources") or []:
-        if str(resource.get("type", "")).startswith("pulumi:providers:aws"):
-            region = (resource.get("inputs") or {}).get("region") or (resource.get("outputs") or {}).get(
-                "region"
-            )
-            if region:
-                return str(region)
-    return None
 
 
 def _host_of(deployment: Mapping[str, Any]) -> dict[str, str]:
@@ -310,16 +292,11 @@ def lost_fleets(deployment: Mapping[str, Any], client: Callable[[str | None], An
         )
         if outputs.get("type") != "instant" or not ids:
             continue
-        states: dict[str, str] = {}
-        pages = client(_region(deployment, outputs)).get_paginator("describe_instances")
-        for page in pages.paginate(Filters=[{"Name": "instance-id", "Values": ids}]):
-            for reservation in page.get("Reservations", []):
-                for instance in reservation.get("Instances", []):
-                    states[instance["InstanceId"]] = (instance.get("State") or {}).get("Name", "")
+        states = instance_states(client(stack_region(deployment, outputs)), ids)
         gone = [
             f"{hosts.get(i, 'its node')} ({i}) is {states.get(i) or 'gone'}"
             for i in ids
-            if states.get(i, "terminated") in LOST_STATES
+            if is_lost(states, i)
         ]
         if gone:
             lost[resource["urn"]] = (
