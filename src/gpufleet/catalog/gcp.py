@@ -139,16 +139,19 @@ SERIES: tuple[GcpSeries, ...] = (
 _DEFAULT_SERIES = GcpSeries("", "other", "pd-balanced", *_UBUNTU)
 # Consumption options per GPU machine type: A3 Ultra and A4 list reservations, Spot and flex-start only.
 ON_DEMAND_DOC = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#consumption-options"
-# DWS flex-start VMs: provisioning model FLEX_START, a max run duration of at most 7 days, deleted at its end.
-FLEX_START_DOC = "https://cloud.google.com/compute/docs/instances/flex-start-vms"
+# DWS flex-start VMs: provisioning model FLEX_START, a max run duration of at most 7 days, deleted at its end
+# ("Flex-start VMs can run for up to seven days", https://cloud.google.com/compute/docs/instances/
+# about-flex-start-vms, read 2026-11-24).
+FLEX_START_DOC = "https://cloud.google.com/compute/docs/instances/about-flex-start-vms"
 FLEX_START_MAX_RUN = timedelta(days=7)
-# The shortest max run duration: 10 minutes, as Cluster Toolkit's slurm-gcp nodeset validates dws_flex
-# ("Max duration must be at least ... 10 minutes, and cannot be more than one week": max_run_duration >= 600
-# and <= 604800; GoogleCloudPlatform/cluster-toolkit community/modules/compute/
-# schedmd-slurm-gcp-v6-nodeset/variables.tf, commit 00f1767, read 2026-11-24). Google's flex-start pages
-# (FLEX_START_DOC, read 2026-11-24) state the 7-day maximum; the toolkit's 10-minute floor is the
-# minimum chosen here, since the API's own floor is not stated on them.
-FLEX_START_MIN_RUN = timedelta(minutes=10)
+# The shortest max run duration Compute Engine takes: "The minimum time limit is 30 seconds, and the maximum
+# is 120 days" (Restrictions of https://cloud.google.com/compute/docs/instances/limit-vm-runtime, read
+# 2026-11-24 through its hl=zh-cn copy: "最短时间限制为 30 秒,最长时间限制为 120 天"); the flex-start pages
+# state no other floor. Cluster Toolkit's slurm-gcp nodeset refuses less than 10 minutes for dws_flex
+# (max_run_duration >= 600, community/modules/compute/schedmd-slurm-gcp-v6-nodeset/variables.tf, commit
+# 00f1767): that is the toolkit's own policy, stricter than the API, so it is not the error here; a duration
+# shorter than the cluster's lifetime.ttl is warned about instead (preflight gcp_capacity).
+FLEX_START_MIN_RUN = timedelta(seconds=30)
 
 
 # VMs one compact placement policy holds at each max distance, as slurm-gcp sizes its placement groups

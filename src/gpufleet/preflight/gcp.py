@@ -333,8 +333,9 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
             Level.ERROR,
             "gcp_capacity",
             f"{path}.max_run_duration",
-            f"a flex-start VM runs for at least {FLEX_START_MIN_RUN} and at most {FLEX_START_MAX_RUN.days} "
-            f"days; got {duration}. Set max_run_duration between 10m and 7d",
+            f"Compute Engine takes a max run duration of at least {FLEX_START_MIN_RUN.seconds} seconds, and "
+            f"a flex-start VM runs for at most {FLEX_START_MAX_RUN.days} days ({FLEX_START_DOC}); got "
+            f"{duration}. Set max_run_duration between 1m and {FLEX_START_MAX_RUN.days}d",
         )
     elif duration is not None and duration < spec.lifetime.ttl:
         yield Finding(

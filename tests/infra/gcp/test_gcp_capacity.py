@@ -94,9 +94,12 @@ def test_max_run_duration_goes_with_flex_start_only(capacity, message):
     ("capacity", "message"),
     [
         ({"mode": "flex_start", "max_run_duration": "8d"}, "at most 7 days"),
+        ({"mode": "flex_start", "max_run_duration": "7d"}, None),
         ({"mode": "flex_start", "max_run_duration": "2d"}, None),
-        # Below slurm-gcp's (and this catalog's) 10-minute floor: refused, where 1 s passed before.
-        ({"mode": "flex_start", "max_run_duration": "5m"}, "at least 0:10:00"),
+        # Compute Engine's own floor is 30 s (limit-vm-runtime); slurm-gcp's 10-minute floor is its policy.
+        ({"mode": "flex_start", "max_run_duration": 29}, "at least 30 seconds"),
+        ({"mode": "flex_start", "max_run_duration": 30}, None),
+        ({"mode": "flex_start", "max_run_duration": "5m"}, None),
         ({"mode": "flex_start", "max_run_duration": "10m"}, None),
     ],
 )
@@ -106,6 +109,16 @@ def test_flex_start_duration_limit(capacity, message):
         assert not errors, errors
     else:
         assert any(message in e for e in errors), errors
+
+
+def test_flex_start_duration_error_names_the_field_and_the_fix():
+    spec = gcp_spec(
+        "a4-highgpu-8g", node_groups=_groups("a4-highgpu-8g", {"mode": "flex_start", "max_run_duration": 10})
+    )
+    (finding,) = [f for f in run_checks(spec, load_catalog()) if f.level is Level.ERROR]
+    assert finding.path.endswith("capacity.max_run_duration"), finding
+    assert "got 0:00:10. Set max_run_duration between 1m and 7d" in finding.message, finding.message
+    assert "https://cloud.google.com/compute/docs/instances/about-flex-start-vms" in finding.message
 
 
 def test_flex_start_is_refused_on_aws():
