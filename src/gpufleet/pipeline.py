@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from gpufleet.bake.baker import Baked
     from gpufleet.configure.runner import PlayResult
     from gpufleet.errors import GpufleetError
+    from gpufleet.lifecycle.durable_copy import DurableCopyOptions
     from gpufleet.validate.suite import SuiteResult
 
 
@@ -130,8 +131,11 @@ def status(spec: ClusterSpec) -> dict[str, Any]:
     return result
 
 
-def down(spec: ClusterSpec, reporter: Reporter) -> teardown.Teardown:
+def down(
+    spec: ClusterSpec, reporter: Reporter, durable: DurableCopyOptions | None = None
+) -> teardown.Teardown:
     """Destroy everything the cluster made, then check that nothing is left (see ``lifecycle.teardown``).
+    ``durable``: how long to wait for the filesystem's export to its durable copy, or to skip it.
 
     A cluster this machine already removed is no error (nothing to do); one it never made is
     (``StateError``, exit 7)."""
@@ -142,7 +146,7 @@ def down(spec: ClusterSpec, reporter: Reporter) -> teardown.Teardown:
         reporter.info(f"cluster {spec.name} was already removed at {gone}")
         return teardown.Teardown(cluster=spec.name)
     known.require_exists(spec, state)
-    report = teardown.down(spec, state, reporter)
+    report = teardown.down(spec, state, reporter, durable)
     if not report.leftovers:
         known.record_removed(spec.name)
     return report

@@ -13,6 +13,7 @@ from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_js
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.inventory.model import Inventory
+from gpufleet.lifecycle.durable_copy import DEFAULT_TIMEOUT_S, DurableCopyOptions
 from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
@@ -116,10 +117,40 @@ def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
         console.print(table)
 
 
-def down(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
-    """Destroy everything the cluster made, then check that nothing is left."""
+DiscardOpt = Annotated[
+    bool,
+    typer.Option(
+        "--discard-checkpoints",
+        help="do not export the filesystem to its durable copy (FSx data repository, Managed Lustre "
+        "data_repository) first: destroy it, and every checkpoint on it not yet copied, anyway",
+    ),
+]
+ExportTimeoutOpt = Annotated[
+    int,
+    typer.Option(
+        "--export-timeout",
+        min=0,
+        metavar="SECONDS",
+        help="how long to wait for that export; when it fails or takes longer, down destroys nothing",
+    ),
+]
+
+
+def down(
+    spec_path: SpecArg,
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+    discard_checkpoints: DiscardOpt = False,
+    export_timeout: ExportTimeoutOpt = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Destroy everything the cluster made, then check that nothing is left.
+
+    A filesystem with a durable copy (FSx linked to S3, Managed Lustre with a
+    data_repository) is exported to it first; when the export fails or times
+    out, down destroys nothing (exit 4), unless --discard-checkpoints."""
     spec = read_spec(spec_path)
-    render_down(spec, pipeline.down(spec, reporter_for(json_out, verbose)), json_out)
+    durable = DurableCopyOptions(discard=discard_checkpoints, timeout_s=export_timeout)
+    render_down(spec, pipeline.down(spec, reporter_for(json_out, verbose), durable), json_out)
 
 
 def render_down(spec: ClusterSpec, teardown: Teardown, json_out: bool) -> None:

@@ -4,8 +4,10 @@
 is, the backend drops its own record (a Pulumi stack) and the state folder goes last; when something is,
 both stay, so that ``gpufleet down`` can be run again. Before anything is destroyed, the utilization report
 of the cluster's life is written out of its Prometheus (``gpufleet.monitoring.teardown_report``); when
-Prometheus cannot be read the report says why, and teardown goes on. ``Teardown.raise_for_leftovers`` is
-the one place that turns leftovers into ``LeftoversError`` (exit 9).
+Prometheus cannot be read the report says why, and teardown goes on. Before that, a filesystem with a
+durable copy is exported to it (``lifecycle.durable_copy``); when the export fails or times out, ``down``
+raises ``ExportRefused`` (exit 4) and destroys nothing. ``Teardown.raise_for_leftovers`` is the one place
+that turns leftovers into ``LeftoversError`` (exit 9).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from gpufleet.errors import LeftoversError, StateError
 from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
+from gpufleet.lifecycle.durable_copy import DurableCopyOptions, before_destroy
 from gpufleet.monitoring.teardown_report import save_before_teardown
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
@@ -31,6 +34,7 @@ class Teardown:
     removed: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
     utilization: dict[str, Any] = field(default_factory=dict)  # where the report went, or why there is none
+    durable_copy: list[str] = field(default_factory=list)  # the filesystem's export, or why there was none
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +42,7 @@ class Teardown:
             "removed": self.removed,
             "leftovers": self.leftovers,
             "utilization": self.utilization,
+            "durable_copy": self.durable_copy,
         }
 
     def named(self) -> str:
@@ -56,14 +61,22 @@ class Teardown:
             )
 
 
-def down(spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> Teardown:
-    """Destroy the cluster's resources; report what was removed and what is still there."""
+def down(
+    spec: ClusterSpec,
+    state: ClusterState,
+    reporter: Reporter,
+    durable: DurableCopyOptions | None = None,
+) -> Teardown:
+    """Export the filesystem to its durable copy (or refuse), then destroy the cluster's resources; report
+    what was removed and what is still there."""
+    durable_copy = before_destroy(spec, reporter, durable or DurableCopyOptions())
     backend = backend_for(spec)
     try:
         adopted = adopted_of(state)
     except StateError:  # a damaged record: down still removes the cluster (found by its labels or stack)
         adopted = None
     report = Teardown(cluster=spec.name, stack=adopted.stack if adopted else None)
+    report.durable_copy = durable_copy
     report.utilization = save_before_teardown(state, reporter)
     report.removed.extend(backend.destroy(spec, state, reporter))
     report.leftovers = backend.leftovers(spec, state, reporter)

@@ -505,6 +505,22 @@ class FsxLustreFilesystem(SpecModel):
         return self
 
 
+class GcsDataRepository(SpecModel):
+    """Where ``gpufleet down`` exports a Managed Lustre instance's files before deleting it (the
+    instance's exportData; docs/gcp.md, "Checkpoints and down")."""
+
+    gcs_path: Annotated[
+        str,
+        _pattern(
+            r"^gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/.*)?$",
+            "expected a Cloud Storage path such as gs://my-bucket/checkpoints/",
+        ),
+    ] = Field(description="the bucket, or a folder in it, that keeps the durable copy")
+    file_system_path: AbsolutePath = Field(
+        default="/", description="the folder of the instance to export, from its root"
+    )
+
+
 class ManagedLustreFilesystem(SpecModel):
     """Google Cloud Managed Lustre in the cluster's network."""
 
@@ -516,6 +532,10 @@ class ManagedLustreFilesystem(SpecModel):
         _pattern(r"^[a-z][a-z0-9]{0,7}$", "expected 1-8 characters of a-z and 0-9, starting with a letter"),
     ] = "lustre"
     mount_point: AbsolutePath = "/lustre"
+    data_repository: GcsDataRepository | None = Field(
+        default=None,
+        description="a Cloud Storage copy 'gpufleet down' exports to before it deletes the instance",
+    )
 
 
 class FilestoreFilesystem(SpecModel):
