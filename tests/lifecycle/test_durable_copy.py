@@ -68,7 +68,9 @@ class Recorder(BaremetalBackend):
 class FakeFsx:
     """The FSx calls down makes, shaped as botocore's service model answers them. ``outcome`` is the
     task's end (SUCCEEDED, FAILED or None: it never ends); ``steps`` the describes it takes to get there;
-    ``busy`` how many CreateDataRepositoryTask calls meet another running task first."""
+    ``other`` is another task on the file system (an earlier down's export): while it is PENDING or
+    EXECUTING, CreateDataRepositoryTask fails with DataRepositoryTaskExecuting. Canceled, it is CANCELING
+    for one look, then CANCELED; with ``ends``, it SUCCEEDS after one look."""
 
     def __init__(
         self,
@@ -76,13 +78,14 @@ class FakeFsx:
         *,
         outcome: str | None = "SUCCEEDED",
         steps: int = 2,
-        busy: int = 0,
         associations: list[dict[str, Any]] | None = None,
     ) -> None:
-        self.cluster, self.outcome, self.steps, self.busy = cluster, outcome, steps, busy
+        self.cluster, self.outcome, self.steps = cluster, outcome, steps
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.tasks: dict[str, dict[str, Any]] = {}
         self.describes = 0
+        self.other: dict[str, Any] | None = None
+        self.other_ends = False
         self.associations = (
             associations
             if associations is not None
@@ -133,8 +136,7 @@ class FakeFsx:
     def create_data_repository_task(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(("CreateDataRepositoryTask", kwargs))
         assert {"Type", "FileSystemId", "Report"} <= kwargs.keys()  # the model's required members
-        if self.busy:
-            self.busy -= 1
+        if self.other and self.other["Lifecycle"] in ("PENDING", "EXECUTING"):
             raise ClientError(
                 {
                     "Error": {
@@ -161,17 +163,14 @@ class FakeFsx:
 
     def describe_data_repository_tasks(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(("DescribeDataRepositoryTasks", kwargs))
-        if "Filters" in kwargs:  # the tasks running on the file system (the one that keeps it busy)
-            return {
-                "DataRepositoryTasks": [
-                    {
-                        "TaskId": "task-0aaaaaaaaaaaaaaa0",
-                        "Lifecycle": "EXECUTING",
-                        "Type": "EXPORT_TO_REPOSITORY",
-                        "CreationTime": datetime(2026, 11, 24, 22, 0, tzinfo=UTC),
-                    }
-                ]
-            }
+        if "Filters" in kwargs:  # the tasks of a lifecycle on the file system: the other one, if any
+            lifecycles = next(f["Values"] for f in kwargs["Filters"] if f["Name"] == "task-lifecycle")
+            found = [dict(self.other)] if self.other and self.other["Lifecycle"] in lifecycles else []
+            if self.other and self.other["Lifecycle"] == "CANCELING":
+                self.other["Lifecycle"] = "CANCELED"
+            elif self.other and self.other_ends:
+                self.other["Lifecycle"] = "SUCCEEDED"
+            return {"DataRepositoryTasks": found}
         self.describes += 1
         task = self.tasks[kwargs["TaskIds"][0]]
         if self.describes >= self.steps and self.outcome is not None:
@@ -189,6 +188,23 @@ class FakeFsx:
             task["StartTime"] = datetime(2026, 11, 24, 23, 1, tzinfo=UTC)
             task["Status"] = {"TotalCount": 42, "SucceededCount": 10, "FailedCount": 0}
         return {"DataRepositoryTasks": [dict(task)]}
+
+    def cancel_data_repository_task(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(("CancelDataRepositoryTask", kwargs))
+        assert self.other is not None and kwargs == {"TaskId": self.other["TaskId"]}
+        self.other["Lifecycle"] = "CANCELING"
+        return {"Lifecycle": "CANCELING", "TaskId": kwargs["TaskId"]}
+
+    def running(self, *, ends: bool = False) -> None:
+        """Another export task runs on the file system (an earlier down's, which timed out)."""
+        self.other_ends = ends
+        self.other = {
+            "TaskId": "task-0aaaaaaaaaaaaaaa0",
+            "Lifecycle": "EXECUTING",
+            "Type": "EXPORT_TO_REPOSITORY",
+            "CreationTime": datetime(2026, 11, 24, 22, 0, tzinfo=UTC),
+            "FileSystemId": FS_ID,
+        }
 
     def named(self, operation: str) -> list[dict[str, Any]]:
         return [kwargs for name, kwargs in self.calls if name == operation]
@@ -310,7 +326,7 @@ def test_fsx_export_is_waited_for_then_the_cluster_is_destroyed(aws, clock):
 
 def test_a_task_already_running_is_waited_for_first(aws, clock):
     path, backend, fake = aws
-    fake.busy = 1
+    fake.running(ends=True)
     result = _down(path)
     assert result.exit_code == 0, result.output
     assert len(fake.named("CreateDataRepositoryTask")) == 2 and backend.destroyed
@@ -365,8 +381,22 @@ def test_discard_checkpoints_destroys_without_exporting(aws):
     path, backend, fake = aws
     result = _down(path, "--discard-checkpoints")
     assert result.exit_code == 0, result.output
-    assert fake.calls == [] and backend.destroyed
+    assert not fake.named("CreateDataRepositoryTask") and backend.destroyed
     assert "skipped (--discard-checkpoints)" in " ".join(result.output.split())
+
+
+def test_discard_checkpoints_cancels_a_running_task_that_would_stop_the_delete(aws, clock):
+    """FSx deletes no file system while a data repository task on it is PENDING or EXECUTING."""
+    path, backend, fake = aws
+    fake.running()
+    result = _down(path, "--discard-checkpoints", "--json")
+    assert result.exit_code == 0, result.output
+    assert fake.named("CancelDataRepositoryTask") == [{"TaskId": "task-0aaaaaaaaaaaaaaa0"}]
+    assert fake.other is not None and fake.other["Lifecycle"] == "CANCELED" and backend.destroyed
+    assert not fake.named("CreateDataRepositoryTask") and clock.now == 1015.0  # one wait while CANCELING
+    assert (
+        "canceled data repository task task-0aaaaaaaaaaaaaaa0" in json.loads(result.stdout)["durable_copy"][1]
+    )
 
 
 def test_down_help_names_the_flags():

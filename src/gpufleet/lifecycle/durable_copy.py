@@ -3,7 +3,8 @@
 - A filesystem with a durable copy (FSx for Lustre with a ``data_repository``, Managed Lustre with a
   ``data_repository``) is exported first and ``down`` waits for the export, at most ``--export-timeout``
   seconds (``infra/aws/fsx_export.py``, ``infra/gcp/lustre_export.py``). An export that fails or times out
-  raises ``ExportRefused`` (exit 4): nothing is destroyed. ``--discard-checkpoints`` skips the export.
+  raises ``ExportRefused`` (exit 4): nothing is destroyed. ``--discard-checkpoints`` skips the export (and
+  cancels an FSx data repository task still running, which would stop FSx deleting the file system).
 - A filesystem the cluster made without a durable copy (the local volume, FSx or Managed Lustre without a
   ``data_repository``, Filestore) goes with the cluster: when the spec plans checkpoints (``checkpoint``),
   ``down`` says that they are deleted with it. An NFS export (bare metal) is not the cluster's and stays.
@@ -70,13 +71,18 @@ def _export_or_warn(spec: ClusterSpec, reporter: Reporter, options: DurableCopyO
                 "the spec makes down export them)"
             ]
         return []
-    if options.discard:
-        return [
-            f"export to {copy} skipped ({DISCARD_FLAG}): files on the {fs.kind} filesystem at {mount} "
-            "that had not reached it are deleted with the cluster"
-        ]
     wait = new_wait(options.timeout_s)
     provider = spec.provider
+    if options.discard:
+        skipped = (
+            f"export to {copy} skipped ({DISCARD_FLAG}): files on the {fs.kind} filesystem at {mount} "
+            "that had not reached it are deleted with the cluster"
+        )
+        if isinstance(fs, FsxLustreFilesystem) and isinstance(provider, AwsProvider):
+            from gpufleet.infra.aws.fsx_export import cancel_fsx_tasks
+
+            return [skipped, *cancel_fsx_tasks(spec.name, provider.region, wait, reporter)]
+        return [skipped]
     with reporter.step(f"export the {fs.kind} filesystem at {mount} to {copy}"):
         if isinstance(fs, FsxLustreFilesystem) and isinstance(provider, AwsProvider):
             from gpufleet.infra.aws.fsx_export import export_fsx

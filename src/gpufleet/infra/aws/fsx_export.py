@@ -23,13 +23,19 @@ FSx API (botocore's service model, fsx 2018-03-01, botocore 1.44.5 in the projec
   ``FileSystemPath``, ``DataRepositoryPath``, ``Lifecycle`` (AVAILABLE, MISCONFIGURED, ...) and
   ``FailureDetails.Message``.
 - ``DescribeFileSystems``: ``FileSystemId``, ``Lifecycle``, ``Tags``; pages by ``NextToken``.
+- ``CancelDataRepositoryTask``: ``TaskId``; a PENDING or EXECUTING task is canceled (files already
+  exported stay exported); ``DataRepositoryTaskEnded`` when it had already ended.
+
+With ``--discard-checkpoints`` nothing is exported, but a task still running (the export of an earlier
+``down`` that timed out) would stop FSx from deleting the file system, so ``cancel_fsx_tasks`` cancels it
+and waits for it to end.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.infra.durable import TIMEOUT_FLAG, ExportRefused, Wait, refuse
+from gpufleet.infra.durable import DISCARD_FLAG, TIMEOUT_FLAG, ExportRefused, Wait, refuse
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import FsxLustreFilesystem
@@ -165,14 +171,7 @@ def _start(
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "DataRepositoryTaskExecuting":
                 raise
-        running = _pages(
-            fsx.describe_data_repository_tasks,
-            "DataRepositoryTasks",
-            Filters=[
-                {"Name": "file-system-id", "Values": [fs_id]},
-                {"Name": "task-lifecycle", "Values": RUNNING},
-            ],
-        )
+        running = _running(fsx, fs_id)
         names = ", ".join(f"{t['TaskId']} ({t['Type']}, {t['Lifecycle']})" for t in running) or "one"
         if wait.expired():
             raise refuse(
@@ -183,6 +182,60 @@ def _start(
             )
         reporter.info(f"waiting for the data repository task already running on {fs_id}: {names}")
         wait.pause()
+
+
+def _running(fsx: Any, fs_id: str) -> list[dict[str, Any]]:
+    """The file system's data repository tasks that have not ended."""
+    return _pages(
+        fsx.describe_data_repository_tasks,
+        "DataRepositoryTasks",
+        Filters=[
+            {"Name": "file-system-id", "Values": [fs_id]},
+            {"Name": "task-lifecycle", "Values": RUNNING},
+        ],
+    )
+
+
+def cancel_fsx_tasks(
+    cluster: str, region: str, wait: Wait, reporter: Reporter, *, client: Any | None = None
+) -> list[str]:
+    """``--discard-checkpoints``: cancel the data repository tasks still running on the cluster's FSx file
+    systems and wait (within ``wait``) until they end, so that destroy can delete them. Never raises for
+    the FSx API: the user chose to destroy anyway; what could not be done is a warning line."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    lines: list[str] = []
+    try:
+        fsx = client if client is not None else fsx_client(region)
+        for system in _cluster_file_systems(fsx, cluster):
+            fs_id = system["FileSystemId"]
+            for task in _running(fsx, fs_id):
+                if task["Lifecycle"] != "CANCELING":
+                    try:
+                        fsx.cancel_data_repository_task(TaskId=task["TaskId"])
+                    except ClientError as exc:
+                        if exc.response.get("Error", {}).get("Code") != "DataRepositoryTaskEnded":
+                            raise
+                lines.append(
+                    f"canceled data repository task {task['TaskId']} ({task.get('Type', '?')}) on FSx "
+                    f"file system {fs_id} ({DISCARD_FLAG})"
+                )
+                reporter.info(lines[-1])
+            while still := _running(fsx, fs_id):
+                if wait.expired():
+                    names = ", ".join(f"{t['TaskId']} ({t['Lifecycle']})" for t in still)
+                    lines.append(
+                        f"warning: data repository task(s) {names} on FSx file system {fs_id} had not ended "
+                        f"after {wait.timeout_s:.0f} s: FSx deletes no file system while one runs"
+                    )
+                    break
+                wait.pause()
+    except (BotoCoreError, ClientError) as exc:
+        lines.append(
+            f"warning: could not cancel the data repository tasks on cluster {cluster}'s FSx file system "
+            f"({exc}): FSx deletes no file system while one runs"
+        )
+    return lines
 
 
 def _finish(fsx: Any, task: dict[str, Any], what: str, wait: Wait, reporter: Reporter) -> dict[str, Any]:
@@ -220,4 +273,4 @@ def _counts(task: dict[str, Any]) -> str:
     )
 
 
-__all__ = ["ExportRefused", "export_fsx", "fsx_client"]
+__all__ = ["ExportRefused", "cancel_fsx_tasks", "export_fsx", "fsx_client"]
