@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, NoCredentialsError
 from typer.testing import CliRunner
 
 from gpufleet.cli.app import app
@@ -375,6 +375,16 @@ def test_a_missing_association_refuses(aws):
     fake.associations = []
     _refused(_down(path), backend, "llm-p5", "no data repository association", "s3://ml-team-ckpt/llm-p5")
     assert not fake.named("CreateDataRepositoryTask")
+
+
+def test_an_fsx_api_error_refuses_with_the_permissions(aws, monkeypatch):
+    path, backend, fake = aws
+
+    def no_credentials(**kwargs: Any) -> dict[str, Any]:
+        raise NoCredentialsError()
+
+    monkeypatch.setattr(fake, "describe_file_systems", no_credentials)
+    _refused(_down(path), backend, "llm-p5", "Unable to locate credentials", "fsx:CreateDataRepositoryTask")
 
 
 def test_discard_checkpoints_destroys_without_exporting(aws):

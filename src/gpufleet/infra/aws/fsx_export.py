@@ -75,7 +75,8 @@ def export_fsx(
         raise refuse(
             f"the FSx file system of cluster {cluster} ({fs.mount_point})",
             f"the FSx API answered: {exc}",
-            retry="fix the cause (credentials, permissions fsx:CreateDataRepositoryTask and "
+            retry="fix the cause (credentials; the permissions fsx:DescribeFileSystems, "
+            "fsx:DescribeDataRepositoryAssociations, fsx:CreateDataRepositoryTask and "
             "fsx:DescribeDataRepositoryTasks) and run 'gpufleet down SPEC' again",
         ) from None
 
