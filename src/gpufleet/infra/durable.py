@@ -1,6 +1,8 @@
 """What the filesystem exporters share (``infra/aws/fsx_export.py``, ``infra/gcp/lustre_export.py``): the
-error that stops ``gpufleet down`` when a filesystem's files have not reached their durable copy, and the
-bounded wait for a cloud's export.
+table of filesystem kinds that have a durable copy and the module that exports each, the error that stops
+``gpufleet down`` when a filesystem's files have not reached their durable copy, and the bounded wait for
+a cloud's export. Like the backend table, the table names modules, imported when used (boto3 and
+google-auth stay out of ``gpufleet --help``); a provider folder's module knows its own provider.
 
 ``gpufleet down`` exports a filesystem that has a durable copy (an FSx data repository association, a
 Managed Lustre ``data_repository``) before anything is destroyed (``lifecycle/durable_copy.py``); an
@@ -9,11 +11,15 @@ export that fails or outlasts ``--export-timeout`` raises ``ExportRefused`` and 
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 from gpufleet.errors import ProvisionError
+from gpufleet.progress import Reporter
+from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, ManagedLustreFilesystem
 
 DISCARD_FLAG = "--discard-checkpoints"
 TIMEOUT_FLAG = "--export-timeout"
@@ -63,3 +69,37 @@ class Wait:
         self.start()
         assert self._deadline is not None
         return self.clock() - (self._deadline - self.timeout_s)
+
+
+class Exporter(Protocol):
+    """A filesystem kind's exporter (a module): ``export`` copies the filesystem to its durable copy and
+    waits, raising ``ExportRefused``; ``discard`` prepares destroying it without (``--discard-checkpoints``)
+    and never raises for the cloud's API. Both return lines for the teardown report."""
+
+    def export(self, spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]: ...
+
+    def discard(self, spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]: ...
+
+
+# Filesystem kinds that can have a durable copy, and the module that exports them.
+EXPORTERS: dict[str, str] = {
+    "fsx_lustre": "gpufleet.infra.aws.fsx_export",
+    "managed_lustre": "gpufleet.infra.gcp.lustre_export",
+}
+
+
+def durable_copy_of(spec: ClusterSpec) -> str | None:
+    """The durable copy of the cluster's filesystem (an S3 or Cloud Storage path), None without one."""
+    fs = spec.filesystem
+    if isinstance(fs, FsxLustreFilesystem) and fs.data_repository is not None:
+        return fs.data_repository.s3_path
+    if isinstance(fs, ManagedLustreFilesystem) and fs.data_repository is not None:
+        return fs.data_repository.gcs_path
+    return None
+
+
+def exporter_for(spec: ClusterSpec) -> Exporter | None:
+    """The exporter of the cluster's filesystem, None when it has no durable copy."""
+    if durable_copy_of(spec) is None:
+        return None
+    return cast(Exporter, importlib.import_module(EXPORTERS[spec.filesystem.kind]))

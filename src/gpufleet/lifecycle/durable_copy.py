@@ -14,15 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.infra.durable import DISCARD_FLAG, Wait
+from gpufleet.infra.durable import DISCARD_FLAG, Wait, durable_copy_of, exporter_for
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import (
-    AwsProvider,
-    ClusterSpec,
-    FsxLustreFilesystem,
-    GcpProvider,
-    ManagedLustreFilesystem,
-)
+from gpufleet.spec.model import ClusterSpec
 
 DEFAULT_TIMEOUT_S = 3600
 # Filesystems that the cluster makes and destroys with it (an NFS export on bare metal is not one).
@@ -37,16 +31,6 @@ class DurableCopyOptions:
 
 def new_wait(timeout_s: float) -> Wait:
     return Wait(timeout_s)
-
-
-def durable_copy_of(spec: ClusterSpec) -> str | None:
-    """The durable copy of the cluster's filesystem (an S3 or Cloud Storage path), None without one."""
-    fs = spec.filesystem
-    if isinstance(fs, FsxLustreFilesystem) and fs.data_repository is not None:
-        return fs.data_repository.s3_path
-    if isinstance(fs, ManagedLustreFilesystem) and fs.data_repository is not None:
-        return fs.data_repository.gcs_path
-    return None
 
 
 def before_destroy(spec: ClusterSpec, reporter: Reporter, options: DurableCopyOptions) -> list[str]:
@@ -71,25 +55,14 @@ def _export_or_warn(spec: ClusterSpec, reporter: Reporter, options: DurableCopyO
                 "the spec makes down export them)"
             ]
         return []
+    exporter = exporter_for(spec)
+    assert exporter is not None
     wait = new_wait(options.timeout_s)
-    provider = spec.provider
     if options.discard:
-        skipped = (
+        return [
             f"export to {copy} skipped ({DISCARD_FLAG}): files on the {fs.kind} filesystem at {mount} "
-            "that had not reached it are deleted with the cluster"
-        )
-        if isinstance(fs, FsxLustreFilesystem) and isinstance(provider, AwsProvider):
-            from gpufleet.infra.aws.fsx_export import cancel_fsx_tasks
-
-            return [skipped, *cancel_fsx_tasks(spec.name, provider.region, wait, reporter)]
-        return [skipped]
+            "that had not reached it are deleted with the cluster",
+            *exporter.discard(spec, wait, reporter),
+        ]
     with reporter.step(f"export the {fs.kind} filesystem at {mount} to {copy}"):
-        if isinstance(fs, FsxLustreFilesystem) and isinstance(provider, AwsProvider):
-            from gpufleet.infra.aws.fsx_export import export_fsx
-
-            return export_fsx(spec.name, fs, provider.region, wait, reporter)
-        if isinstance(fs, ManagedLustreFilesystem) and isinstance(provider, GcpProvider):
-            from gpufleet.infra.gcp.lustre_export import export_lustre
-
-            return export_lustre(spec.name, fs, provider.project, provider.zone, wait, reporter)
-    return []  # the spec model allows these filesystems on their own cloud only
+        return exporter.export(spec, wait, reporter)

@@ -38,12 +38,26 @@ from typing import Any
 from gpufleet.infra.durable import DISCARD_FLAG, TIMEOUT_FLAG, ExportRefused, Wait, refuse
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import FsxLustreFilesystem
+from gpufleet.spec.model import AwsProvider, ClusterSpec, FsxLustreFilesystem
 
 FINISHED = ("SUCCEEDED", "FAILED", "CANCELED")
 RUNNING = ["PENDING", "EXECUTING", "CANCELING"]
 # A file system in these states can run a data repository task.
 USABLE = ("AVAILABLE", "UPDATING")
+
+
+def export(spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]:
+    """The exporter's ``export`` (``infra/durable.py``): ``export_fsx`` for the spec's cluster."""
+    provider, fs = spec.provider, spec.filesystem
+    assert isinstance(provider, AwsProvider) and isinstance(fs, FsxLustreFilesystem)
+    return export_fsx(spec.name, fs, provider.region, wait, reporter)
+
+
+def discard(spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]:
+    """The exporter's ``discard``: ``cancel_fsx_tasks`` for the spec's cluster."""
+    provider = spec.provider
+    assert isinstance(provider, AwsProvider)
+    return cancel_fsx_tasks(spec.name, provider.region, wait, reporter)
 
 
 def fsx_client(region: str) -> Any:
@@ -274,4 +288,4 @@ def _counts(task: dict[str, Any]) -> str:
     )
 
 
-__all__ = ["ExportRefused", "cancel_fsx_tasks", "export_fsx", "fsx_client"]
+__all__ = ["ExportRefused", "cancel_fsx_tasks", "discard", "export", "export_fsx", "fsx_client"]

@@ -28,11 +28,24 @@ from typing import Any
 
 from gpufleet.infra.durable import TIMEOUT_FLAG, Wait, refuse
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import ManagedLustreFilesystem
+from gpufleet.spec.model import ClusterSpec, GcpProvider, ManagedLustreFilesystem
 
 LUSTRE = "https://lustre.googleapis.com/v1"
 # Http(method, url, json body or None) -> (HTTP status, the JSON answer).
 Http = Callable[[str, str, dict[str, Any] | None], tuple[int, dict[str, Any]]]
+
+
+def export(spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]:
+    """The exporter's ``export`` (``infra/durable.py``): ``export_lustre`` for the spec's cluster."""
+    provider, fs = spec.provider, spec.filesystem
+    assert isinstance(provider, GcpProvider) and isinstance(fs, ManagedLustreFilesystem)
+    return export_lustre(spec.name, fs, provider.project, provider.zone, wait, reporter)
+
+
+def discard(spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]:
+    """The exporter's ``discard``: nothing. No rule like FSx's (no delete while a task runs) is known
+    for Managed Lustre; not tried on a real instance."""
+    return []
 
 
 def session_http() -> Http:
