@@ -207,6 +207,11 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     assert bisection["drained"] == [slow], bisection
     rounds, jobs = bisection["rounds"], bisection["jobs"]
     print(f"\nslow node {slow}: {rounds} round(s), {jobs} job(s), named {bisection['bad_nodes']}")
+    # The training check (issue 19) names the same node on its own: each rank's gradient-sized broadcast goes
+    # out over its own link, and only the slowed node's is slow.
+    training = report["training"]
+    assert list(training["stragglers"]) == [slow], json.dumps(training, indent=1)[:3000]
+    assert "its link" in training["stragglers"][slow], training["stragglers"]
     markdown = (out / "validation-report.md").read_text()
     assert "## Bad nodes (bisection)" in markdown and "- round 1:" in markdown and slow in markdown
 

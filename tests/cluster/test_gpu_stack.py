@@ -44,6 +44,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, Pat
     spec["provider"]["gpu_stack"] = True
     spec["provider"]["gpu_arch"] = "sm_90"
     spec["validation"]["drain_bad_nodes"] = False
+    # Not this test's subject, and each would cost minutes on these unbaked nodes (enroot and pyxis compile,
+    # the monitoring stack and torch install, the training check runs): test_local_cluster.py has them.
+    spec["software"].update(containers=False, monitoring=False, pytorch=None)
+    spec["validation"]["training"] = {"enabled": False}
     spec_path = workdir / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     cli = Cli(

@@ -7,7 +7,7 @@ from gpufleet.validate.slurm import CollectiveRun
 from gpufleet.validate.suite import _parse_run, _stderr_cause
 
 # The stderr of 'srun --container-image=<an image without Open MPI> ... all_reduce_perf' on a local cluster
-# (tests/cluster/test_containers.py, 2026-11-24), as srun forwarded it.
+# (the containers test of tests/cluster/test_local_cluster.py, 2026-11-24), as srun forwarded it.
 NO_MPI = """GPUFLEET_NCCL_ENV host=ctr-compute-0 fabric=ethernet transport=Socket file=/etc/gpufleet/nccl.env
 /opt/gpufleet/mpi-perf/bin/all_reduce_perf: error while loading shared libraries: libmpi.so.40: cannot open shared object file: No such file or directory
 GPUFLEET_NCCL_ENV host=ctr-compute-1 fabric=ethernet transport=Socket file=/etc/gpufleet/nccl.env
