@@ -69,20 +69,29 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     from gpufleet.configure import relay
     from gpufleet.configure.runner import run_playbook
 
-    on_head = relay.chosen() == "head"  # GPUFLEET_CONFIGURE_FROM; off unless set (docs/architecture.md)
+    choice = relay.chosen()  # GPUFLEET_CONFIGURE_FROM: auto, here or head (docs/architecture.md)
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec)
     baked = baked_and_current(spec, inventory.extra_vars)
+    on_head = relay.runs_on_head(choice, inventory, baked)
     if baked:
         reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")
     step = "configure: playbooks/site.yml" + (" (configure phase)" if baked else "")
     step += f" from {inventory.controller.name}" if on_head else ""
     with tracked(state, "configure"), reporter.step(step):
-        if on_head:
-            result = relay.configure_on_head(
-                inventory, state.ensure_munge_key(), state.logs_dir / "ansible-head", reporter, baked=baked
+        result = (
+            relay.configure_on_head(
+                inventory,
+                state.ensure_munge_key(),
+                state.logs_dir / "ansible-head",
+                reporter,
+                baked=baked,
+                required=choice == "head",
             )
-        else:
+            if on_head
+            else None
+        )
+        if result is None:
             result = run_playbook(
                 "site.yml",
                 state.inventory_file,

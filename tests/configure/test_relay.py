@@ -112,18 +112,37 @@ def run(inventory: Inventory, head: FakeHead, tmp_path: Path) -> relay.PlayResul
     )
 
 
-def test_the_switch_is_off_unless_set_and_a_wrong_value_says_what_to_set(
+def test_the_switch_is_auto_unless_set_and_a_wrong_value_says_what_to_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(relay.SWITCH, raising=False)
-    assert relay.chosen() == "here"
+    assert relay.chosen() == "auto"
     monkeypatch.setenv(relay.SWITCH, "head")
     assert relay.chosen() == "head"
     monkeypatch.setenv(relay.SWITCH, "controller")
     with pytest.raises(ConfigureError) as caught:
         relay.chosen()
-    assert caught.value.message == "GPUFLEET_CONFIGURE_FROM='controller' is not one of here, head"
+    assert caught.value.message == "GPUFLEET_CONFIGURE_FROM='controller' is not one of auto, here, head"
     assert caught.value.hint is not None and "unset GPUFLEET_CONFIGURE_FROM" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("choice", "provider", "baked", "head"),
+    [
+        ("auto", "aws", "abc", True),
+        ("auto", "gcp", "abc", True),
+        ("auto", "aws", None, False),  # the install phase reads this machine's downloads
+        ("auto", "local", "abc", False),  # local and bare metal keep Ansible here
+        ("auto", "baremetal", "abc", False),
+        ("here", "aws", "abc", False),
+        ("head", "local", "abc", True),
+    ],
+)
+def test_auto_runs_from_the_head_on_cloud_clusters_of_baked_nodes(
+    choice: str, provider: str, baked: str | None, head: bool
+) -> None:
+    inventory = fleet(2).model_copy(update={"provider": provider})
+    assert relay.runs_on_head(choice, inventory, baked) is head
 
 
 def test_the_head_reaches_every_node_at_its_private_ip_without_the_tunnel() -> None:
@@ -213,6 +232,27 @@ def test_a_head_with_another_python_is_refused_before_anything_is_shipped(tmp_pa
         run(fleet(2), head, tmp_path)
     assert "p5-controller has Python (3, 8)" in caught.value.message
     assert len(head.calls) == 1 and not head.uploads
+
+
+def test_auto_falls_back_to_here_on_a_head_with_another_python_before_anything_is_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = FakeHead(tmp_path / "head", "", python="(3, 8)")
+    monkeypatch.setattr(relay, "SshShell", lambda inventory: head)
+    lines: list[str] = []
+
+    class Notes(SilentReporter):
+        def info(self, message: str) -> None:
+            lines.append(message)
+
+    munge = tmp_path / "munge.key"
+    munge.write_bytes(b"\0" * 1024)
+    args = (fleet(2), munge, tmp_path / "logs", Notes())
+    assert relay.configure_on_head(*args, baked="abc", required=False) is None
+    assert len(head.calls) == 1 and not head.uploads
+    assert any("has Python (3, 8)" in line and "runs from this machine instead" in line for line in lines)
+    with pytest.raises(relay.HeadPythonMismatch):  # the switch set to head: an error, as before
+        relay.configure_on_head(*args, baked="abc", required=True)
 
 
 def test_a_head_without_python3_is_named_with_what_the_probe_said(tmp_path: Path) -> None:
@@ -335,9 +375,18 @@ def test_each_clouds_inventory_under_the_mocks_drives_the_head(
     assert shipped["vars"]["ansible_become"] is True and shipped["vars"]["ansible_user"] == connection.user
 
 
-@pytest.mark.parametrize("switch", [None, "here", "head"])
-def test_gpufleet_configure_takes_the_head_path_only_when_the_switch_says_so(
-    switch: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("switch", "provider", "where"),
+    [
+        (None, "aws", "head"),
+        (None, "local", "here"),
+        ("here", "aws", "here"),
+        ("head", "aws", "head"),
+        ("head", "local", "head"),
+    ],
+)
+def test_gpufleet_configure_takes_the_head_path_when_the_switch_or_auto_says_so(
+    switch: str | None, provider: str, where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import contextlib
 
@@ -353,7 +402,7 @@ def test_gpufleet_configure_takes_the_head_path_only_when_the_switch_says_so(
         monkeypatch.setenv(relay.SWITCH, switch)
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "local.yaml")
-    inventory = fleet(2)
+    inventory = fleet(2).model_copy(update={"provider": provider})
     called: list[tuple[str, object]] = []
 
     class State:
@@ -371,8 +420,9 @@ def test_gpufleet_configure_takes_the_head_path_only_when_the_switch_says_so(
     monkeypatch.setattr(baker, "baked_and_current", lambda spec, extra: "abc123")
 
     def on_head(
-        inv: Inventory, munge: Path, logs: Path, reporter: object, *, baked: str | None
+        inv: Inventory, munge: Path, logs: Path, reporter: object, *, baked: str | None, required: bool
     ) -> PlayResult:
+        assert required is (switch == "head")
         called.append(("head", (inv.cluster, munge, logs, baked)))
         return PlayResult(ok=True, changed=0)
 
@@ -384,7 +434,7 @@ def test_gpufleet_configure_takes_the_head_path_only_when_the_switch_says_so(
     monkeypatch.setattr(runner, "run_playbook", here)
     result = pipeline.configure(spec, SilentReporter())
     assert result.install_phase == "skipped: baked image abc123"
-    if switch == "head":
+    if where == "head":
         assert called[0] == (
             "head",
             ("p5", tmp_path / "munge.key", tmp_path / "logs" / "ansible-head", "abc123"),

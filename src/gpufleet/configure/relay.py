@@ -16,7 +16,8 @@ the node count:
 
 The same playbook and roles run; only the machine that runs Ansible changes. Only the configure phase
 (nodes from a current baked image) runs this way: the install phase reads downloads from this machine's
-cache, and at fleet scale it belongs in the bake. The switch is off unless set.
+cache, and at fleet scale it belongs in the bake. Unset, the switch is ``auto``: from the head for aws and gcp
+clusters of baked nodes (``runs_on_head``), from here for local and bare-metal ones and unbaked nodes.
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 
 SWITCH = "GPUFLEET_CONFIGURE_FROM"
-CHOICES = ("here", "head")
+CHOICES = ("auto", "here", "head")
+# auto: the providers whose nodes gpufleet reaches through a tunnel per connection (SSM, IAP), often from a
+# 2-core CI runner: there the head pays from the first nodes (docs/benchmarks.md, "Configure at fleet scale":
+# pushing costs the runner 6.6 s of CPU per added node, the head design 2.4-3.4 s in all). Local and
+# bare-metal clusters keep Ansible on the machine that runs gpufleet.
+HEAD_BY_DEFAULT = frozenset({"aws", "gcp"})
 RELAY_FOLDER = ".gpufleet-relay"
 # ansible-core and what it imports (its requirements.txt: jinja2, PyYAML, cryptography, packaging,
 # resolvelib; cryptography needs cffi, which needs pycparser), as top-level names in site-packages.
@@ -90,14 +96,28 @@ _FATAL = re.compile(r"^fatal: \[(?P<host>[^\]\s]+)[^\]]*\]: (?P<kind>FAILED|UNRE
 
 
 def chosen() -> str:
-    """Where configure runs Ansible: ``here`` (default) or ``head``; a wrong value is an error."""
-    value = os.environ.get(SWITCH, "here").strip() or "here"
+    """The switch: ``auto`` (unset), ``here`` or ``head``; a wrong value is an error."""
+    value = os.environ.get(SWITCH, "auto").strip() or "auto"
     if value not in CHOICES:
         raise ConfigureError(
             f"{SWITCH}={value!r} is not one of {', '.join(CHOICES)}",
-            hint=f"unset {SWITCH} (Ansible runs here), or set it to 'head' (Ansible runs on the controller)",
+            hint=f"unset {SWITCH} (auto: from the head on aws and gcp clusters of baked nodes), or set it to "
+            "'here' (Ansible runs on this machine) or 'head' (Ansible runs on the controller)",
         )
     return value
+
+
+def runs_on_head(choice: str, inventory: Inventory, baked: str | None) -> bool:
+    """Does ``configure`` run Ansible on the controller? ``head`` and ``here`` say so; ``auto`` says yes for
+    a cloud cluster (``HEAD_BY_DEFAULT``) whose nodes run a current baked image (only the configure phase
+    runs from the head)."""
+    if choice != "auto":
+        return choice == "head"
+    return bool(baked) and inventory.provider in HEAD_BY_DEFAULT
+
+
+class HeadPythonMismatch(ConfigureError):
+    """The head's Python is not this machine's: the Ansible gpufleet ships would not import there."""
 
 
 class Shell(Protocol):
@@ -294,7 +314,7 @@ def run_on_head(
     home, version, cores = lines[-3], lines[-2], int(lines[-1])
     ours = str(tuple(sys.version_info[:2]))
     if version != ours:
-        raise ConfigureError(
+        raise HeadPythonMismatch(
             f"the head node {head} has Python {version}, this machine {ours}: the Ansible gpufleet ships "
             "to the head is built for this machine's Python",
             hint=f"run gpufleet with the head's Python version, or unset {SWITCH} to run Ansible from here",
@@ -377,9 +397,17 @@ def run_on_head(
 
 
 def configure_on_head(
-    inventory: Inventory, munge_key: Path, log_dir: Path, reporter: Reporter, *, baked: str | None
-) -> PlayResult:
-    """``gpufleet configure`` with the switch set: site.yml's configure phase, run on the controller."""
+    inventory: Inventory,
+    munge_key: Path,
+    log_dir: Path,
+    reporter: Reporter,
+    *,
+    baked: str | None,
+    required: bool = True,
+) -> PlayResult | None:
+    """``gpufleet configure`` from the head: site.yml's configure phase, run on the controller. Not
+    ``required`` (the switch left at auto), a head whose Python differs from this machine's gives None
+    before anything is shipped, with a line saying why, and configure runs Ansible from here."""
     if not baked:
         raise ConfigureError(
             f"{SWITCH}=head runs only the configure phase of nodes from a current baked image; these nodes "
@@ -388,14 +416,20 @@ def configure_on_head(
             f"{SWITCH}",
         )
     key = inventory.connection.private_key_file
-    return run_on_head(
-        "site.yml",
-        inventory,
-        reporter,
-        shell=SshShell(inventory),
-        key_file=Path(key).expanduser() if key else None,
-        extravars={},
-        files={"munge_key_file": munge_key},
-        log_dir=log_dir,
-        skip_tags="install",
-    )
+    try:
+        return run_on_head(
+            "site.yml",
+            inventory,
+            reporter,
+            shell=SshShell(inventory),
+            key_file=Path(key).expanduser() if key else None,
+            extravars={},
+            files={"munge_key_file": munge_key},
+            log_dir=log_dir,
+            skip_tags="install",
+        )
+    except HeadPythonMismatch as mismatch:
+        if required:
+            raise
+        reporter.info(f"{mismatch.message}: Ansible runs from this machine instead ({SWITCH}=auto)")
+        return None
