@@ -4,6 +4,7 @@ that speaks the real HTTP API (tests/monitoring/fake_prometheus.py)."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -225,3 +226,135 @@ def test_validation_report_says_why_there_is_no_utilization(
     append_section(files, "utilization", util.during(inventory(), T0, T0 + HOUR))
     assert json.loads(files.json.read_text())["utilization"]["available"] is False
     assert "Not available: Prometheus at http://127.0.0.1:1 cannot be reached" in files.markdown.read_text()
+
+
+# ---- every scrape counts (sum_over_time subqueries at the scrape interval) ------------------------------
+
+
+def scraped(begin: float, end: float, value: float = 1.0, interval: float = 15.0, phase: float = 7.0):
+    """What Prometheus's instant evaluation at t returns for a series a target exported from ``begin`` to
+    ``end``, scraped every ``interval`` s at ``phase`` + k x interval: the newest scrape at or before t
+    when that scrape held the series; none before the first scrape that held it, and none after the first
+    that did not (it marked the series stale: docs/querying/basics.md, "Staleness")."""
+
+    def at(t: float) -> float | None:
+        newest = phase + math.floor((t - phase) / interval) * interval
+        return value if begin <= newest < end else None
+
+    return at
+
+
+def scrapes_holding(begin: float, end: float, interval: float = 15.0, phase: float = 7.0) -> int:
+    """How many scrapes saw a series exported from ``begin`` to ``end`` (what Prometheus recorded)."""
+    return sum(
+        1
+        for k in range(math.floor((begin - phase) / interval), math.ceil((end - phase) / interval) + 1)
+        if begin <= phase + k * interval < end
+    )
+
+
+def short_jobs(starts: list[float], seconds: float, interval: float = 15.0) -> Answers:
+    """One busy GPU per job, each job ``seconds`` long, from each of ``starts``."""
+    alloc, used = [], []
+    for i, begin in enumerate(starts):
+        labels = {"jobid": str(100 + i), "node": "n1", "gpu": "0"}
+        alloc.append((labels, scraped(begin, begin + seconds, 1.0, interval)))
+        used.append((labels, scraped(begin, begin + seconds, 1.0, interval)))
+    return {
+        util.ALLOCATED: alloc,
+        util.USED: used,
+        util.CAPACITY: [({"node": "n1"}, const(8))],
+        util.SIMULATED: [],
+    }
+
+
+@pytest.mark.parametrize("left_open", [False, True], ids=["prometheus-2", "prometheus-3"])
+def test_jobs_shorter_than_a_step_get_their_gpu_hours(left_open: bool) -> None:
+    """A week's window: a step of 60 s (55 s from step_for, up to a multiple of the 15 s scrape). Jobs busy
+    for 20 s each are seen by one or two scrapes; one sample per step (the code before) missed most of
+    them. Their GPU-hours are what Prometheus recorded: the scrapes that saw them x 15 s."""
+    week = 7 * 24 * HOUR
+    starts = [T0 + day * 24 * HOUR + 1000 + 11 * day for day in range(7)]
+    with fake_prometheus(short_jobs(starts, 20), left_open=left_open) as (url, seen):
+        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + week)
+    for i, begin in enumerate(starts):
+        recorded = scrapes_holding(begin, begin + 20) * 15 / HOUR
+        assert recorded > 0
+        job = report.jobs.get(str(100 + i))
+        assert job is not None, f"job {100 + i} (20 s from {begin - T0:.0f} s) missing from util"
+        assert job.allocated_gpu_hours == pytest.approx(recorded)
+        assert job.used_gpu_hours == pytest.approx(recorded) and job.busy_ratio == pytest.approx(1.0)
+        assert abs(job.allocated_gpu_hours * HOUR - 20) <= 15  # within one scrape of the truth
+    assert report.nodes["n1"].gpu_hours == pytest.approx(8 * week / HOUR)
+    assert report.step == 60 and report.resolution == 15
+    assert {r["query"] for r in seen} >= {f"sum_over_time(({util.ALLOCATED})[60s:15s])"}
+
+
+def test_the_inventory_scrape_interval_sets_the_resolution() -> None:
+    """A cluster scraped every 5 s: an 8 s job inside a 1-hour window (step 15 s) is seen by one or two
+    scrapes; each counts for 5 s."""
+    inv = inventory()
+    inv.extra_vars["monitoring_scrape_interval"] = "5s"
+    starts = [T0 + 600 + 3 * i + 60 * i for i in range(5)]
+    with fake_prometheus(short_jobs(starts, 8, interval=5)) as (url, seen):
+        report = util.collect(PrometheusClient(url), inv, T0, T0 + HOUR)
+    for i, begin in enumerate(starts):
+        recorded = scrapes_holding(begin, begin + 8, interval=5) * 5 / HOUR
+        assert str(100 + i) in report.jobs, f"job {100 + i} (8 s) missing from util"
+        assert report.jobs[str(100 + i)].allocated_gpu_hours == pytest.approx(recorded)
+    assert report.resolution == 5 and report.step == 15
+    assert {r["query"] for r in seen} >= {f"sum_over_time(({util.ALLOCATED})[15s:5s])"}
+
+
+@pytest.mark.parametrize("left_open", [False, True], ids=["prometheus-2", "prometheus-3"])
+@pytest.mark.parametrize(
+    ("start", "seconds"),
+    [
+        (T0, HOUR),
+        (T0 + 0.25, 3 * HOUR + 7.5),
+        (T0 + 5, 2 * 24 * HOUR + 1),
+        (T0 - 5, 40 * 24 * HOUR),
+        (T0, 14),
+    ],
+)
+def test_windows_count_every_scrape_once(left_open: bool, start: float, seconds: float) -> None:
+    """One GPU allocated throughout: exactly the scrape-interval multiples in (start, end] count, each
+    once, whatever the window (the head query and the range query's windows neither overlap nor leave a
+    gap, with Prometheus 2.x's closed ranges and 3.x's left-open ones), and the range query stays under
+    Prometheus's 11,000 points (the fake refuses more, as Prometheus does)."""
+    end = start + seconds
+    answers = {
+        util.ALLOCATED: [({"jobid": "1", "node": "n1", "gpu": "0"}, const(1))],
+        util.USED: [],
+        util.CAPACITY: [],
+        util.SIMULATED: [],
+    }
+    with fake_prometheus(answers, left_open=left_open) as (url, seen):
+        report = util.collect(PrometheusClient(url), inventory(), start, end)
+    multiples = math.floor(end / 15) - math.floor(start / 15)
+    assert report.jobs["1"].allocated_gpu_hours * HOUR == pytest.approx(multiples * 15)
+    for r in seen:
+        if r["path"] == "/api/v1/query_range":
+            assert (float(r["end"]) - float(r["start"])) / float(r["step"]) <= 11_000
+
+
+def test_timeline_is_busy_gpus_per_window() -> None:
+    with fake_prometheus(answers()) as (url, _seen):
+        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR)
+    times = [t for t, _ in report.timeline]
+    assert times == sorted(times) and times[0] >= T0 - 15 and times[-1] < T0 + HOUR
+    busy = dict(report.timeline)
+    assert busy[times[0]] == pytest.approx(1.5)  # job 7's GPU at 0.5 and job 8's at 1.0
+    assert busy[times[-1]] == pytest.approx(0.5)  # job 8 ended at half past
+
+
+def test_scrape_interval_from_the_inventory_or_the_role_default() -> None:
+    inv = inventory()
+    role_default = yaml.safe_load((ROOT / "roles/monitoring/defaults/main.yml").read_text())
+    assert util.scrape_interval(inv) == 15 and role_default["monitoring_scrape_interval"] == "15s"
+    inv.extra_vars["monitoring_scrape_interval"] = "1m30s"
+    assert util.scrape_interval(inv) == 90
+    inv.extra_vars["monitoring_scrape_interval"] = "15 seconds"
+    with pytest.raises(PrometheusUnavailable, match="monitoring_scrape_interval cannot be read") as failure:
+        util.scrape_interval(inv)
+    assert "15s" in (failure.value.hint or "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -48,6 +49,26 @@ class Series:
 def step_for(start: float, end: float, minimum: float = 15.0) -> float:
     """The step that keeps a range query under Prometheus's 11,000 points per series."""
     return max(minimum, (end - start) / (MAX_POINTS - 1))
+
+
+# PromQL time durations: a number and a unit, units concatenated from the longest to the shortest
+# (prometheus/prometheus docs/querying/basics.md, "Time Durations", read 2026-11-24).
+_UNITS_MS = {"y": 365 * 86_400_000, "w": 7 * 86_400_000, "d": 86_400_000, "h": 3_600_000, "m": 60_000}
+_UNITS_MS |= {"s": 1000, "ms": 1}
+_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+
+
+def parse_duration_ms(text: str) -> int:
+    """Milliseconds of a PromQL duration (``15s``, ``1m30s``, ``500ms``); ValueError for anything else."""
+    match = _DURATION.match(text.strip())
+    if not text.strip() or match is None:
+        raise ValueError(f"{text!r} is not a Prometheus duration (e.g. 15s, 1m, 1m30s)")
+    return sum(int(n) * unit for n, unit in zip(match.groups(), _UNITS_MS.values(), strict=True) if n)
+
+
+def format_duration_ms(ms: int) -> str:
+    """A PromQL duration for ``ms`` milliseconds: whole seconds as ``<n>s``, else ``<n>ms``."""
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
 @dataclass

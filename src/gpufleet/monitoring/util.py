@@ -10,19 +10,33 @@ Definitions (docs/monitoring.md):
 - *wasted dollars*: allocated-but-not-used GPU-hours times the node's price per GPU-hour (the catalog's
   on-demand price / GPUs), plus, per node, the GPU-hours no job held (``unallocated``): the node bills
   for them too.
-Each series is integrated sample by sample (value x step), the step chosen by ``prometheus.step_for``.
+Every scrape counts, whatever the window: each range-query point is a subquery
+``sum_over_time((EXPR)[<step>:<scrape interval>])``, the sum of EXPR evaluated at every multiple of the
+scrape interval in the ``step`` before the point, and the points' windows tile the window once
+(``Windows``); GPU-hours = that sum x the scrape interval. The step (a multiple of the scrape interval,
+``prometheus.step_for`` or more) only sets how many points come back, under Prometheus's 11,000.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from gpufleet.catalog import load_catalog
 from gpufleet.inventory.model import Inventory
 from gpufleet.monitoring import metrics as m
-from gpufleet.monitoring.prometheus import PrometheusClient, Series, step_for
+from gpufleet.monitoring.prometheus import (
+    PrometheusClient,
+    PrometheusUnavailable,
+    Series,
+    format_duration_ms,
+    parse_duration_ms,
+    step_for,
+)
 
 ALLOCATED = f"max by (jobid, node, gpu) ({m.JOB_GPU})"
 USED = f"{ALLOCATED} * on (node, gpu) group_left () max by (node, gpu) ({m.SM_ACTIVE})"
@@ -30,10 +44,121 @@ CAPACITY = f"count by (node) (max by (node, gpu) ({m.SM_ACTIVE}))"
 SIMULATED = f'count ({m.SM_ACTIVE}{{simulated="true"}})'
 
 
-def _hours(series: Series, step: float, end: float) -> float:
-    """GPU-hours of a 0..1 (or count) series: each sample stands for the step after it, so the sample a
-    range query returns at its end (ranges include both ends) stands for nothing inside the window."""
-    return sum(value for t, value in series.values if t < end - 1e-6) * step / 3600.0
+SCRAPE_INTERVAL_VAR = "monitoring_scrape_interval"
+
+
+def scrape_interval(inventory: Inventory) -> float:
+    """Seconds between two scrapes of the cluster's Prometheus: the inventory's ``monitoring_scrape_interval``
+    where it sets one, else the monitoring role's default (roles/monitoring/defaults/main.yml)."""
+    value = inventory.extra_vars.get(SCRAPE_INTERVAL_VAR)
+    source = f"the inventory's {SCRAPE_INTERVAL_VAR}"
+    if value is None:
+        from gpufleet.configure.runner import project_root
+
+        defaults = project_root() / "roles" / "monitoring" / "defaults" / "main.yml"
+        value = (yaml.safe_load(defaults.read_text(encoding="utf-8")) or {}).get(SCRAPE_INTERVAL_VAR)
+        source = f"{SCRAPE_INTERVAL_VAR} in {defaults}"
+    try:
+        ms = parse_duration_ms(str(value))
+    except ValueError as exc:
+        ms, detail = 0, str(exc)
+    else:
+        detail = f"{value!r} is under 2 ms"
+    if ms < 2:
+        raise PrometheusUnavailable(
+            f"{source} cannot be read as Prometheus's scrape interval: {detail}",
+            hint=f"set {SCRAPE_INTERVAL_VAR} to a Prometheus duration such as 15s (docs/monitoring.md)",
+        )
+    return ms / 1000.0
+
+
+@dataclass(frozen=True)
+class Windows:
+    """[start, end] cut into windows, one per point, so that every multiple of the scrape interval in
+    (start, end] lies in exactly one window. Those multiples are where Prometheus evaluates a subquery's
+    inner expression: it starts at the first multiple of the resolution at or after ``t - range`` and steps
+    by the resolution up to ``t`` (promql/engine.go, case *parser.SubqueryExpr: "aligned with the step
+    (multiple of 'newEv.interval')", prometheus/prometheus, read 2026-11-24). Prometheus 2.x includes a
+    sample on the range's lower bound, 3.0 excludes it (CHANGELOG 3.0.0, "Range selectors and the lookback
+    delta are now left-open", #13904), so every point is evaluated half a resolution after a multiple
+    (``_offset``): no multiple ever lies on a bound, and both versions see the same samples.
+
+    The range query's points (``full`` windows of ``step``) end at the last multiple in (start, end];
+    the ``head`` multiples before them (fewer than a step's) are one instant query."""
+
+    resolution_ms: int
+    step_ms: int
+    first: int  # index (multiple of the resolution) of the first sample inside (start, end]
+    last: int  # and of the last
+    full: int
+    head: int
+
+    @classmethod
+    def over(cls, start: float, end: float, resolution: float) -> Windows:
+        res = max(round(resolution * 1000), 2)
+        step = math.ceil(step_for(start, end) * 1000 / res) * res
+        first = math.floor(round(start * 1000) / res) + 1
+        last = math.floor(round(end * 1000) / res)
+        count = max(last - first + 1, 0)
+        return cls(res, step, first, last, count // (step // res), count % (step // res))
+
+    @property
+    def resolution(self) -> float:
+        return self.resolution_ms / 1000.0
+
+    @property
+    def empty(self) -> bool:
+        """No multiple of the scrape interval in (start, end] (a window shorter than one scrape)."""
+        return not (self.full or self.head)
+
+    @property
+    def step(self) -> float:
+        return self.step_ms / 1000.0
+
+    @property
+    def _offset(self) -> int:
+        return self.resolution_ms // 2
+
+    def expr(self, inner: str, range_ms: int) -> str:
+        window, resolution = format_duration_ms(range_ms), format_duration_ms(self.resolution_ms)
+        return f"sum_over_time(({inner})[{window}:{resolution}])"
+
+    def integrate(self, client: PrometheusClient, inner: str) -> list[Series]:
+        """Per series of ``inner``: (window start, the sum of its samples in the window), in time order."""
+        found: dict[tuple[tuple[str, str], ...], Series] = {}
+        queries: list[tuple[list[Series], int]] = []
+        if self.head:
+            at = (self.first + self.head - 1) * self.resolution_ms + self._offset
+            queries.append(
+                (client.query(self.expr(inner, self.head * self.resolution_ms), at / 1000), self.head)
+            )
+        if self.full:
+            end = self.last * self.resolution_ms + self._offset
+            begin = end - (self.full - 1) * self.step_ms
+            found_range = client.query_range(
+                self.expr(inner, self.step_ms), begin / 1000, end / 1000, self.step
+            )
+            queries.append((found_range, self.step_ms // self.resolution_ms))
+        for result, samples in queries:
+            for series in result:
+                key = tuple(sorted(series.labels.items()))
+                merged = found.setdefault(key, Series(dict(series.labels), []))
+                for t, value in series.values:
+                    window_end = round(t * 1000) - self._offset
+                    merged.values.append(((window_end - samples * self.resolution_ms) / 1000, value))
+        return list(found.values())
+
+    def seconds(self, window_start: float) -> float:
+        """How long the window starting at ``window_start`` is (the head's is shorter than a step)."""
+        if self.head and round(window_start * 1000) == (self.first - 1) * self.resolution_ms:
+            return self.head * self.resolution
+        return self.step
+
+
+def _hours(series: Series, resolution: float) -> float:
+    """GPU-hours of a 0..1 (or count) series integrated by ``Windows``: every sample stands for one scrape
+    interval."""
+    return sum(value for _t, value in series.values) * resolution / 3600.0
 
 
 @dataclass
@@ -80,6 +205,7 @@ class UtilReport:
     end: float
     step: float
     simulated: bool
+    resolution: float = 15.0  # the scrape interval: every sample Prometheus took at it counts
     nodes: dict[str, NodeUsage] = field(default_factory=dict)
     jobs: dict[str, Usage] = field(default_factory=dict)
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (time, busy GPUs)
@@ -101,6 +227,7 @@ class UtilReport:
             "start": self.start,
             "end": self.end,
             "step_seconds": self.step,
+            "resolution_seconds": self.resolution,
             "job": self.job,
             "simulated": self.simulated,
             "total": self.total.to_json(),
@@ -132,39 +259,41 @@ def collect(
     job: str | None = None,
 ) -> UtilReport:
     """The utilization report of ``inventory``'s cluster between ``start`` and ``end`` (unix seconds)."""
-    step = step_for(start, end)
+    windows = Windows.over(start, end, scrape_interval(inventory))
+    res = windows.resolution
     selector = f'{{jobid="{job}"}}' if job else ""
-    allocated = client.query_range(ALLOCATED.replace(m.JOB_GPU, m.JOB_GPU + selector), start, end, step)
-    used = client.query_range(USED.replace(m.JOB_GPU, m.JOB_GPU + selector), start, end, step)
-    capacity = [] if job else client.query_range(CAPACITY, start, end, step)
-    simulated = bool(client.query_range(SIMULATED, start, end, step))
+    allocated = windows.integrate(client, ALLOCATED.replace(m.JOB_GPU, m.JOB_GPU + selector))
+    used = windows.integrate(client, USED.replace(m.JOB_GPU, m.JOB_GPU + selector))
+    capacity = [] if job else windows.integrate(client, CAPACITY)
+    if windows.empty:  # nothing to integrate; the instant query still proves Prometheus answers
+        simulated = bool(client.query(SIMULATED, end))
+    else:
+        simulated = bool(windows.integrate(client, SIMULATED))
     prices = node_prices(inventory)
-    report = UtilReport(inventory.cluster, start, end, step, simulated, job=job)
+    report = UtilReport(inventory.cluster, start, end, windows.step, simulated, resolution=res, job=job)
     for host in inventory.compute:
         report.nodes[host.name] = NodeUsage(price_per_gpu_hour=prices.get(host.name))
     for series in capacity:
-        report.nodes.setdefault(series.labels.get("node", "?"), NodeUsage()).gpu_hours += _hours(
-            series, step, report.end
-        )
+        report.nodes.setdefault(series.labels.get("node", "?"), NodeUsage()).gpu_hours += _hours(series, res)
     for kind, found in (("allocated", allocated), ("used", used)):
         for series in found:
             node, jobid = series.labels.get("node", "?"), series.labels.get("jobid", "?")
-            hours = _hours(series, step, report.end)
+            hours = _hours(series, res)
             for usage in (report.nodes.setdefault(node, NodeUsage()), report.jobs.setdefault(jobid, Usage())):
                 setattr(usage, f"{kind}_gpu_hours", getattr(usage, f"{kind}_gpu_hours") + hours)
-    _price(report, allocated, used, prices, step)
-    report.timeline = _timeline(used)
+    _price(report, allocated, used, prices, res)
+    report.timeline = _timeline(used, windows)
     return report
 
 
 def _price(
-    report: UtilReport, allocated: list[Series], used: list[Series], prices: dict[str, float], step: float
+    report: UtilReport, allocated: list[Series], used: list[Series], prices: dict[str, float], res: float
 ) -> None:
     idle: dict[tuple[str, str], float] = defaultdict(float)  # (node, jobid) -> allocated - used GPU-hours
     for sign, found in ((1.0, allocated), (-1.0, used)):
         for series in found:
             idle[(series.labels.get("node", "?"), series.labels.get("jobid", "?"))] += sign * _hours(
-                series, step, report.end
+                series, res
             )
     for (node, jobid), hours in idle.items():
         price = prices.get(node)
@@ -181,11 +310,12 @@ def _price(
         usage.wasted_usd = (idle_allocated + unallocated) * price
 
 
-def _timeline(used: list[Series]) -> list[tuple[float, float]]:
+def _timeline(used: list[Series], windows: Windows) -> list[tuple[float, float]]:
+    """(window start, busy GPUs averaged over the window): each value holds until the next window."""
     busy: dict[float, float] = defaultdict(float)
     for series in used:
         for t, value in series.values:
-            busy[t] += value
+            busy[t] += value * windows.resolution / windows.seconds(t)
     return sorted(busy.items())
 
 
@@ -204,9 +334,8 @@ def render_markdown(report: UtilReport, title: str = "GPU utilization") -> str:
 
     lines = [f"# {title}: {report.cluster}", ""]
     lines.append(
-        f"From {when(report.start)} to {when(report.end)} (step {report.step:g} s)"
-        + (f", job {report.job}" if report.job else "")
-        + "."
+        f"From {when(report.start)} to {when(report.end)} (every {report.resolution:g} s scrape counted, "
+        f"{report.step:g} s per point)" + (f", job {report.job}" if report.job else "") + "."
     )
     if report.simulated:
         lines += [
