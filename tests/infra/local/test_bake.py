@@ -81,6 +81,9 @@ def test_unrelated_changes_keep_the_hash(tree: Path) -> None:
     assert key(tree) == before
     # Cluster name, node sizes, node count: configure-time only.
     assert key(tree, name="other", provider__node_cpus=2, provider__node_memory_mb=2048) == before
+    # A capability the node's container gets at start (the slow-node demo's tc): no role reads it, so the
+    # slow-node cluster boots the same baked image as the demo (it ran the whole install phase before).
+    assert key(tree, provider__net_admin=True) == before
 
 
 def test_the_hash_covers_the_base_image_and_files_by_path(tree: Path) -> None:

@@ -31,7 +31,9 @@ PINS_LABEL = "gpufleet.bake.pins"
 CLUSTER_LABEL = "gpufleet.cluster"
 
 # Provider settings that only reach slurm.conf (configure), not what is installed.
-_CONFIGURE_ONLY_PROVIDER_FIELDS = frozenset({"node_cpus", "node_memory_mb"})
+# What only the nodes' containers or Slurm's declarations use, never the install phase: net_admin is a
+# capability each node's container gets at start (gpufleet.infra.local.cluster), read by no role.
+_CONFIGURE_ONLY_PROVIDER_FIELDS = frozenset({"node_cpus", "node_memory_mb", "net_admin"})
 
 
 def bake_pins(spec: ClusterSpec) -> dict[str, Any]:
