@@ -331,7 +331,7 @@ class Capacity(SpecModel):
     max_run_duration: Duration | None = Field(
         default=None,
         description="GCP flex_start only: how long the VMs run before Compute Engine deletes them "
-        "(e.g. 3d; at most 7 days)",
+        "(e.g. 3d; from 30 seconds to 7 days, Google's bounds)",
     )
 
     @model_validator(mode="after")
