@@ -16,12 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "PULUMI_ACCESS_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setenv("COLUMNS", "250")
+pytestmark = pytest.mark.usefixtures("offline")
 
 
 def p5_with_checkpoint(tmp_path: Path, checkpoint: dict | None) -> str:

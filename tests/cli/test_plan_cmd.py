@@ -16,13 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """No credentials and no Pulumi CLI: the plan must not need them."""
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "PULUMI_ACCESS_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setenv("COLUMNS", "250")
+pytestmark = pytest.mark.usefixtures("offline")
 
 
 def test_plan_shows_efa_placement_fsx_and_cost():
