@@ -356,8 +356,9 @@ def _scenario(prom: PrometheusClient, ctl: str, c0: str, c1: str) -> dict[str, s
         (c1, "0", "true"),
     ]
     _wait(f"job {busy} busy on both nodes", lambda: _busy_nodes(prom, busy) == 2)
-    # gpufleet util samples every 15 s or more (prometheus.step_for): a job shorter than that can fall between
-    # two samples and be missed (seen: a busy job cancelled ~20 s after it started was absent from util).
+    # Busy for several of the test's 5 s scrapes, so its busy ratio stands well above the bound. (util counts
+    # every scrape since 62919eb; it took one sample per 15 s step before, and a busy job cancelled ~20 s
+    # after it started was once absent from util.)
     time.sleep(30)
     _sh(ctl, f"scancel {busy}")
     _wait("both nodes idle after the job", lambda: len(prom.query("gpufleet:gpu_busy_ratio < 0.05")) == 2)
