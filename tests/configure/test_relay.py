@@ -336,6 +336,22 @@ def test_the_shipped_ansible_runs_site_yml_with_nothing_but_the_upload(tmp_path:
     assert "playbook: " in done.stdout
 
 
+def test_the_files_the_roles_copy_from_outside_roles_are_shipped_at_the_same_place(tmp_path: Path) -> None:
+    """The monitoring role copies src/gpufleet/monitoring/slurm_exporter.py and the GPU roles the node check
+    through "{{ role_path }}/../../src/...": without them the head's play failed on every node ("Could not
+    find or access ... slurm_exporter.py", the local cluster test of 2026-11-25)."""
+    sources = relay.role_sources(relay.project_root())
+    assert "src/gpufleet/monitoring/slurm_exporter.py" in sources
+    assert "src/gpufleet/validate/node_health.py" in sources
+    data = relay.bundle(fleet(2), str(tmp_path), key=None, extravars={}, files={}, payload=[])
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        names = set(archive.getnames())
+        archive.extractall(tmp_path / "head", filter="data")
+    assert set(sources) <= names
+    for source in sources:  # where the role looks for it: role_path/../../<path>
+        assert (tmp_path / "head" / "roles" / "monitoring" / ".." / ".." / source).is_file()
+
+
 def test_forks_follow_the_heads_cores_not_this_machines() -> None:
     assert relay.forks_for(cores=2, hosts=1025) == 16
     assert relay.forks_for(cores=96, hosts=1025) == 512

@@ -229,6 +229,8 @@ def bundle(
     with tarfile.open(fileobj=stream, mode="w:gz", compresslevel=1) as archive:
         _add_tree(archive, root / "playbooks", "playbooks")
         _add_tree(archive, root / "roles", "roles")
+        for outside in role_sources(root):  # at the same path beside roles/, where the roles look for them
+            archive.add(root / outside, arcname=outside)
         archive.add(root / "ansible.cfg", arcname="ansible.cfg")
         header = f"# Ansible inventory of gpufleet cluster '{head.cluster}', as its head node sees it.\n"
         import yaml
@@ -243,6 +245,28 @@ def bundle(
         for source, name in payload:
             _add_tree(archive, source, name)
     return stream.getvalue()
+
+
+# A role's reference to a file of the project outside roles/: "{{ role_path }}/../../<path>" (the node check
+# and the Slurm/job exporter are Python modules of gpufleet that the roles copy to the nodes).
+_OUTSIDE = re.compile(r"\{\{\s*role_path\s*\}\}/\.\./\.\./(?P<path>[A-Za-z0-9_./-]+)")
+
+
+def role_sources(root: Path) -> list[str]:
+    """The project files outside roles/ that the roles copy from (``_OUTSIDE``), relative to ``root``: the
+    head needs them at the same place beside its roles/ folder."""
+    found = {
+        match["path"]
+        for path in sorted((root / "roles").rglob("*.yml"))
+        for match in _OUTSIDE.finditer(path.read_text(encoding="utf-8"))
+    }
+    missing = sorted(path for path in found if not (root / path).is_file())
+    if missing:
+        raise ConfigureError(
+            f"the roles copy {', '.join(missing)}, which this checkout does not have",
+            hint="reinstall gpufleet from a complete checkout",
+        )
+    return sorted(found)
 
 
 @dataclass
