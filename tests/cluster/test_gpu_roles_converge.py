@@ -185,6 +185,7 @@ def converge(podman: Podman, work: Path, **host_vars: object) -> subprocess.Comp
     playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
     return subprocess.run(
         [playbook, "-i", str(work / "inventory.yml"), str(work / "play.yml"), "-e", json.dumps(extra)],
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=900,

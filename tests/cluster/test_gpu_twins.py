@@ -224,7 +224,8 @@ class Twins:
             # would hand the next run a dead connection and Ansible reports the restarted twin unreachable.
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.work / f"cp-{self.runs + 1}"),
         }
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=1200, check=False, cwd=ROOT,
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200,
+                              check=False, cwd=ROOT,
                               env={**self.podman.env, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
                                    "ANSIBLE_ROLES_PATH": str(ROOT / "roles"), **live})  # fmt: skip
         self.runs += 1

@@ -37,7 +37,15 @@ class SshExecutor:
         """Run ``command`` through the remote login shell; returns (exit code, stdout, stderr)."""
         try:
             done = subprocess.run(
-                self.command(command), capture_output=True, text=True, timeout=timeout, check=False
+                self.command(command),
+                # Never the caller's stdin: ssh sets O_NONBLOCK on the stdin it is given, on the open file
+                # that gpufleet's caller shares, and a killed ssh never sets it back; ansible-playbook 2.19
+                # then refuses to start in that process tree ("Ansible requires blocking IO on stdin").
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
             )
         except subprocess.TimeoutExpired as exc:
             raise ValidationRunError(

@@ -152,7 +152,10 @@ def prometheus_url(inventory: Inventory, wait: float = 20.0) -> Iterator[str]:
         return
     port = _free_port()
     process = subprocess.Popen(
-        tunnel_command(inventory, port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        tunnel_command(inventory, port),
+        stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + wait

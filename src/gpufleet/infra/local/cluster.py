@@ -242,6 +242,7 @@ class LocalCluster:
         remaining = max(5.0, deadline - time.monotonic())
         result = subprocess.run(
             ["ssh", *self.ssh_options(key), f"root@{address}", "systemctl is-system-running --wait"],
+            stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
             capture_output=True,
             text=True,
             timeout=remaining + 10,

@@ -97,7 +97,13 @@ class Podman:
                 )
             else:
                 result = subprocess.run(
-                    command, capture_output=True, text=True, env=self.env, timeout=timeout, check=False
+                    command,
+                    stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
+                    capture_output=True,
+                    text=True,
+                    env=self.env,
+                    timeout=timeout,
+                    check=False,
                 )
         except subprocess.TimeoutExpired:
             raise ProvisionError(
