@@ -418,7 +418,11 @@ def test_monitoring_busy_idle_alerts_util(cluster, baked_image: dict) -> None:
         util["jobs"][jobs["busy"]]["busy_ratio"] > 0.2
         and util["jobs"][jobs["busy"]]["allocated_gpu_hours"] > 0
     )
-    assert util["jobs"][jobs["sleeper"]]["busy_ratio"] < 0.05
+    # The sleeper is idle but for its start: slurmstepd and the shell use CPU in the job's first seconds,
+    # which the stand-in reads as a busy GPU (a tenth of a CPU is a full GPU here, MONITORING_VARS), and util
+    # counts every 5 s scrape (62919eb): one scrape of the job's 6-12 reads busy (0.1667 seen in a CI run of
+    # e0c85f3). Idle is GpuAllocatedIdle's verdict above; here, at most one scrape's worth.
+    assert util["jobs"][jobs["sleeper"]]["busy_ratio"] <= 0.2
     assert set(cli.json("util", str(spec), "--hours", "1", "--job", jobs["busy"])["jobs"]) == {jobs["busy"]}
     print(f"util: {json.dumps(util['jobs'])}")
     SHARED["jobs"] = jobs
