@@ -294,8 +294,10 @@ def _cost_case() -> dict[str, Any]:
             {"series": 'slurm_job_gpu{jobid="7",node="n1",gpu="1"}', "values": "1x40"},
             {"series": 'slurm_job_gpu{jobid="7",node="n1",gpu="2"}', "values": "1x40"},
             {"series": 'DCGM_FI_PROF_SM_ACTIVE{node="n1",gpu="0"}', "values": "0x40"},
-            {"series": 'DCGM_FI_PROF_SM_ACTIVE{node="n1",gpu="1"}', "values": "0.04x40"},
-            {"series": 'DCGM_FI_PROF_SM_ACTIVE{node="n1",gpu="2"}', "values": "0.71x40"},
+            # Binary fractions: avg's float sum is exact in any order of the series (0.04 and 0.71 gave
+            # 0.24999999999999994 in one CI run and 0.25 in others).
+            {"series": 'DCGM_FI_PROF_SM_ACTIVE{node="n1",gpu="1"}', "values": "0.03125x40"},
+            {"series": 'DCGM_FI_PROF_SM_ACTIVE{node="n1",gpu="2"}', "values": "0.71875x40"},
         ],
         "promql_expr_test": [
             {
