@@ -65,5 +65,7 @@ case "$action" in
       exec "$venv/bin/gpufleet" run examples/local-slow-node.yaml --slow-node "$@"
     fi
     exec "$venv/bin/gpufleet" run examples/local.yaml "$@" ;;
-  test) exec "$venv/bin/python" -m pytest "$@" ;;
+  # Two workers: one runs the Slurm cluster tests, the other the rest and then the GPU cluster tests
+  # (tests/conftest.py). -n 0 (or -p no:xdist) in the arguments runs everything in one process.
+  test) exec "$venv/bin/python" -m pytest -n 2 --dist loadgroup "$@" ;;
 esac

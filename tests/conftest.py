@@ -1,5 +1,7 @@
 """Session-wide rules: a test file that collects nothing is an error (a typo in a test's name, or a module
-that fails to define tests, must not pass silently); and each test starts with a blocking stdin."""
+that fails to define tests, must not pass silently); each test starts with a blocking stdin; and under
+pytest-xdist's ``--dist loadgroup`` (``scripts/bootstrap.sh test`` runs ``-n 2``) the cluster tests run as
+two streams, one per worker, beside the rest."""
 
 from __future__ import annotations
 
@@ -23,6 +25,34 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     empty = sorted(str(path) for path, count in _collected.items() if count == 0)
     if empty:
         raise pytest.UsageError("these test files collect no test: " + ", ".join(empty))
+
+
+# The two streams of cluster tests. Each is one xdist group, so one worker runs it in file order (a module's
+# shared cluster and its fixtures stay on one worker). "cluster-slurm" boots the session's baked image and
+# holds the timing-sensitive checks (the slowed node, the monitoring alerts, the killed training node);
+# "cluster-gpu" builds and installs (nccl-tests with nvcc, the GPU roles on twins), CPU-bound and not timed.
+# The slurm stream goes first in the queue, the rest of the suite next and the GPU stream last: one worker
+# takes the slurm stream, the other the fast tests and then the GPU stream (about 30 and 29 minutes of
+# work, measured in docs/benchmarks.md, "CI time").
+GPU_STREAM_MODULES = frozenset({"test_gpu_stack.py", "test_gpu_twins.py", "test_gpu_roles_converge.py"})
+
+
+def _stream(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("cluster") is None:
+        return None
+    return "cluster-gpu" if item.path.name in GPU_STREAM_MODULES else "cluster-slurm"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    for item in items:
+        stream = _stream(item)
+        if stream is not None:
+            item.add_marker(pytest.mark.xdist_group(stream))
+    order = {"cluster-slurm": 0, None: 1, "cluster-gpu": 2}
+    items.sort(key=lambda item: order[_stream(item)])  # stable: file order within each part
 
 
 def _stdin_nonblocking() -> bool:

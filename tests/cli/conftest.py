@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from gpufleet.cli import common
+
+
+@pytest.fixture(autouse=True)
+def _wide_consoles(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI's consoles are made once, at import, and take their width from COLUMNS then: which test
+    imported them first decided the width for every later one (under pytest-xdist the order changed and
+    tables wrapped the words the tests look for). Every CLI test gets 250 columns."""
+    for console in (common.console, common.err_console):
+        monkeypatch.setattr(console, "_width", 250)
+    yield
 
 
 @pytest.fixture

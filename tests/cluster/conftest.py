@@ -8,9 +8,11 @@ import pytest
 from cluster_cli import ROOT, Cli, require_local_backend
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def baked_image(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """``gpufleet image build examples/local.yaml``: built on the first session, found on later ones."""
+    """``gpufleet image build examples/local.yaml``: built on the first session, found on later ones. Used
+    by the modules whose clusters boot it (``pytestmark``), not by the GPU modules, which build their own
+    nodes: under xdist their worker need not wait for the bake."""
     require_local_backend()
     workdir = tmp_path_factory.mktemp("bake")
     image = Cli(workdir, workdir / "state").json("image", "build", str(ROOT / "examples" / "local.yaml"))

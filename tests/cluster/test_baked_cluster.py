@@ -20,7 +20,7 @@ import pytest
 import yaml
 from cluster_cli import ROOT, Cli, labelled, local_podman, podman
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("baked_image")]
 
 _PREFIX = f"{os.environ['GPUFLEET_E2E_NAME']}-" if os.environ.get("GPUFLEET_E2E_NAME") else ""
 NAMES = (f"{_PREFIX}bake", f"{_PREFIX}bake-b")

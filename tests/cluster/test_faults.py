@@ -33,7 +33,7 @@ import pytest
 import yaml
 from cluster_cli import podman
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.usefixtures("baked_image"), pytest.mark.cluster, pytest.mark.timeout(3600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")

@@ -36,7 +36,7 @@ from cluster_cli import (
 from gpufleet.inventory.model import Inventory
 from gpufleet.monitoring.prometheus import PrometheusClient, prometheus_url
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("baked_image")]
 
 # GPUFLEET_E2E_NAME lets two checkouts on one machine run this test side by side.
 NAME = os.environ.get("GPUFLEET_E2E_NAME", "e2e")
