@@ -28,7 +28,12 @@ AWS = {
         {"name": "gpu", "roles": ["compute"], "instance_type": "p5.48xlarge", "count": 16},
     ],
     "fabric": "efa",
-    "filesystem": {"kind": "fsx_lustre", "size_gib": 4800, "throughput_per_tib": 1000},
+    "filesystem": {
+        "kind": "fsx_lustre",
+        "size_gib": 4800,
+        "throughput_per_tib": 1000,
+        "data_repository": {"s3_path": "s3://p5-checkpoints/run"},
+    },
 }
 DAY = 86400.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,9 +136,27 @@ def test_without_a_shared_filesystem_or_a_known_throughput():
     local = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
     local["checkpoint"] = {"parameters": "125M", "state": "fp32-adam"}
     found = findings(parse_spec(yaml.safe_dump(local)))
-    assert [f.level for f in found] == [Level.INFO], found
-    assert "1.5 GB" in found[0].message and "not known here" in found[0].message, found
+    assert [(f.level, f.path) for f in found] == [(Level.WARNING, "filesystem"), (Level.INFO, "checkpoint")]
+    assert "lost at 'gpufleet down'" in found[0].message and "Copy them off" in found[0].message, found
+    assert "1.5 GB" in found[1].message and "not known here" in found[1].message, found
     assert findings(spec_with(None)) == []
+
+
+def test_checkpoints_on_a_filesystem_deleted_with_the_cluster_and_no_durable_copy_are_flagged():
+    """``check`` says it before the run, not only ``down`` at the end: FSx for Lustre and Managed Lustre
+    are deleted with the cluster, and without a data_repository nothing keeps their checkpoints."""
+    bare = dict(AWS["filesystem"])  # type: ignore[arg-type]
+    del bare["data_repository"]
+    found = findings(spec_with({"parameters": "7B", "interval": "2h"}, filesystem=bare))
+    flagged = [f for f in found if f.path == "filesystem.data_repository"]
+    assert [f.level for f in flagged] == [Level.WARNING], found
+    assert (
+        "fsx_lustre filesystem" in flagged[0].message
+        and "Add filesystem.data_repository" in flagged[0].message
+    )
+    # With the durable copy, nothing is said about it.
+    kept = findings(spec_with({"parameters": "7B", "interval": "2h"}))
+    assert not [f for f in kept if f.path.startswith("filesystem")], kept
 
 
 @pytest.mark.parametrize(("text", "count"), [("7B", 7 * 10**9), ("1.5B", 15 * 10**8), ("125M", 125 * 10**6),

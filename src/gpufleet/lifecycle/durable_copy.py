@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.infra.durable import DISCARD_FLAG, Wait, durable_copy_of, exporter_for
+from gpufleet.infra.durable import DISCARD_FLAG, MADE_WITH_THE_CLUSTER, Wait, durable_copy_of, exporter_for
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
 
 DEFAULT_TIMEOUT_S = 3600
 # Filesystems that the cluster makes and destroys with it (an NFS export on bare metal is not one).
-MADE_WITH_THE_CLUSTER = ("volume", "fsx_lustre", "managed_lustre", "filestore")
 
 
 @dataclass(frozen=True)

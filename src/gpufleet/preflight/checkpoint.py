@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpufleet.catalog import Catalog
+from gpufleet.infra.durable import EXPORTERS, MADE_WITH_THE_CLUSTER, durable_copy_of
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import (
     CHECKPOINT_STATE_BYTES,
@@ -128,6 +129,21 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             "cannot read it. Add a filesystem",
         )
         return
+    fs = spec.filesystem
+    if fs.kind in MADE_WITH_THE_CLUSTER and durable_copy_of(spec) is None:
+        exportable = fs.kind in EXPORTERS
+        yield Finding(
+            Level.WARNING,
+            CHECK,
+            "filesystem.data_repository" if exportable else "filesystem",
+            f"the {fs.kind} filesystem is made and deleted with the cluster and has no durable copy: the "
+            "checkpoints on it are lost at 'gpufleet down'. "
+            + (
+                "Add filesystem.data_repository (docs/filesystems.md): down then exports them to it first"
+                if exportable
+                else "Copy them off before down, or use a filesystem with a data_repository"
+            ),
+        )
     figures = checkpoint_figures(spec, plan)
     interval_s = plan.interval.total_seconds()
     head = (
