@@ -27,32 +27,38 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise pytest.UsageError("these test files collect no test: " + ", ".join(empty))
 
 
-# The two streams of cluster tests. Each is one xdist group, so one worker runs it in file order (a module's
+# The two streams of cluster tests, each one scheduling unit that one worker runs in file order (a module's
 # shared cluster and its fixtures stay on one worker). "cluster-slurm" boots the session's baked image and
 # holds the timing-sensitive checks (the slowed node, the monitoring alerts, the killed training node);
 # "cluster-gpu" builds and installs (nccl-tests with nvcc, the GPU roles on twins), CPU-bound and not timed.
-# The slurm stream goes first in the queue, the rest of the suite next and the GPU stream last: one worker
-# takes the slurm stream, the other the fast tests and then the GPU stream (about 30 and 29 minutes of
-# work, measured in docs/benchmarks.md, "CI time").
+# xdist hands out the units with the most tests first: the slurm stream to one worker, the GPU stream to the
+# other, then each fast test to whichever worker is free (docs/benchmarks.md, "CI time"). Every cluster test
+# lives in tests/cluster/ (the cluster mark), so the stream follows from the path alone: the controller,
+# which schedules, collects nothing and sees node ids only.
 GPU_STREAM_MODULES = frozenset({"test_gpu_stack.py", "test_gpu_twins.py", "test_gpu_roles_converge.py"})
 
 
-def _stream(item: pytest.Item) -> str | None:
-    if item.get_closest_marker("cluster") is None:
+def stream_of(nodeid: str) -> str | None:
+    path = nodeid.split("::", 1)[0]
+    if not path.startswith("tests/cluster/"):
         return None
-    return "cluster-gpu" if item.path.name in GPU_STREAM_MODULES else "cluster-slurm"
+    return "cluster-gpu" if path.rsplit("/", 1)[-1] in GPU_STREAM_MODULES else "cluster-slurm"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
-    for item in items:
-        stream = _stream(item)
-        if stream is not None:
-            item.add_marker(pytest.mark.xdist_group(stream))
-    order = {"cluster-slurm": 0, None: 1, "cluster-gpu": 2}
-    items.sort(key=lambda item: order[_stream(item)])  # stable: file order within each part
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under ``--dist loadgroup``: xdist's scope scheduling with the streams as scopes. (xdist 3.8 groups
+    by renaming item._nodeid, which pytest 9.2's items no longer read: its xdist_group marks group
+    nothing there.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Streams(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return stream_of(nodeid) or nodeid
+
+    return Streams(config, log)
 
 
 def _stdin_nonblocking() -> bool:
