@@ -81,11 +81,11 @@ class Exporter(Protocol):
     def discard(self, spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]: ...
 
 
-# Filesystem kinds that can have a durable copy, and the module that exports them.
 # Filesystem kinds that gpufleet makes with the cluster and deletes with it (an NFS server or a bare-metal
 # mount outlives the cluster): what is on them is gone after ``down`` unless it has a durable copy.
 MADE_WITH_THE_CLUSTER = ("volume", "fsx_lustre", "managed_lustre", "filestore")
 
+# Filesystem kinds that can have a durable copy, and the module that exports them.
 EXPORTERS: dict[str, str] = {
     "fsx_lustre": "gpufleet.infra.aws.fsx_export",
     "managed_lustre": "gpufleet.infra.gcp.lustre_export",

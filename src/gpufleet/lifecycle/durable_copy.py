@@ -19,7 +19,6 @@ from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
 
 DEFAULT_TIMEOUT_S = 3600
-# Filesystems that the cluster makes and destroys with it (an NFS export on bare metal is not one).
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,8 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             f"the {fs.kind} filesystem is made and deleted with the cluster and has no durable copy: the "
             "checkpoints on it are lost at 'gpufleet down'. "
             + (
-                "Add filesystem.data_repository (docs/filesystems.md): down then exports them to it first"
+                "Add filesystem.data_repository (docs/training.md, 'Checkpoints and gpufleet down'): "
+                "down then exports them to it first"
                 if exportable
                 else "Copy them off before down, or use a filesystem with a data_repository"
             ),
