@@ -73,14 +73,26 @@ def emit(kind: str, **data: Any) -> None:
     """One line per event, each in one write(2), so ranks sharing an output file do not interleave inside
     it. Slurm forwards a task's output in messages of at most 1 KiB (SLURM_IO_MAX_MSG_LEN in src/common/
     io_hdr.h), so another task's line can land inside a longer one (seen in CI: a summary cut at byte 1024):
-    a long event goes as base64 parts, ``GPUFLEET_TRAIN_PART <id> <i> <n> <chunk>``, each a short line."""
+    a long event goes as base64 parts, ``GPUFLEET_TRAIN_PART <id> <i> <n> <chunk>``, each a short line.
+    The id names the rank, its node, the process and the job's restart: every node is its own PID namespace
+    (a container, or the same boot order on identical machines), so a process id alone repeats across nodes,
+    and two ranks' parts with one id were put together into neither (CI: "rank(s) 3 printed no summary" from
+    a job that exited 0)."""
     sys.stdout.flush()
     text = json.dumps({"kind": kind, **data}, sort_keys=True)
     if len(text) + len(MARKER) < PART_CHARS:
         lines = [MARKER + text]
     else:
         _emitted[0] += 1
-        ident = f"{os.getpid()}-{_emitted[0]}"
+        ident = ".".join(
+            (
+                os.environ.get("RANK", "-"),
+                socket.gethostname().split(".")[0] or "-",
+                str(os.getpid()),
+                os.environ.get("SLURM_RESTART_COUNT", "0"),
+                str(_emitted[0]),
+            )
+        )
         encoded = base64.b64encode(text.encode()).decode()
         chunks = [encoded[at : at + PART_CHARS] for at in range(0, len(encoded), PART_CHARS)]
         lines = [f"{PART_MARKER}{ident} {i} {len(chunks)} {chunk}" for i, chunk in enumerate(chunks)]

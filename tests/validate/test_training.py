@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from itertools import zip_longest
 from pathlib import Path
@@ -267,20 +268,19 @@ def test_the_suite_submits_the_template_after_the_collectives_and_reports_it(tmp
     assert (tmp_path / "logs" / "training.log").read_text().count("GPUFLEET_TRAIN ") >= 12
 
 
-def test_the_local_clusters_own_run_passes_with_the_examples_settings() -> None:
+def judge_local_example(log):
+    """The check's verdict on a two-node CPU run with examples/local.yaml's settings."""
     from gpufleet.spec.load import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "local.yaml")
+    nodes = ["e2e-compute-0", "e2e-compute-1"]
+    return judge_training(log, spec.validation.training, nodes=nodes, ranks_per_node=1, gpu=False, rc=0)
+
+
+def test_the_local_clusters_own_run_passes_with_the_examples_settings() -> None:
     log = parse_training_log(read("local-cluster-2nodes.log"))
     assert log.nodes == {"e2e-compute-0": "eth0", "e2e-compute-1": "eth0"}
-    result = judge_training(
-        log,
-        spec.validation.training,
-        nodes=["e2e-compute-0", "e2e-compute-1"],
-        ranks_per_node=1,
-        gpu=False,
-        rc=0,
-    )
+    result = judge_local_example(log)
     assert result.passed, [c.message for c in result.checks]
     assert sorted(row["host"] for row in result.per_rank) == ["e2e-compute-0", "e2e-compute-1"]
 
@@ -305,7 +305,7 @@ def _template_emit() -> dict:
     ]
     namespace: dict = {}
     exec(  # the template's own code, read from the repository
-        "import base64, json, os, sys\nfrom typing import Any\n"
+        "import base64, json, os, socket, sys\nfrom typing import Any\n"
         + "\n".join(ast.unparse(node) for node in keep),
         namespace,
     )
@@ -344,3 +344,66 @@ def test_a_long_event_goes_in_short_parts_that_survive_interleaving(tmp_path: Pa
         for line in (*pair, "srun: error: a line of Slurm's own")
     ]
     assert parse_training_log("\n".join(mixed)).summaries == summaries
+
+
+def test_two_ranks_on_two_nodes_with_one_process_id_both_have_their_summary(tmp_path: Path) -> None:
+    """Every local node is its own PID namespace, so two ranks' torchrun workers can share a process id.
+    The parts' id was ``<pid>-<n>``: the two summaries' parts went into one group, and the check said
+    "rank(s) 3 printed no summary" of a job that exited 0 (issue 38). The id now names the rank and its
+    node, so each summary comes back whole, whatever the process ids."""
+    summaries = parse_training_log(read("local-cluster-2nodes.log")).summaries
+    outputs = []
+    for rank in sorted(summaries):
+        namespace = _template_emit()  # one process per rank: its own counter of events
+        out = tmp_path / f"rank{rank}.out"
+        with out.open("w") as handle:
+            namespace["sys"] = SimpleNamespace(stdout=handle)
+            namespace["os"] = SimpleNamespace(
+                getpid=lambda: 4242, write=os.write, environ={"RANK": str(rank), "SLURM_RESTART_COUNT": "0"}
+            )
+            namespace["socket"] = SimpleNamespace(gethostname=lambda rank=rank: f"e2e-compute-{rank}")
+            data = dict(summaries[rank])
+            namespace["emit"](data.pop("kind"), **data)
+        outputs.append(out.read_text().splitlines())
+    mixed = [line for pair in zip(*outputs, strict=False) for line in pair]
+    log = parse_training_log("\n".join(mixed))
+    assert log.summaries == summaries
+    assert log.lost == {}
+
+
+def test_a_summary_whose_parts_are_lost_is_named_as_lost_output_not_a_silent_rank() -> None:
+    """A long event the log holds only in part (Slurm lost a message, or two events shared an id) is
+    reported as the rank's lost output, with what was found, never as a rank that printed nothing."""
+    namespace = _template_emit()
+    lines: list[str] = []
+    summary = dict(parse_training_log(read("local-cluster-2nodes.log")).summaries[1])
+    with (Path(os.devnull)).open("w") as sink:
+        namespace["sys"] = SimpleNamespace(stdout=sink)
+        namespace["os"] = SimpleNamespace(
+            getpid=lambda: 7,
+            write=lambda _fd, data: lines.append(data.decode().rstrip("\n")),
+            environ={"RANK": "1"},
+        )
+        namespace["socket"] = SimpleNamespace(gethostname=lambda: "e2e-compute-1")
+        namespace["emit"](summary.pop("kind"), **summary)
+    assert len(lines) > 2
+    log = parse_training_log("\n".join(lines[:-1]))  # the last part never arrived
+    assert 1 in log.lost and 1 not in log.summaries
+    assert f"{len(lines) - 1} of its {len(lines)} parts are in the log" in log.lost[1][0]
+
+
+def test_the_verdict_says_the_output_was_lost_and_what_was_found() -> None:
+    """The judge names lost output as such: the rank finished as far as the job knows, its result is
+    unreadable, and the check fails saying which, not "printed no summary"."""
+    text = read("local-cluster-2nodes.log").splitlines()
+    kept = [line for line in text if not ('"kind": "summary"' in line and '"rank": 1' in line)]
+    assert len(kept) == len(text) - 1
+    log = parse_training_log("\n".join([*kept, "GPUFLEET_TRAIN_PART 1.e2e-compute-1.7.0.1 0 3 eyJr"]))
+    result = judge_local_example(log)
+    finish = [check.message for check in result.checks if check.name == "finish"]
+    assert finish == [
+        "the job log lost the summary of rank(s) 1, so their result cannot be judged (the output was lost, "
+        "not necessarily the rank; the job exit code 0): rank 1: event 1.e2e-compute-1.7.0.1: 1 of its 3 "
+        "parts are in the log"
+    ]
+    assert not result.passed

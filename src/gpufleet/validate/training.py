@@ -51,6 +51,8 @@ class TrainingLog:
     resumes: dict[int, dict[str, Any]] = field(default_factory=dict)
     nodes: dict[str, str] = field(default_factory=dict)  # host -> interface its env file named
     missing_env: dict[str, str] = field(default_factory=dict)  # host -> env file it could not source
+    # rank (-1: not named) -> why its long events could not be read back (the output was lost, not the rank)
+    lost: dict[int, list[str]] = field(default_factory=dict)
 
 
 _PART_LINE = re.compile(
@@ -58,22 +60,46 @@ _PART_LINE = re.compile(
 )
 
 
-def _parts(line: str, parts: dict[str, dict[int, str]], log: TrainingLog) -> bool:
-    """A part of a long event (train_ddp.py's ``emit``): kept until all its parts are in, then recorded."""
+@dataclass
+class _Pieces:
+    """The parts of one long event seen so far (``GPUFLEET_TRAIN_PART <id> <index> <count> <chunk>``)."""
+
+    count: int
+    chunks: dict[int, str] = field(default_factory=dict)
+    clash: bool = False  # one index twice with different text: two events under one id
+
+
+def _parts(line: str, parts: dict[str, _Pieces], log: TrainingLog) -> bool:
+    """A part of a long event (train_ddp.py's ``emit``): kept until all its parts are in, then recorded.
+    A group that cannot be put back together (an id that two events share, a part lost on the way, text
+    that does not decode) is recorded as lost output under the rank its id names, never dropped quietly."""
     found = _PART_LINE.search(line)
     if not found:
         return False
-    have = parts.setdefault(found["id"], {})
-    have[int(found["index"])] = found["chunk"]
-    if len(have) == int(found["count"]):
-        encoded = "".join(have[index] for index in sorted(have))
-        try:
-            data = json.loads(base64.b64decode(encoded))
-        except ValueError:
-            return True
-        if isinstance(data, dict):
-            _record(log, data)
+    ident, index, count = found["id"], int(found["index"]), int(found["count"])
+    group = parts.setdefault(ident, _Pieces(count))
+    if group.count != count or group.chunks.get(index, found["chunk"]) != found["chunk"]:
+        group.clash = True
+    group.chunks[index] = found["chunk"]
+    if len(group.chunks) < group.count or group.clash:
+        return True
+    del parts[ident]
+    try:
+        data = json.loads(base64.b64decode("".join(group.chunks[i] for i in sorted(group.chunks))))
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        _record(log, data)
+    else:
+        _lose(log, ident, f"its {count} parts do not decode to one event")
     return True
+
+
+def _lose(log: TrainingLog, ident: str, why: str) -> None:
+    """Lost output of the rank that ``ident`` names (train_ddp.py: ``<rank>.<host>.<pid>.<restart>.<n>``)."""
+    head = ident.split(".", 1)[0]
+    rank = int(head) if head.isdigit() else -1
+    log.lost.setdefault(rank, []).append(f"event {ident}: {why}")
 
 
 def parse_training_log(text: str) -> TrainingLog:
@@ -81,7 +107,7 @@ def parse_training_log(text: str) -> TrainingLog:
     and a long one sent in parts (``GPUFLEET_TRAIN_PART``) is put back together."""
     log = TrainingLog()
     decoder = json.JSONDecoder()
-    parts: dict[str, dict[int, str]] = {}
+    parts: dict[str, _Pieces] = {}
     for line in text.splitlines():
         if _parts(line, parts, log):
             continue
@@ -101,6 +127,11 @@ def parse_training_log(text: str) -> TrainingLog:
             if isinstance(data, dict):
                 _record(log, data)
             at = line.find(MARKER, end)
+    for ident, group in parts.items():
+        if group.clash:
+            _lose(log, ident, "two events were sent under this one id, their parts mixed")
+        else:
+            _lose(log, ident, f"{len(group.chunks)} of its {group.count} parts are in the log")
     return log
 
 
@@ -276,13 +307,26 @@ def judge_training(
     summaries = {rank: data for rank, data in log.summaries.items() if 0 <= rank < expected}
     if len(summaries) < expected:
         absent = sorted(set(range(expected)) - set(summaries))
-        checks.append(
-            Check(
-                "finish",
-                FAIL,
-                f"rank(s) {_ranges(absent)} printed no summary (the job exit code {rc}); see the job log",
+        garbled = [rank for rank in absent if rank in log.lost]
+        silent = [rank for rank in absent if rank not in log.lost]
+        if silent:
+            checks.append(
+                Check(
+                    "finish",
+                    FAIL,
+                    f"rank(s) {_ranges(silent)} printed no summary (the job exit code {rc}); see the job log",
+                )
             )
-        )
+        if garbled:
+            why = "; ".join(f"rank {rank}: {'; '.join(log.lost[rank])}" for rank in garbled)
+            checks.append(
+                Check(
+                    "finish",
+                    FAIL,
+                    f"the job log lost the summary of rank(s) {_ranges(garbled)}, so their result cannot be "
+                    f"judged (the output was lost, not necessarily the rank; the job exit code {rc}): {why}",
+                )
+            )
     if not summaries:
         return result
     if rc != 0 and len(summaries) == expected:
