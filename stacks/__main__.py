@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pulumi
 
+from gpufleet.bake.cloud import find_baked_in_program
 from gpufleet.infra import outputs, program, stack_access
 from gpufleet.spec import load_spec
 
@@ -42,7 +43,7 @@ def main() -> None:
             f"{pulumi.get_stack()}' before 'pulumi up' to keep the time of the stack's first up"
         )
     key = stack_access.stack_key(spec.name, config.get_secret(stack_access.KEY_CONFIG))
-    baked = program.find_baked_in_program(spec) if config.get_bool("useBakedImage") is not False else None
+    baked = find_baked_in_program(spec) if config.get_bool("useBakedImage") is not False else None
     outputs.export_outputs(program.cluster_program(spec, created, ssh_keys=(key.public,), baked=baked))
     pulumi.export(stack_access.ACCESS_KEY_OUTPUT, key.private)
     pulumi.export(stack_access.CREATED_OUTPUT, stack_access.iso(created))

@@ -1,6 +1,7 @@
-"""The import graph of src/gpufleet (top-level and lazy, in-function imports; ``TYPE_CHECKING`` ones are
-for type checkers only) has no cycle through infra: the stack driver, the backend table, the bake policy
-and the Pulumi program import downward only (docs/architecture.md, the module map)."""
+"""The import graph of src/gpufleet (top-level, lazy in-function and ``TYPE_CHECKING`` imports alike: a
+type checker's import is an arrow too) has no cycle through infra, no cycle but the listed ones, and no
+arrow from infra up into bake: the stack driver, the backend table, the bakers and the Pulumi program
+import downward only (docs/architecture.md, the module map and the layer order)."""
 
 from __future__ import annotations
 
@@ -25,22 +26,12 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
-
-
 def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """The gpufleet modules ``path`` imports at run time (``from a import b``: ``a.b`` if it is a module)."""
+    """The gpufleet modules ``path`` imports, at run time or for a type checker (``from a import b``:
+    ``a.b`` if it is a module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    parents = {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     found: set[str] = set()
     for node in ast.walk(tree):
-        if _type_checking_only(node, parents):
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -53,6 +44,24 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
 def import_graph() -> dict[str, set[str]]:
     paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     return {name: imports_of(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+def room(module: str) -> str:
+    """The folder (or top-level module) of the package a module lives in: ``gpufleet.infra.aws.fleet`` is
+    in ``infra``, ``gpufleet.pipeline`` is ``pipeline``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def arrows(graph: dict[str, set[str]], source: str, target: str) -> list[str]:
+    """Every import from a module of room ``source`` to one of room ``target``, as ``a -> b``."""
+    return sorted(
+        f"{module} -> {imported}"
+        for module, imported_modules in graph.items()
+        if room(module) == source
+        for imported in imported_modules
+        if room(imported) == target
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -90,7 +99,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones(tmp_path):
+def test_the_graph_sees_lazy_and_type_checking_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text(
         "from typing import TYPE_CHECKING\n"
@@ -98,8 +107,11 @@ def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones(tmp_path):
         "if TYPE_CHECKING:\n    import c\n"
         "def f():\n    from d import e\n    import f\n"
     )
-    assert imports_of(module, {"a", "a.b", "c", "d", "f"}) == {"a.b", "d", "f"}
+    assert imports_of(module, {"a", "a.b", "c", "d", "f"}) == {"a.b", "c", "d", "f"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = {"gpufleet.infra.x": {"gpufleet.bake.y"}, "gpufleet.bake.y": {"gpufleet.infra.backend"}}
+    assert arrows(graph, "infra", "bake") == ["gpufleet.infra.x -> gpufleet.bake.y"]
+    assert (room("gpufleet.infra.aws.fleet"), room("gpufleet.pipeline")) == ("infra", "pipeline")
 
 
 def test_no_import_cycle_in_the_package_but_the_listed_ones():
@@ -111,3 +123,10 @@ def test_no_import_cycle_in_the_package_but_the_listed_ones():
 def test_no_import_cycle_through_infra():
     through_infra = [c for c in cycles(import_graph()) if any(m.startswith("gpufleet.infra") for m in c)]
     assert not through_infra, f"import cycles through infra: {through_infra}"
+
+
+def test_no_arrow_from_infra_up_into_bake():
+    """bake stands on infra: the bakers are built from the backend table (``gpufleet.bake.baker``), the
+    clouds' image facts are infra's own (``gpufleet.infra.images``, each cloud's ``images.py``), and no
+    module of infra imports bake, not even for a type checker."""
+    assert not arrows(import_graph(), "infra", "bake"), arrows(import_graph(), "infra", "bake")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.bake.baker import baker_for
 from gpufleet.errors import StateError
 from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
@@ -25,7 +26,7 @@ from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
-    from gpufleet.bake.baker import Baked
+    from gpufleet.bake.result import BakeResult
     from gpufleet.configure.runner import PlayResult
     from gpufleet.errors import GpufleetError
     from gpufleet.lifecycle.durable_copy import DurableCopyOptions
@@ -43,9 +44,9 @@ def up(
     with tracked(state, "up"):
         # The pipeline chooses the image the nodes boot (the newest baked from the roles and pins now) and
         # hands it to the backend as data; a backend without a baker (bare metal) boots nothing.
-        backend = backend_for(spec)
-        baked = backend.baker.newest(spec, reporter) if backend.baker is not None else None
-        inventory = with_software(backend.up(spec, state, reporter, spec_path, baked=baked), spec)
+        baker = baker_for(spec)
+        baked = baker.newest(spec, reporter) if baker is not None else None
+        inventory = with_software(backend_for(spec).up(spec, state, reporter, spec_path, baked=baked), spec)
         inventory.write(state.inventory_file)
     state.mark("up", "done", hosts=len(inventory.hosts))
     return state, inventory
@@ -171,7 +172,7 @@ class RunResult:
 class RunView:
     """What ``run`` shows as each step ends (nothing here; the CLI prints each)."""
 
-    def baked(self, baked: Baked) -> None: ...
+    def baked(self, baked: BakeResult) -> None: ...
 
     def up(self, state: ClusterState, inventory: Inventory) -> None: ...
 
@@ -201,7 +202,6 @@ def run(
     """The whole job: (bake,) check, up, configure, validate, then down (also when a step fails, unless
     ``keep``). ``bake``: first bake the roles' install phase into a node image where the backend's baker
     does so in a run (local), if none matches."""
-    from gpufleet.bake.baker import baker_for
     from gpufleet.errors import GpufleetError
     from gpufleet.preflight import require_no_errors
 

@@ -22,7 +22,7 @@ class FakeCloud:
     expiry_scope = "region"
 
     def __init__(self) -> None:
-        self.images = [
+        self.baked = [
             image("ami-4", "2026-11-04"),
             image("ami-3", "2026-11-03"),
             image("ami-2", "2026-11-02", used_by=("train",)),
@@ -32,12 +32,17 @@ class FakeCloud:
         self.deleted: list[str] = []
         self.listed = 0
 
+    @property
+    def images(self) -> FakeCloud:
+        """The cloud's ``BakeSource`` (``PulumiBackend.images``): the image calls below."""
+        return self
+
     def find_expired(self, scope: str) -> list:
         return []
 
     def list_images(self, scope: str) -> list[CloudImage]:
         self.listed += 1
-        return list(self.images)
+        return list(self.baked)
 
     def delete_image(self, scope: str, found: CloudImage) -> list[str]:
         if found.id == "ami-0":

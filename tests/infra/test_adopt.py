@@ -34,8 +34,10 @@ from gpufleet.errors import ExitCode, LeftoversError
 from gpufleet.infra import stack_access
 from gpufleet.infra.automation import PulumiBackend, cluster_key
 from gpufleet.infra.aws.backend import AwsBackend
+from gpufleet.infra.aws.images import AwsImages
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.gcp.backend import GcpBackend
+from gpufleet.infra.gcp.images import GcpImages
 from gpufleet.infra.gcp.mocks import GcpMockCloud
 from gpufleet.infra.plan import Plan, run_offline
 from gpufleet.inventory.model import Inventory
@@ -82,8 +84,8 @@ def fake_engine_up(monkeypatch: pytest.MonkeyPatch, cloud_type: Any) -> None:
 
     monkeypatch.setattr(PulumiBackend, "deploy", deploy)
     # The pipeline's image choice (CloudBaker.newest): the cloud lists no baked image, none is handed down.
-    monkeypatch.setattr(AwsBackend, "list_images", lambda self, scope: [])
-    monkeypatch.setattr(GcpBackend, "list_images", lambda self, scope: [])
+    monkeypatch.setattr(AwsImages, "list_images", lambda self, scope: [])
+    monkeypatch.setattr(GcpImages, "list_images", lambda self, scope: [])
 
 
 def outputs_file(path: Path, exported: dict[str, Any]) -> Path:

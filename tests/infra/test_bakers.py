@@ -1,5 +1,6 @@
-"""One baker per backend (``Backend.baker``): local bakes podman images in a run, a cloud bakes through its
-own driver only when asked, bare metal bakes nothing; the current hash of a spec is its baker's."""
+"""One baker per backend, built from the backend table (``gpufleet.bake.baker``): local bakes podman images
+in a run, a cloud bakes through its own driver only when asked, bare metal bakes nothing; the current hash
+of a spec is its baker's."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import pytest
 
 from gpufleet.bake.baker import baker_for, spec_hash
 from gpufleet.bake.cloud import CloudBaker
-from gpufleet.bake.key import bake_pins
 from gpufleet.bake.local import LocalBaker
-from gpufleet.configure.runner import project_root
-from gpufleet.infra.backend import backend_for
-from gpufleet.infra.images import content_hash
+from gpufleet.infra.backend import backend_for, pulumi_backend_of
+from gpufleet.infra.images import bake_pins, content_hash
 from gpufleet.infra.local import bake as local_bake
+from gpufleet.paths import project_root
 from gpufleet.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_bare_metal_bakes_nothing_and_has_no_hash() -> None:
 
 def test_the_hash_of_a_spec_is_its_bakers_one_content_hash() -> None:
     aws = spec_of("aws-p5.yaml")
-    assert spec_hash(aws) == content_hash(project_root(), bake_pins(backend_for(aws), aws))  # type: ignore[arg-type]
+    assert spec_hash(aws) == content_hash(project_root(), bake_pins(pulumi_backend_of("aws").images, aws))
     local = spec_of("local.yaml")
     assert spec_hash(local) == content_hash(project_root(), local_bake.bake_pins(local))
 
@@ -87,11 +87,10 @@ def test_up_asks_the_baker_for_the_image_and_hands_it_to_the_backend(tmp_path, m
             return chosen
 
     class Backend:
-        baker = Baker()
-
         def up(self, spec_, state, reporter, spec_path, baked=None):  # type: ignore[no-untyped-def]
             raise _Chosen(baked)
 
+    monkeypatch.setattr(pipeline, "baker_for", lambda spec_: Baker())
     monkeypatch.setattr(pipeline, "backend_for", lambda spec_: Backend())
     with pytest.raises(_Chosen) as handed:
         pipeline.up(spec, SilentReporter())
@@ -127,7 +126,7 @@ def test_a_cloud_deploy_boots_the_image_it_is_handed_and_looks_none_up(monkeypat
     monkeypatch.setattr(automation, "pulumi_cli", lambda: Path("/usr/bin/true"))
     monkeypatch.setattr(type(cloud), "check_credentials", lambda self, spec_: None)
     monkeypatch.setattr(type(cloud), "check_tools", lambda self, spec_: None)
-    monkeypatch.setattr(type(cloud), "list_images", no_listing)
+    monkeypatch.setattr(type(cloud.images), "list_images", no_listing)  # type: ignore[attr-defined]
     monkeypatch.setattr(type(cloud), "select_stack", select_stack)
     state = ClusterState.for_name(spec.name)
     assert cloud.deploy(spec, state, SilentReporter(), baked=chosen) == {}  # type: ignore[attr-defined]

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from gpufleet.bake import baker, key
+from gpufleet.bake import baker
 from gpufleet.bake import cloud as cloudbake
+from gpufleet.bake.cloud import CloudBaker
 from gpufleet.errors import ConfigureError, LeftoversError
 from gpufleet.infra import images
-from gpufleet.infra.aws.backend import AwsBackend
+from gpufleet.infra.aws.images import AwsImages
 from gpufleet.inventory.model import Inventory
 from gpufleet.progress import SilentReporter
 from gpufleet.spec import ClusterSpec
@@ -44,53 +45,83 @@ class Stack:
         self.workspace = Workspace(log)
 
 
-class FakeAws(AwsBackend):
-    """Records what the driver asks of the cloud; the AMI appears once the image step ran."""
+class FakeImages:
+    """A ``BakeSource``: AWS's own facts about a bake (its base image, its builder host), the builder program
+    and the image listing recorded here; the AMI appears once the image step ran."""
+
+    def __init__(self) -> None:
+        self.facts = AwsImages()
+        self.builder_cpu_type = self.facts.builder_cpu_type
+        self.made: list[images.CloudImage] = []
+        self.requests: list[images.BakeRequest] = []
+
+    def bake_base(self, spec: ClusterSpec) -> str:
+        return self.facts.bake_base(spec)
+
+    def bake_host(self, spec: ClusterSpec, group) -> dict[str, Any]:
+        return self.facts.bake_host(spec, group)
+
+    def builder_program(self, request: images.BakeRequest) -> dict[str, Any]:
+        self.requests.append(request)
+        return {}
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        return str(outputs["instance_id"])
+
+    def image_scope(self, spec: ClusterSpec) -> str:
+        return "us-east-1"
+
+    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> images.CloudImage | None:
+        raise AssertionError("a bake runs no Pulumi program of the cluster")
+
+    def list_images(self, scope: str) -> list[images.CloudImage]:
+        return list(self.made)
+
+    def delete_image(self, scope: str, image: images.CloudImage) -> list[str]:
+        raise AssertionError("a bake deletes no image")
+
+
+class FakeCloud:
+    """The stack driver a bake runs through (``cloudbake.StackDriver``): records what the bake asks."""
 
     def __init__(self, left: list[str] | None = None) -> None:
         self.log: list[str] = []
-        self.made: list[images.CloudImage] = []
         self.left = left or []
-        self.requests: list[cloudbake.BakeRequest] = []
+        self.images = FakeImages()
 
     def check_credentials(self, spec: ClusterSpec) -> None:
         self.log.append("credentials")
 
-    def deploy(self, spec, state, reporter, program=None) -> dict[str, Any]:  # type: ignore[override]
+    def mock_cloud(self, spec: ClusterSpec) -> Any:
+        raise AssertionError("a bake runs no offline plan")
+
+    def deploy(self, spec, state, reporter, program=None, baked=None) -> dict[str, Any]:
         assert program is not None, "the bake must run the builder's program, not the cluster's"
-        program(None, ())  # registers nothing here: builder_program below only records its request
-        step = self.requests[-1]
+        program(None, ())  # registers nothing here: builder_program above only records its request
+        step = self.images.requests[-1]
         self.log.append(f"up {spec.name} source={step.source}")
         if step.source is not None:
-            self.made.append(
+            self.images.made.append(
                 images.CloudImage("ami-0new", "n", step.digest, step.base, "2026-11-23T00:00:00Z")
             )
         return {"instance_id": "i-0builder", "public_ip": "198.51.100.10", "private_ip": "10.0.0.7"}
 
-    def builder_program(self, request: cloudbake.BakeRequest) -> dict[str, Any]:
-        self.requests.append(request)
-        return {}
-
-    def destroy_stack(self, spec, state, reporter, program=None) -> list[str]:  # type: ignore[override]
+    def destroy_stack(self, spec, state, reporter, program=None) -> list[str]:
         self.log.append(f"destroy {spec.name}")
         return []
 
-    def leftovers(self, spec, state, reporter) -> list[str]:  # type: ignore[override]
+    def leftovers(self, spec, state, reporter) -> list[str]:
         return self.left
 
-    def select_stack(self, spec, state, program=None, baked=None):  # type: ignore[override]
+    def select_stack(self, spec, state, program=None, baked=None):
         return Stack(self.log)
-
-    def list_images(self, scope: str) -> list[images.CloudImage]:
-        return list(self.made)
 
 
 @pytest.fixture
 def cloud(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr("gpufleet.infra.automation.pulumi_cli", lambda: Path("/usr/bin/pulumi"))
-    fake = FakeAws()
-    monkeypatch.setattr("gpufleet.infra.program.pulumi_backend", lambda spec: fake)
+    fake = FakeCloud()
     monkeypatch.setattr(
         cloudbake,
         "_install_phase",
@@ -104,7 +135,7 @@ def spec() -> ClusterSpec:
 
 
 def test_a_bake_runs_builder_install_image_and_removes_the_builder(cloud):
-    result = cloudbake.bake(spec(), SilentReporter())
+    result = CloudBaker(cloud).build(spec(), SilentReporter())
     name = f"bake-{(baker.spec_hash(spec()) or '')[:8]}"
     assert result.built and result.image.id == "ami-0new"
     assert cloud.log == [
@@ -119,8 +150,10 @@ def test_a_bake_runs_builder_install_image_and_removes_the_builder(cloud):
 
 def test_an_existing_image_of_the_hash_is_reused_without_a_builder(cloud):
     digest = baker.spec_hash(spec()) or ""
-    cloud.made.append(images.CloudImage("ami-0old", "o", digest, "ubuntu-22.04", "2026-11-20T00:00:00Z"))
-    result = cloudbake.bake(spec(), SilentReporter())
+    cloud.images.made.append(
+        images.CloudImage("ami-0old", "o", digest, "ubuntu-22.04", "2026-11-20T00:00:00Z")
+    )
+    result = CloudBaker(cloud).build(spec(), SilentReporter())
     assert not result.built and result.image.id == "ami-0old"
     assert cloud.log == ["credentials"], cloud.log
 
@@ -131,7 +164,7 @@ def test_a_failed_install_phase_destroys_the_builder_and_says_why(cloud, monkeyp
 
     monkeypatch.setattr(cloudbake, "_install_phase", fail)
     with pytest.raises(ConfigureError, match=r"bake\.yml failed"):
-        cloudbake.bake(spec(), SilentReporter())
+        CloudBaker(cloud).build(spec(), SilentReporter())
     assert cloud.log[-2].startswith("destroy bake-") and cloud.log[-1].startswith("remove bake-"), cloud.log
     assert not any("source=i-0builder" in line for line in cloud.log), "no image from a failed bake"
 
@@ -139,7 +172,7 @@ def test_a_failed_install_phase_destroys_the_builder_and_says_why(cloud, monkeyp
 def test_a_builder_that_cannot_be_removed_is_named(cloud):
     cloud.left = ["ec2 instance i-0builder (running)"]
     with pytest.raises(LeftoversError, match="i-0builder"):
-        cloudbake.bake(spec(), SilentReporter())
+        CloudBaker(cloud).build(spec(), SilentReporter())
 
 
 def test_the_install_phase_runs_bake_yml_on_the_builder_in_every_group(monkeypatch, tmp_path):
@@ -151,7 +184,7 @@ def test_the_install_phase_runs_bake_yml_on_the_builder_in_every_group(monkeypat
         calls.append((playbook, inventory, tags))
 
     monkeypatch.setattr("gpufleet.configure.runner.run_playbook", run_playbook)
-    request = cloudbake.request_for(AwsBackend(), spec())
+    request = cloudbake.request_for(AwsImages(), spec())
     state = ClusterState(name=request.name, root=tmp_path / request.name)
     state.ensure_ssh_key()
     made = {"instance_id": "i-0builder", "public_ip": "198.51.100.10", "private_ip": "10.0.0.7"}
@@ -173,16 +206,16 @@ def test_a_failed_bake_whose_builder_cannot_be_removed_says_both(cloud, monkeypa
     monkeypatch.setattr(cloudbake, "_install_phase", fail)
     cloud.left = ["ec2 instance i-0builder (running)"]
     with pytest.raises(ConfigureError) as raised:
-        cloudbake.bake(spec(), SilentReporter())
+        CloudBaker(cloud).build(spec(), SilentReporter())
     assert "bake.yml failed" in raised.value.message and "i-0builder" in raised.value.message, raised.value
 
 
 def test_the_bake_pins_carry_the_base_image_manifests_decision():
     """What the install phase installs per component is part of the image's hash: on a DLAMI every role
     component is verified (nothing installed over it), on plain Ubuntu installed; the two bakes differ."""
-    plain = key.bake_pins(AwsBackend(), spec())["builder"]
+    plain = images.bake_pins(AwsImages(), spec())["builder"]
     dlami_data = {**SPEC, "provider": {**SPEC["provider"], "ami": {"family": "dlami-base-ubuntu-24.04"}}}
-    dlami = key.bake_pins(AwsBackend(), ClusterSpec.model_validate(dlami_data))["builder"]
+    dlami = images.bake_pins(AwsImages(), ClusterSpec.model_validate(dlami_data))["builder"]
     roles = ("driver", "cuda", "nccl", "dcgm")
     assert {plain["gpu_components"][c] for c in roles} == {"install"}, plain
     assert {dlami["gpu_components"][c] for c in roles} == {"verify"}, dlami

@@ -72,14 +72,14 @@ def test_the_cloud_backends_leftover_step_waits_out_the_lag(monkeypatch):
     """``PulumiBackend.leftovers`` (what ``gpufleet down`` runs after the destroy) polls: a resource
     listed by the first read only is not reported, and the reporter hears why it waited."""
     from gpufleet.infra import leftovers as leftovers_module
-    from gpufleet.infra.automation import PulumiBackend
+    from gpufleet.infra.aws.backend import AwsBackend
     from gpufleet.progress import RecordingReporter
 
     reads = [[VM], []]
     slept: list[float] = []
     monkeypatch.setattr(leftovers_module.time, "sleep", slept.append)
 
-    class Cloud(PulumiBackend):
+    class Cloud(AwsBackend):  # PulumiBackend.leftovers, with a cloud's hooks and this listing
         def find_leftovers(self, spec):
             return reads.pop(0)
 

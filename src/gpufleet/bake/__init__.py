@@ -1,9 +1,10 @@
-"""Baked node images: one policy, one baker per backend.
+"""Baked node images: one policy, one baker per backend, standing on ``gpufleet.infra``.
 
-Modules, lowest first: ``key.py`` (leaf: what keys a cloud image, which group is baked, when a cluster
-cannot share one image, the one choice of the image ``up`` boots), ``baker.py`` (the ``Baker`` protocol
-each backend's ``baker`` follows, and the current hash of a spec through it), ``local.py`` (podman images,
-``gpufleet.infra.local.bake`` and ``builder``) and ``cloud.py`` (an AMI or a GCP image from a builder
-instance, driven through a cloud's ``PulumiBackend``). The content hash and the image record are
-``gpufleet.infra.images`` (leaf).
+Modules, lowest first: ``result.py`` (leaf: ``BakeResult``, and ``choose_newest``, the one choice of the
+image ``up`` boots, said the same way by every baker), ``local.py`` (``LocalBaker``: podman images from a
+one-node builder; their record is ``gpufleet.infra.local.bake``), ``cloud.py`` (``CloudBaker``: an AMI or a
+GCP image from a builder instance, driven through a cloud's ``PulumiBackend`` and its ``images``) and
+``baker.py`` (the ``Baker`` protocol, each backend's baker built from the backend table, and the current
+hash of a spec through it). What infra knows of an image (the content hash, what keys a cloud image, the
+image records, the retention rule) is ``gpufleet.infra.images`` (a leaf).
 """

@@ -1,14 +1,16 @@
 """Bake an AWS AMI or a GCP image: one builder node, the roles' install phase over SSH, the image, no builder.
 
 ``CloudBaker(cloud).build(spec)`` is what ``gpufleet image build`` runs on a cloud spec (``cloud``: the
-spec's ``PulumiBackend``, passed in). The content hash of the roles and
-pins (``gpufleet.infra.images``) names the builder, ``bake-<hash>``, a short-lived Pulumi stack of its own
-driven through the Automation API like a cluster's (``gpufleet.infra.automation``), kept in
+spec's ``PulumiBackend``, passed in by ``gpufleet.bake.baker``; what it says about images is its
+``images``, a ``BakeSource``). The content hash of the roles and pins (``gpufleet.infra.images``) names the
+builder, ``bake-<hash>``, a short-lived Pulumi stack of its own driven through the Automation API like a
+cluster's (``gpufleet.infra.automation``), kept in
 ``$GPUFLEET_STATE_DIR/.bake/<hash>`` so a bake that stopped half-way is picked up (or destroyed) by the
 next one:
 
-1. ``pulumi up`` of the builder (the cloud's ``builder_program``): one instance of ``builder_type`` from
-   the base image of the spec's GPU groups, reachable by SSH from ``access.allowed_cidrs`` only;
+1. ``pulumi up`` of the builder (the cloud's ``images.builder_program``): one instance of
+   ``builder_type`` from the base image of the spec's GPU groups, reachable by SSH from
+   ``access.allowed_cidrs`` only;
 2. ``playbooks/bake.yml --tags install`` over SSH on it, the builder in every inventory group (the same
    playbook and run as the local builder's: every role's install phase, then the seal play);
 3. ``pulumi up`` again with the builder's id (AWS) or boot disk (GCP), recorded from step 1 as a plain
@@ -24,42 +26,114 @@ leaves its builder up, and the next ``gpufleet image build`` picks the stack up 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gpufleet.bake.key import (
-    BUILDER_ROLES,
-    BakeRequest,
-    bake_group,
-    builder_type,
-    choose_baked,
-    cloud_digest,
-    cpu_architectures,
-    mixed_gpu_groups,
-)
+from gpufleet.bake.result import BakeResult, choose_newest
 from gpufleet.errors import GpufleetError, LeftoversError, ProvisionError, SpecError
 from gpufleet.infra import images
 from gpufleet.infra.automation import known_hosts_args
+from gpufleet.infra.images import (
+    BUILDER_ROLES,
+    BakeRequest,
+    BakeSource,
+    CloudImage,
+    bake_group,
+    bake_pins,
+    builder_type,
+    content_hash,
+    cpu_architectures,
+    mixed_gpu_groups,
+)
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.paths import project_root
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, Lifetime
 from gpufleet.state import ClusterState, state_root
 
 if TYPE_CHECKING:
-    from gpufleet.infra.automation import PulumiBackend
-    from gpufleet.infra.plan import Plan
+    from pulumi import automation as auto
+
+    from gpufleet.infra.plan import MockCloud, Plan
 
 # A bake takes minutes to an hour; a builder left behind by a dead process expires after this.
 BUILDER_TTL = timedelta(hours=3)
+# What the builder stack's driver runs as its program (called with the creation time and the keys).
+Program = Callable[[datetime, tuple[str, ...]], None]
 
 
-@dataclass(frozen=True)
-class BakeResult:
-    image: images.CloudImage
-    built: bool  # False: an image with this hash was already there
+class StackDriver(Protocol):
+    """What a bake needs of a cloud's stack driver (``gpufleet.infra.automation.PulumiBackend``)."""
+
+    @property
+    def images(self) -> BakeSource: ...
+
+    def check_credentials(self, spec: ClusterSpec) -> None: ...
+
+    def mock_cloud(self, spec: ClusterSpec) -> MockCloud: ...
+
+    def deploy(
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        program: Program | None = None,
+        baked: CloudImage | None = None,
+    ) -> dict[str, Any]: ...
+
+    def destroy_stack(
+        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, program: Program | None = None
+    ) -> list[str]: ...
+
+    def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]: ...
+
+    def select_stack(
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        program: Program | None = None,
+        baked: CloudImage | None = None,
+    ) -> auto.Stack: ...
+
+
+def digest_of(source: BakeSource, spec: ClusterSpec) -> str:
+    """The content hash of the roles and the cloud's pins now (``gpufleet.infra.images``)."""
+    return content_hash(project_root(), bake_pins(source, spec))
+
+
+def choose_baked(
+    source: BakeSource,
+    spec: ClusterSpec,
+    newest: Callable[[str], CloudImage | None],
+    say: Callable[[str], None],
+) -> CloudImage | None:
+    """The image a cloud cluster's nodes boot: None for GPU groups of different install phases, else
+    ``newest(hash of the roles and pins now)``; what was chosen is said either way."""
+    if mixed_gpu_groups(source, spec):
+        say("GPU groups of different install phases: no baked image, nodes install at configure")
+        return None
+    return choose_newest(
+        digest_of(source, spec),
+        newest,
+        say,
+        unbaked="nodes boot the base image and configure installs",
+        baked="nodes made before it keep theirs",
+    )
+
+
+def find_baked_in_program(spec: ClusterSpec) -> CloudImage | None:
+    """``CloudBaker.newest`` from inside a Pulumi program that the pulumi CLI runs (``stacks/``, CI): the
+    same choice, read with the provider's own functions, and said in the engine's log."""
+    import pulumi
+
+    from gpufleet.infra.program import pulumi_backend
+
+    source = pulumi_backend(spec).images
+    return choose_baked(source, spec, lambda digest: source.baked_by_invoke(spec, digest), pulumi.log.info)
 
 
 def builder_spec(spec: ClusterSpec, digest: str) -> ClusterSpec:
@@ -68,9 +142,7 @@ def builder_spec(spec: ClusterSpec, digest: str) -> ClusterSpec:
     )
 
 
-def request_for(
-    cloud: PulumiBackend, spec: ClusterSpec, *, created_at: datetime | None = None
-) -> BakeRequest:
+def request_for(source: BakeSource, spec: ClusterSpec, *, created_at: datetime | None = None) -> BakeRequest:
     if not spec.access.allowed_cidrs:
         raise SpecError(
             "the image builder is reached over SSH from access.allowed_cidrs, and the spec lists none",
@@ -84,68 +156,83 @@ def request_for(
             + ": one baked image boots on one CPU architecture",
             hint="leave this cluster unbaked (its nodes install at configure), or use one CPU architecture",
         )
-    mixed = mixed_gpu_groups(cloud, spec)
+    mixed = mixed_gpu_groups(source, spec)
     if mixed:
         raise SpecError(
             f"node groups {', '.join(mixed)} install other GPU software than {bake_group(spec).name}: "
             "one baked image cannot serve them all",
             hint="leave this cluster unbaked (its nodes install at configure), or use one GPU type",
         )
-    digest = cloud_digest(cloud, spec)
+    digest = digest_of(source, spec)
     return BakeRequest(
         spec=builder_spec(spec, digest),
         group=bake_group(spec),
-        instance_type=builder_type(cloud, spec),
+        instance_type=builder_type(source, spec),
         digest=digest,
-        base=cloud.bake_base(spec),
-        host=cloud.bake_host(spec, bake_group(spec)),
+        base=source.bake_base(spec),
+        host=source.bake_host(spec, bake_group(spec)),
         created_at=(created_at or datetime.now(UTC)).replace(second=0, microsecond=0),
     )
 
 
 class CloudBaker:
-    """The baker of a cloud (``Backend.baker`` of AWS and GCP): AMIs or GCP images in the spec's region or
-    project, made by ``cloud``'s builder program and driver."""
+    """The baker of a cloud with a Pulumi program (AWS, GCP): AMIs or GCP images in the spec's region or
+    project, made by the cloud's builder program (``cloud.images``) through its stack driver (``cloud``)."""
 
     in_run = False  # a builder instance bills by the hour: 'gpufleet image build' bakes, on purpose
 
-    def __init__(self, cloud: PulumiBackend) -> None:
+    def __init__(self, cloud: StackDriver) -> None:
         self.cloud = cloud
 
     def digest(self, spec: ClusterSpec) -> str:
-        return cloud_digest(self.cloud, spec)
+        return digest_of(self.cloud.images, spec)
 
-    def newest(self, spec: ClusterSpec, reporter: Reporter) -> images.CloudImage | None:
+    def newest(self, spec: ClusterSpec, reporter: Reporter) -> CloudImage | None:
         """The newest image baked from the roles and pins now in the spec's region or project (none for GPU
         groups of different install phases), said either way."""
-        cloud = self.cloud
+        source = self.cloud.images
 
-        def newest(digest: str) -> images.CloudImage | None:
-            return images.newest_of(cloud.list_images(cloud.image_scope(spec)), digest)
+        def newest(digest: str) -> CloudImage | None:
+            return images.newest_of(source.list_images(source.image_scope(spec)), digest)
 
-        return choose_baked(cloud, spec, newest, reporter.info)
+        return choose_baked(source, spec, newest, reporter.info)
 
     def build(self, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
         return _bake(self.cloud, spec, reporter, rebuild=rebuild)
 
     def preview(self, spec: ClusterSpec, created_at: datetime) -> Plan:
-        return _preview(self.cloud, spec, created_at)
+        """The builder stack with its image step, offline under the cloud's mocks: the first step's mocked
+        outputs give the image step its source, as the real first update does."""
+        from gpufleet.infra.plan import run_offline
 
-    def images(self, spec: ClusterSpec | None) -> list[images.CloudImage]:
+        cloud, source = self.cloud, self.cloud.images
+        request = request_for(source, spec, created_at=created_at)
+
+        def run(step: BakeRequest) -> Plan:
+            return run_offline(
+                lambda: source.builder_program(step), cloud.mock_cloud(step.spec), stack=step.name
+            )
+
+        first = run(request)
+        return run(replace(request, source=source.image_source(first.outputs)))
+
+    def images(self, spec: ClusterSpec | None) -> list[CloudImage]:
         """The baked images in the spec's region (AWS) or project (GCP), newest first, with their users."""
         assert spec is not None, "a cloud's images are listed for a spec"
         self.cloud.check_credentials(spec)
-        return self.cloud.list_images(self.cloud.image_scope(spec))
+        source = self.cloud.images
+        return source.list_images(source.image_scope(spec))
 
-    def delete(self, spec: ClusterSpec | None, name: str) -> tuple[images.CloudImage, list[str]]:
+    def delete(self, spec: ClusterSpec | None, name: str) -> tuple[CloudImage, list[str]]:
         """Delete the one image ``name`` means (on AWS with its snapshots), refused while a node runs from
         it."""
         assert spec is not None, "a cloud's images are deleted for a spec"
         image = resolve(self.images(spec), name)
-        return image, self.cloud.delete_image(self.cloud.image_scope(spec), image)
+        source = self.cloud.images
+        return image, source.delete_image(source.image_scope(spec), image)
 
 
-def resolve(found: list[images.CloudImage], name: str) -> images.CloudImage:
+def resolve(found: list[CloudImage], name: str) -> CloudImage:
     """The one image ``name`` means: its id, its name, or a prefix (6+ characters) of its hash."""
     wanted = name.strip()
     matched = [
@@ -163,54 +250,25 @@ def resolve(found: list[images.CloudImage], name: str) -> images.CloudImage:
     )
 
 
-def _cloud_of(spec: ClusterSpec) -> PulumiBackend:
-    from gpufleet.infra.program import pulumi_backend
-
-    return pulumi_backend(spec)
-
-
-def preview(spec: ClusterSpec, *, created_at: datetime | None = None) -> Plan:
-    """The builder stack with its image step, offline under the cloud's mocks (``image build --plan``)."""
-    return _preview(_cloud_of(spec), spec, created_at)
-
-
-def bake(spec: ClusterSpec, reporter: Reporter, *, rebuild: bool = False) -> BakeResult:
-    """The baked image of ``spec``'s roles and pins, built when the cloud has none (or ``rebuild``)."""
-    return _bake(_cloud_of(spec), spec, reporter, rebuild=rebuild)
-
-
-def _preview(cloud: PulumiBackend, spec: ClusterSpec, created_at: datetime | None) -> Plan:
-    """The builder stack with its image step, offline under the cloud's mocks: the first step's mocked
-    outputs give the image step its source, as the real first update does."""
-    from gpufleet.infra.plan import run_offline
-
-    request = request_for(cloud, spec, created_at=created_at)
-
-    def run(step: BakeRequest) -> Plan:
-        return run_offline(lambda: cloud.builder_program(step), cloud.mock_cloud(step.spec), stack=step.name)
-
-    first = run(request)
-    return run(replace(request, source=cloud.image_source(first.outputs)))
-
-
-def _bake(cloud: PulumiBackend, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool) -> BakeResult:
+def _bake(cloud: StackDriver, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool) -> BakeResult:
     from gpufleet.infra.automation import pulumi_cli
 
-    request = request_for(cloud, spec)
+    source = cloud.images
+    request = request_for(source, spec)
     pulumi_cli()
     cloud.check_credentials(spec)
-    existing = _find(cloud, spec, request.digest)
+    existing = _find(source, spec, request.digest)
     if existing is not None and not rebuild:
         return BakeResult(existing, built=False)
     state = ClusterState(name=request.name, root=state_root() / ".bake" / request.digest[:12])
     keys = (_cluster_key(state),)
     request = replace(request, ssh_keys=keys)
 
-    def program_of(step: BakeRequest) -> Any:
+    def program_of(step: BakeRequest) -> Program:
         def run(_created_at: datetime, _keys: tuple[str, ...]) -> None:
             import pulumi
 
-            for key, value in cloud.builder_program(step).items():
+            for key, value in source.builder_program(step).items():
                 pulumi.export(key, value)
 
         return run
@@ -218,7 +276,7 @@ def _bake(cloud: PulumiBackend, spec: ClusterSpec, reporter: Reporter, *, rebuil
     try:
         made = cloud.deploy(request.spec, state, reporter, program=program_of(request))
         _install_phase(request, state, made, reporter)
-        step = replace(request, source=cloud.image_source(made))
+        step = replace(request, source=source.image_source(made))
         with reporter.step(f"image of {request.name}-builder (stops it, snapshots its disk)"):
             cloud.deploy(request.spec, state, reporter, program=program_of(step))
     except GpufleetError as failure:
@@ -232,7 +290,7 @@ def _bake(cloud: PulumiBackend, spec: ClusterSpec, reporter: Reporter, *, rebuil
             ) from None
         raise
     _remove_builder(cloud, request, state, reporter, program_of(request))
-    found = _find(cloud, spec, request.digest)
+    found = _find(source, spec, request.digest)
     if found is None:
         raise ProvisionError(
             f"the image step of {request.name} succeeded but no image is tagged {request.digest[:12]}"
@@ -240,9 +298,8 @@ def _bake(cloud: PulumiBackend, spec: ClusterSpec, reporter: Reporter, *, rebuil
     return BakeResult(found, built=True)
 
 
-def _find(cloud: PulumiBackend, spec: ClusterSpec, digest: str) -> images.CloudImage | None:
-    found = cloud.list_images(cloud.image_scope(spec))
-    return images.newest_of(found, digest)
+def _find(source: BakeSource, spec: ClusterSpec, digest: str) -> CloudImage | None:
+    return images.newest_of(source.list_images(source.image_scope(spec)), digest)
 
 
 def _cluster_key(state: ClusterState) -> str:
@@ -294,7 +351,7 @@ def _install_phase(
 
 
 def _remove_builder(
-    cloud: PulumiBackend, request: BakeRequest, state: ClusterState, reporter: Reporter, program: Any
+    cloud: StackDriver, request: BakeRequest, state: ClusterState, reporter: Reporter, program: Program
 ) -> None:
     """Destroy the builder stack (the image is kept on delete), check that nothing of it is left, and
     remove the stack's record and the builder's folder."""

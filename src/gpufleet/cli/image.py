@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -73,7 +73,7 @@ def build(
         return
     result = baker.build(spec, reporter_for(json_out, verbose), rebuild=rebuild)
     if json_out:
-        print_json({"built": result.built, **result.image.as_json()})
+        print_json({"built": result.built, **result.image.to_json()})
         return
     verb = "baked" if result.built else "already baked (same roles and pins)"
     console.print(escape(result.image.said(verb)))
@@ -101,9 +101,9 @@ def _show_plan(spec: ClusterSpec, result: Plan, json_out: bool) -> None:
 def list_images(spec_path: SpecOpt = None, json_out: JsonOpt = False) -> None:
     """List the baked images, newest first, with the clusters whose nodes run from each."""
     spec = read_spec(spec_path) if spec_path is not None else None
-    images: list[Any] = _baker(spec).images(spec)
+    images = _baker(spec).images(spec)
     if json_out:
-        print_json([image.as_json() for image in images])
+        print_json([image.to_json() for image in images])
         return
     kind = f" ({spec.provider.kind})" if spec is not None else ""
     if not images:

@@ -150,7 +150,7 @@ def _pruned(regions: list[str], projects: list[str], dry_run: bool) -> list[Prun
         item
         for kind, scopes in (("aws", regions), ("gcp", projects))
         for scope in scopes
-        for item in prune(pulumi_backend_of(kind), scope, dry_run=dry_run)
+        for item in prune(pulumi_backend_of(kind).images, scope, dry_run=dry_run)
     ]
 
 

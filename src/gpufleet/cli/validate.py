@@ -19,7 +19,7 @@ from gpufleet.spec.model import ClusterSpec
 from gpufleet.spec.units import format_bytes
 
 if TYPE_CHECKING:
-    from gpufleet.bake.baker import Baked
+    from gpufleet.bake.result import BakeResult
     from gpufleet.configure.runner import PlayResult
     from gpufleet.inventory.model import Inventory
     from gpufleet.lifecycle.teardown import Teardown
@@ -104,7 +104,7 @@ class _RunPrinter(pipeline.RunView):
         self.spec_path = spec_path
         self.slow_target = slow_target
 
-    def baked(self, baked: Baked) -> None:
+    def baked(self, baked: BakeResult) -> None:
         verb = "baked" if baked.built else "already baked (same roles and pins)"
         console.print(escape(baked.image.said(verb)))
 

@@ -36,18 +36,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpufleet.configure.remote import SshExecutor
-from gpufleet.configure.runner import PlayResult, play_error, project_root
+from gpufleet.configure.runner import PlayResult, play_error
 from gpufleet.errors import ConfigureError
+from gpufleet.infra.backend import HEAD_BY_DEFAULT
 from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.paths import project_root
 from gpufleet.progress import Reporter
 
 SWITCH = "GPUFLEET_CONFIGURE_FROM"
 CHOICES = ("auto", "here", "head")
-# auto: the providers whose nodes gpufleet reaches through a tunnel per connection (SSM, IAP), often from a
-# 2-core CI runner: there the head pays from the first nodes (docs/benchmarks.md, "Configure at fleet scale":
-# pushing costs the runner 6.6 s of CPU per added node, the head design 2.4-3.4 s in all). Local and
-# bare-metal clusters keep Ansible on the machine that runs gpufleet.
-HEAD_BY_DEFAULT = frozenset({"aws", "gcp"})
 RELAY_FOLDER = ".gpufleet-relay"
 # ansible-core and what it imports (its requirements.txt: jinja2, PyYAML, cryptography, packaging,
 # resolvelib; cryptography needs cffi, which needs pycparser), as top-level names in site-packages.
@@ -109,8 +106,8 @@ def chosen() -> str:
 
 def runs_on_head(choice: str, inventory: Inventory, baked: str | None) -> bool:
     """Does ``configure`` run Ansible on the controller? ``head`` and ``here`` say so; ``auto`` says yes for
-    a cloud cluster (``HEAD_BY_DEFAULT``) whose nodes run a current baked image (only the configure phase
-    runs from the head)."""
+    a cluster of a backend that configures from the head by default (``infra.backend.HEAD_BY_DEFAULT``: aws
+    and gcp) whose nodes run a current baked image (only the configure phase runs from the head)."""
     if choice != "auto":
         return choice == "head"
     return bool(baked) and inventory.provider in HEAD_BY_DEFAULT

@@ -14,21 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import ConfigureError, EnvironmentProblem
+from gpufleet.paths import project_root
 from gpufleet.progress import Reporter
-
-
-def project_root() -> Path:
-    """The folder holding playbooks/, roles/ and ansible.cfg (a gpufleet checkout)."""
-    configured = os.environ.get("GPUFLEET_HOME")
-    candidates = [Path(configured)] if configured else []
-    candidates.append(Path(__file__).resolve().parents[3])
-    for candidate in candidates:
-        if (candidate / "playbooks" / "site.yml").exists() and (candidate / "roles").is_dir():
-            return candidate
-    raise EnvironmentProblem(
-        "cannot find gpufleet's playbooks and roles",
-        hint="run gpufleet from a checkout (pip install -e .), or set GPUFLEET_HOME to the checkout",
-    )
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """``gpufleet up / status / down`` for clouds: a cluster's Pulumi program driven by the Automation API.
 
 ``PulumiBackend`` is the cloud-blind driver; each cloud's backend (``gpufleet.infra.aws.backend``,
-``gpufleet.infra.gcp.backend``) subclasses it with what only that cloud knows: its component (the program),
-its offline mocks, the provider's stack config, the credentials check, how SSH reaches a node and the
-leftover finder. The same program runs in ``stacks/`` under ``pulumi up`` in CI and under mocks for
-``gpufleet plan``.
+``gpufleet.infra.gcp.backend``) subclasses it with what only that cloud knows (its abstract methods): its
+component (the program), its offline mocks, the provider's stack config, the credentials check, how SSH
+reaches a node, the leftover and expiry finders, and its baked images (``images``, a ``BakeSource``).
+The same program runs in ``stacks/`` under ``pulumi up`` in CI and under mocks for ``gpufleet plan``.
 
 The stack is named after the cluster; its backend is ``$PULUMI_BACKEND_URL`` when set (an S3 bucket,
 Pulumi Cloud, ...), else a local file backend in the cluster's state folder (``<state>/pulumi``). The
@@ -16,6 +16,7 @@ put across runs. ``up`` returns the inventory built from the stack outputs; ``de
 
 from __future__ import annotations
 
+import abc
 import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -24,18 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import ProvisionError, StateError
 from gpufleet.infra import outputs as stack_outputs
+from gpufleet.infra.images import BakedRecord, BakeSource, CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover, settle
 from gpufleet.infra.pulumi_command import pulumi_cli
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import ClusterSpec, NodeGroup
+from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
-    from gpufleet.bake.key import BakeRequest
-    from gpufleet.infra.images import CloudImage
     from gpufleet.infra.plan import MockCloud
 
 PROJECT = "gpufleet"
@@ -86,7 +86,7 @@ def _plain(result_outputs: dict[str, Any]) -> dict[str, Any]:
     return {key: value.value for key, value in result_outputs.items()}
 
 
-class PulumiBackend:
+class PulumiBackend(abc.ABC):
     """A cloud's backend: the Automation API driver, with the cloud's hooks left to subclasses."""
 
     kind = ""
@@ -95,6 +95,7 @@ class PulumiBackend:
 
     # ---- what each cloud says -----------------------------------------------------------------------
 
+    @abc.abstractmethod
     def program(
         self,
         spec: ClusterSpec,
@@ -105,18 +106,18 @@ class PulumiBackend:
         """Register the cluster's component in the current Pulumi stack; return its outputs.
 
         ``baked``: the baked image of the spec's roles and pins, which every node boots."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
         """The cloud's offline mocks (``gpufleet plan``)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def provider_config(self, spec: ClusterSpec) -> dict[str, str]:
         """Stack config for the cloud's default provider (region, project, ...)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def check_credentials(self, spec: ClusterSpec) -> None:
-        raise NotImplementedError
+        """Raise ``EnvironmentProblem`` when the cloud's credentials are missing (calls nothing)."""
 
     kept_without_state = ""  # a cloud cluster is known by its state folder (and the stack it names)
 
@@ -126,51 +127,24 @@ class PulumiBackend:
     def software_overrides(self, spec: ClusterSpec) -> dict[str, Any]:
         return {}
 
+    @abc.abstractmethod
     def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
-        raise NotImplementedError
+        """How Ansible reaches the nodes (user, key, SSH options, the cloud's tunnel)."""
 
+    @abc.abstractmethod
     def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
         """What the cloud still holds tagged (labelled) for the cluster."""
-        raise NotImplementedError
 
     expiry_scope = ""  # what find_expired searches one of: "region" (AWS), "project" (GCP)
 
+    @abc.abstractmethod
     def find_expired(self, scope: str) -> list[ExpiredCluster]:
         """Clusters past their expiry by the cloud's tags or labels, in one region or project."""
-        raise NotImplementedError
 
-    # ---- baked images (gpufleet.bake.cloud drives them; gpufleet.bake.key decides which) ------------
-
-    builder_cpu_type = ""  # the builder's type when the install phase needs no GPU (docs/aws.md, gcp.md)
-
-    def bake_base(self, spec: ClusterSpec) -> str:
-        """The image a bake starts from: the one the spec's GPU groups boot (a family or a pinned id)."""
-        raise NotImplementedError
-
-    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
-        """The builder as the roles see it: a host record (``outputs.host_record``) of ``group``'s type."""
-        raise NotImplementedError
-
-    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
-        """Register the image builder's component (with ``request.source``: and its image)."""
-        raise NotImplementedError
-
-    def image_source(self, outputs: dict[str, Any]) -> str:
-        """What the image is made from, out of the builder stack's outputs (an instance id, a disk)."""
-        raise NotImplementedError
-
-    def image_scope(self, spec: ClusterSpec) -> str:
-        """Where the spec's baked images live: its region (AWS) or project (GCP), as ``expiry_scope``."""
-        raise NotImplementedError
-
-    def list_images(self, scope: str) -> list[CloudImage]:
-        """The baked images in one region (AWS) or project (GCP), newest first, with their users."""
-        raise NotImplementedError
-
-    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
-        """Delete one baked image (and, on AWS, its snapshots), refused while a node runs from it;
-        return what was deleted."""
-        raise NotImplementedError
+    @property
+    @abc.abstractmethod
+    def images(self) -> BakeSource:
+        """What the cloud says about its baked images (``gpufleet.bake`` drives them)."""
 
     def host_address(self, host: dict[str, Any]) -> str:
         """Where Ansible connects to one host of the outputs (default: its private IP)."""
@@ -286,25 +260,12 @@ class PulumiBackend:
     def check_tools(self, spec: ClusterSpec) -> None:
         """Refuse an ``up`` whose nodes this machine could not reach afterwards (none here; AWS: the aws
         CLI and its Session Manager plugin)."""
+        return
 
     def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
         """URN -> why, for what in the stack's state the next ``pulumi up`` must replace, not keep (none
         here; AWS: an instant fleet whose launch came short or that lost a node)."""
         return {}
-
-    def find_baked_in_program(self, spec: ClusterSpec) -> CloudImage | None:
-        """``CloudBaker.newest`` from inside a Pulumi program that the pulumi CLI runs (``stacks/``, CI): the
-        same choice, read with the provider's own functions, and said in the engine's log."""
-        import pulumi
-
-        from gpufleet.bake.key import choose_baked
-
-        return choose_baked(self, spec, lambda digest: self.baked_by_invoke(spec, digest), pulumi.log.info)
-
-    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
-        """Inside a Pulumi program: the newest image baked from ``digest`` in the spec's region or project,
-        found with the provider's functions (an AMI's tags, an image's labels), or None."""
-        raise NotImplementedError
 
     def up(
         self,
@@ -312,8 +273,11 @@ class PulumiBackend:
         state: ClusterState,
         reporter: Reporter,
         spec_path: Path | None,
-        baked: CloudImage | None = None,
+        baked: BakedRecord | None = None,
     ) -> Inventory:
+        """``deploy``, then the inventory of the stack's outputs. ``baked``: the cloud image the pipeline
+        chose (``CloudBaker.newest``), which the cluster's nodes boot."""
+        assert baked is None or isinstance(baked, CloudImage), f"a cloud boots a cloud image, not {baked!r}"
         return self.inventory_from_outputs(spec, state, self.deploy(spec, state, reporter, baked=baked))
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:

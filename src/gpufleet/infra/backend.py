@@ -3,8 +3,10 @@
 Every provider folder (``gpufleet.infra.local``, ``baremetal``, ``aws``, ``gcp``) exports ``backend``, an
 object with the methods of ``Backend``; every backend returns the same ``Inventory``. The clouds' backends
 are ``PulumiBackend``s (``gpufleet.infra.automation``): the same cloud-blind Automation API driver, with
-the cloud's own component, mocks, stack config, credentials check, SSH route and leftover finder. This is
-the only place that names the providers; nothing else branches on ``provider.kind``.
+the cloud's own component, mocks, stack config, credentials check, SSH route, leftover finder and baked
+images. This is the only place that names the providers; nothing else branches on ``provider.kind``: what
+differs between them is a column here (a Pulumi program, images baked on this machine, configure from the
+head). The bakers stand above this table (``gpufleet.bake.baker`` builds one per backend from it).
 
 Provider folders are imported on first use, so a verb pays only for the SDK of the cloud it touches.
 """
@@ -21,19 +23,14 @@ from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
-    from gpufleet.bake.baker import Baker
     from gpufleet.infra.automation import PulumiBackend
+    from gpufleet.infra.images import BakedRecord
 
 
 class Backend(Protocol):
     """What ``up``, ``status`` and ``down`` need from a provider."""
 
     kind: str
-
-    @property
-    def baker(self) -> Baker | None:
-        """Its baked node images (``gpufleet.bake``), or None where nothing is baked (bare metal)."""
-        ...
 
     # What of a cluster this machine may hold besides its state folder (``{name}``: the cluster's); "" where
     # nothing: the state folder alone says the cluster exists (``gpufleet.lifecycle.known``).
@@ -54,10 +51,10 @@ class Backend(Protocol):
         state: ClusterState,
         reporter: Reporter,
         spec_path: Path | None,
-        baked: Any | None = None,
+        baked: BakedRecord | None = None,
     ) -> Inventory:
         """Make (or keep) the cluster's machines and return the inventory. ``baked``: the image its new
-        nodes boot, as the pipeline chose it (``Baker.newest``: a ``BakedRecord``); None: the base image."""
+        nodes boot, as the pipeline chose it (``Baker.newest``); None: the base image."""
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
         """What the provider knows about the cluster (merged into ``gpufleet status``)."""
@@ -77,16 +74,28 @@ class Backend(Protocol):
 
 class _Entry(NamedTuple):
     module: str  # the provider folder; it exports ``backend``
-    pulumi: bool  # whether it has a Pulumi program (``gpufleet plan``, ``stacks/``)
+    # Whether it has a Pulumi program (``gpufleet plan``, ``stacks/``); its images are baked by a builder
+    # stack of its own (``gpufleet.bake.cloud``).
+    pulumi: bool
+    # Whether its node images are baked on this machine, in podman's store (``gpufleet.bake.local``);
+    # ``gpufleet image list`` and ``delete`` without a spec look there. Neither: nothing is baked.
+    bakes_here: bool = False
+    # Whether ``GPUFLEET_CONFIGURE_FROM=auto`` runs Ansible on the head (``gpufleet.configure.relay``): the
+    # providers whose nodes gpufleet reaches through a tunnel per connection (SSM, IAP), often from a
+    # 2-core CI runner, where the head pays from the first nodes (docs/benchmarks.md, "Configure at fleet
+    # scale": pushing costs the runner 6.6 s of CPU per added node, the head design 2.4-3.4 s in all).
+    # Local and bare-metal clusters keep Ansible on the machine that runs gpufleet.
+    head_by_default: bool = False
 
 
 BACKENDS: dict[str, _Entry] = {
-    "local": _Entry("gpufleet.infra.local", pulumi=False),
+    "local": _Entry("gpufleet.infra.local", pulumi=False, bakes_here=True),
     "baremetal": _Entry("gpufleet.infra.baremetal", pulumi=False),
-    "aws": _Entry("gpufleet.infra.aws", pulumi=True),
-    "gcp": _Entry("gpufleet.infra.gcp", pulumi=True),
+    "aws": _Entry("gpufleet.infra.aws", pulumi=True, head_by_default=True),
+    "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, head_by_default=True),
 }
 PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
+HEAD_BY_DEFAULT = tuple(kind for kind, entry in BACKENDS.items() if entry.head_by_default)
 
 
 def backend_for(spec: ClusterSpec) -> Backend:

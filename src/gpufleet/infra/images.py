@@ -1,14 +1,17 @@
-"""Baked node images on every backend: the content hash that keys them, the bake switch of ``configure``,
-and the retention rule of cloud images.
+"""Baked node images on every backend, as infra knows them (a leaf: it imports no backend, driver or bake
+procedure): the content hash that keys them, what keys a cloud's image and what its builder stack is made
+of, the record of an image, and the retention rule of cloud images.
 
 A baked image holds every role's install phase (``playbooks/bake.yml --tags install``). It is keyed by a
 content hash of what went into it: every file under ``roles/`` and ``playbooks/`` that Ansible reads (not
 READMEs, not role tests) and the backend's pins (``bake_pins``: the spec's ``software`` block, the image it
 starts from, what the builder node looks like to the roles). ``up`` finds an image by that hash alone;
 ``configure`` skips the install phase when the inventory's ``gpufleet_baked_image_hash`` is the hash of
-the roles and pins now (``gpufleet.bake.baker.baked_and_current``). The local backend keeps its images
-in podman (``gpufleet.infra.local.bake``), the clouds as AMIs and GCP images (``gpufleet.bake.cloud``)
-with the record in their tags or labels (``gpufleet.infra.tags``). A leaf: it imports no backend.
+the roles and pins now (``gpufleet.bake.baker.baked_and_current``). Each cloud says what it knows of its
+images through one ``BakeSource`` (``gpufleet.infra.aws.images.AwsImages``, ``gcp.images.GcpImages``);
+the bakers above infra (``gpufleet.bake``) drive them. The local backend keeps its images in podman
+(``gpufleet.infra.local.bake``), the clouds as AMIs and GCP images with the record in their tags or labels
+(``gpufleet.infra.tags``).
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from gpufleet.catalog import load_catalog
 from gpufleet.errors import ProvisionError, StateError
+from gpufleet.spec.model import ClusterSpec, NodeGroup, Role
 
 # Folders the playbooks read, relative to the project root. Within them, files Ansible never reads
 # (documentation, role test scaffolding, caches, hidden files) do not change what is installed.
@@ -34,6 +40,21 @@ HASH_VAR = "gpufleet_baked_image_hash"
 CONFIGURE_ONLY_SOFTWARE = frozenset({"container_image"})
 # Cloud images kept per base image whatever else holds (the retention rule, docs/aws.md).
 KEEP_NEWEST = 2
+# The builder node of a bake is in every inventory group, so every role's install phase runs on it.
+BUILDER_ROLES = [Role.CONTROLLER, Role.LOGIN, Role.COMPUTE]
+# The host record fields that reach the install phase (the rest are per node: name, address, sizes). The
+# per-component decision and paths come from the base image's manifest (catalog/images.yaml): a manifest
+# that changes what is installed changes the bake's hash.
+_INSTALL_FACTS = (
+    "gpus",
+    "gpu_model",
+    "gpu_arch",
+    "nvswitch",
+    "gpu_stack",
+    "gpu_components",
+    "gpu_paths",
+    "fabric_interfaces",
+)
 
 
 def hashed_files(root: Path) -> list[Path]:
@@ -58,6 +79,42 @@ def content_hash(root: Path, pins: dict[str, Any]) -> str:
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     digest.update(json.dumps(pins, sort_keys=True, separators=(",", ":")).encode())
     return digest.hexdigest()
+
+
+class BakedRecord(Protocol):
+    """One baked image as a baker lists and chooses it (``CloudImage``, the local ``BakedImage``), and as a
+    backend's ``up`` boots it."""
+
+    @property
+    def ref(self) -> str:
+        """How ``up`` boots it and ``gpufleet image delete`` names it (an AMI id, a GCP image, a podman
+        reference)."""
+        ...
+
+    @property
+    def digest(self) -> str:
+        """The content hash it was baked from."""
+        ...
+
+    @property
+    def created(self) -> str:
+        """When it was baked (ISO 8601)."""
+        ...
+
+    @property
+    def used_by(self) -> tuple[str, ...]:
+        """The clusters whose nodes run from it."""
+        ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def said(self, verb: str) -> str:
+        """One line for the user: the image, ``verb`` (baked, already baked, deleted) and its hash."""
+        ...
+
+    def row(self) -> dict[str, str]:
+        """The image's columns in ``gpufleet image list``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -89,7 +146,7 @@ class CloudImage:
             "used by": ", ".join(self.used_by) or "-",
         }
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "name": self.name,
@@ -99,6 +156,135 @@ class CloudImage:
             "snapshots": list(self.snapshots),
             "used_by": list(self.used_by),
         }
+
+
+# ---- what keys a cloud's image, and what its builder is made of -------------------------------------
+
+
+@dataclass(frozen=True)
+class BakeRequest:
+    """What the builder stack is made of (``BakeSource.builder_program``)."""
+
+    spec: ClusterSpec  # the builder's: the user's spec named bake-<hash>, with the builder's lifetime
+    group: NodeGroup  # the node group whose image is baked (base image family, root volume size)
+    instance_type: str
+    digest: str
+    base: str
+    created_at: datetime
+    host: dict[str, Any] = field(default_factory=dict)  # the builder as the roles see it (``bake_host``)
+    ssh_keys: tuple[str, ...] = ()
+    source: str | None = None  # set: the image step, from this (``BakeSource.image_source``)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+class BakeSource(Protocol):
+    """What a cloud says about its baked images (``PulumiBackend.images``: ``AwsImages``, ``GcpImages``):
+    what a bake starts from and makes, where the images live, and how they are found, listed and deleted."""
+
+    @property
+    def builder_cpu_type(self) -> str:
+        """The builder's type when the install phase needs no GPU (docs/aws.md, docs/gcp.md)."""
+        ...
+
+    def bake_base(self, spec: ClusterSpec) -> str:
+        """The image a bake starts from: the one the spec's GPU groups boot (a family or a pinned id)."""
+        ...
+
+    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        """The builder as the roles see it: a host record (``outputs.host_record``) of ``group``'s type."""
+        ...
+
+    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
+        """Register the image builder's component (with ``request.source``: and its image)."""
+        ...
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        """What the image is made from, out of the builder stack's outputs (an instance id, a disk)."""
+        ...
+
+    def image_scope(self, spec: ClusterSpec) -> str:
+        """Where the spec's baked images live: its region (AWS) or project (GCP), as ``expiry_scope``."""
+        ...
+
+    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
+        """Inside a Pulumi program: the newest image baked from ``digest`` in the spec's region or project,
+        found with the provider's functions (an AMI's tags, an image's labels), or None."""
+        ...
+
+    def list_images(self, scope: str) -> list[CloudImage]:
+        """The baked images in one region (AWS) or project (GCP), newest first, with their users."""
+        ...
+
+    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
+        """Delete one baked image (and, on AWS, its snapshots), refused while a node runs from it;
+        return what was deleted."""
+        ...
+
+
+def bake_group(spec: ClusterSpec) -> NodeGroup:
+    """The group whose image is baked: the first with GPUs (the catalog says), else the first compute one.
+    Every node of the cluster boots the image, so it is made from the GPU groups' base image."""
+    catalog = load_catalog()
+    for group in spec.node_groups:
+        item = catalog.get(group.instance_type)
+        if item is not None and item.gpu is not None:
+            return group
+    return spec.compute_groups[0] if spec.compute_groups else spec.node_groups[0]
+
+
+def mixed_gpu_groups(cloud: BakeSource, spec: ClusterSpec) -> list[str]:
+    """The GPU groups whose install phase would differ from the baked group's (other GPU facts or GPU
+    stack mode, say an NVSwitch type beside one without): one image cannot serve them all."""
+    catalog = load_catalog()
+    group = bake_group(spec)
+    wanted = _install_facts(cloud.bake_host(spec, group))
+    return [
+        other.name
+        for other in spec.node_groups
+        if (item := catalog.get(other.instance_type)) is not None
+        and item.gpu is not None
+        and _install_facts(cloud.bake_host(spec, other)) != wanted
+    ]
+
+
+def cpu_architectures(spec: ClusterSpec) -> dict[str, list[str]]:
+    """The node groups by their instance type's CPU architecture (the catalog's ``cpu_arch``)."""
+    catalog = load_catalog()
+    arches: dict[str, list[str]] = {}
+    for group in spec.node_groups:
+        item = catalog.get(group.instance_type)
+        arches.setdefault(item.cpu_arch if item is not None else "x86_64", []).append(group.name)
+    return arches
+
+
+def _install_facts(host: dict[str, Any]) -> dict[str, Any]:
+    return {key: host[key] for key in _INSTALL_FACTS}
+
+
+def builder_type(cloud: BakeSource, spec: ClusterSpec) -> str:
+    """The GPU group's own type when the install phase installs the NVIDIA driver (its install steps load
+    the module and start nvidia-persistenced, which need the device); else a CPU type (docs/aws.md)."""
+    group = bake_group(spec)
+    return (
+        group.instance_type
+        if cloud.bake_host(spec, group)["gpu_stack"] == "install"
+        else cloud.builder_cpu_type
+    )
+
+
+def bake_pins(cloud: BakeSource, spec: ClusterSpec) -> dict[str, Any]:
+    """Everything besides the role files that decides what the install phase puts on a cloud image."""
+    host = cloud.bake_host(spec, bake_group(spec))
+    return {
+        "software": spec.software.model_dump(mode="json", exclude=set(CONFIGURE_ONLY_SOFTWARE)),
+        "provider": spec.provider.kind,
+        "base_image": cloud.bake_base(spec),
+        "fabric": spec.fabric.kind.value,
+        "builder": _install_facts(host),
+    }
 
 
 def matches(image: CloudImage, digest: str) -> bool:

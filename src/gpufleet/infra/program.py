@@ -36,14 +36,10 @@ def cluster_program(
     """Register the cluster's resources in the current Pulumi stack; return its outputs (common shape).
 
     ``ssh_keys`` are public keys authorized on every node besides the spec's own; ``baked`` is the image
-    of the spec's roles and pins that every node boots (``find_baked_in_program``), if there is one.
+    of the spec's roles and pins that every node boots (``gpufleet.bake.cloud.find_baked_in_program``), if
+    there is one.
     """
     return pulumi_backend(spec).program(spec, created_at, tuple(ssh_keys), baked)
-
-
-def find_baked_in_program(spec: ClusterSpec) -> CloudImage | None:
-    """Inside a program the pulumi CLI runs: the baked image ``gpufleet up`` would boot, said in the log."""
-    return pulumi_backend(spec).find_baked_in_program(spec)
 
 
 def mock_cloud(spec: ClusterSpec) -> MockCloud:

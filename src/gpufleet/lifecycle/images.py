@@ -14,7 +14,7 @@ from typing import Any
 
 from gpufleet.errors import GpufleetError
 from gpufleet.infra import images
-from gpufleet.infra.automation import PulumiBackend
+from gpufleet.infra.images import BakeSource
 
 
 @dataclass
@@ -25,11 +25,12 @@ class PrunedImage:
     removed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"scope": self.scope, **self.image.as_json(), "action": self.action, "removed": self.removed}
+        return {"scope": self.scope, **self.image.to_json(), "action": self.action, "removed": self.removed}
 
 
-def prune(cloud: PulumiBackend, scope: str, *, dry_run: bool = False) -> list[PrunedImage]:
-    """Apply the retention rule to the baked images of one region or project."""
+def prune(cloud: BakeSource, scope: str, *, dry_run: bool = False) -> list[PrunedImage]:
+    """Apply the retention rule to the baked images of one region or project (``cloud``: the cloud's
+    ``PulumiBackend.images``)."""
     doomed = images.to_prune(cloud.list_images(scope), referenced=images.referenced_hashes())
     items = []
     for image in doomed:

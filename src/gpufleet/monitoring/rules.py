@@ -297,7 +297,7 @@ def generated_files() -> dict[Path, str]:
 def main(argv: list[str]) -> int:
     """``--write``: regenerate the role's generated files; otherwise print the rules template."""
     if "--write" in argv:
-        from gpufleet.configure.runner import project_root
+        from gpufleet.paths import project_root
 
         for path, text in generated_files().items():
             (project_root() / path).parent.mkdir(parents=True, exist_ok=True)

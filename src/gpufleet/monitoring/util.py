@@ -53,7 +53,7 @@ def scrape_interval(inventory: Inventory) -> float:
     value = inventory.extra_vars.get(SCRAPE_INTERVAL_VAR)
     source = f"the inventory's {SCRAPE_INTERVAL_VAR}"
     if value is None:
-        from gpufleet.configure.runner import project_root
+        from gpufleet.paths import project_root
 
         defaults = project_root() / "roles" / "monitoring" / "defaults" / "main.yml"
         value = (yaml.safe_load(defaults.read_text(encoding="utf-8")) or {}).get(SCRAPE_INTERVAL_VAR)

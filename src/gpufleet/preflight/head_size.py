@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
+from gpufleet.infra.backend import HEAD_BY_DEFAULT
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec
 
@@ -36,9 +37,8 @@ def vcpus_needed(compute_nodes: int) -> int:
     return max(1, math.ceil(compute_nodes * CPU_PER_NODE_S / (BOUND_S - FIXED_S)))
 
 
-# Where configure runs from the head by default: gpufleet.configure.relay.HEAD_BY_DEFAULT (not imported: it
-# brings Ansible's runner into every check; tests/preflight/test_head_size.py holds the two equal).
-@check(CHECK, providers=("aws", "gcp"))
+# Where configure runs from the head by default: a column of the backend table.
+@check(CHECK, providers=HEAD_BY_DEFAULT)
 def head_size(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     head = spec.controller_group
     index = spec.node_groups.index(head)

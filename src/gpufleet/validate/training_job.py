@@ -26,7 +26,7 @@ SETUP_EXIT = 98  # the login node could not write the job's files to the shared 
 
 def job_dir() -> Path:
     """examples/jobs/ of this checkout (the template the check runs and users copy)."""
-    from gpufleet.configure.runner import project_root
+    from gpufleet.paths import project_root
 
     folder = project_root() / "examples" / "jobs"
     if not (folder / SBATCH).is_file() or not (folder / SCRIPT).is_file():

@@ -143,7 +143,7 @@ def test_reap_keeps_the_newest_two_per_base_and_any_ami_in_use_or_on_record(ec2,
     launch(ec2, running, "train-1")
     write_state(tmp_path, "train-2", "b" * 64)
 
-    would = prune(backend, REGION, dry_run=True)
+    would = prune(backend.images, REGION, dry_run=True)
     assert [(item.image.id, item.action) for item in would] == [(unused, "would delete")], would
     assert {i.id for i in images.list_images(REGION)} == {
         newest,
@@ -154,7 +154,7 @@ def test_reap_keeps_the_newest_two_per_base_and_any_ami_in_use_or_on_record(ec2,
         other_base,
     }
 
-    done = prune(backend, REGION)
+    done = prune(backend.images, REGION)
     assert [(item.image.id, item.action) for item in done] == [(unused, "deleted")], done
     assert {i.id for i in images.list_images(REGION)} == {newest, second, running, recorded, other_base}
 
@@ -196,5 +196,5 @@ def test_an_ami_a_launch_template_or_a_live_fleet_names_is_in_use_and_never_prun
 
     with pytest.raises(ProvisionError, match="in use by launch template train-1-gpu-lt"):
         images.delete_image(REGION, next(i for i in images.list_images(REGION) if i.id == named))
-    done = prune(backend, REGION)
+    done = prune(backend.images, REGION)
     assert [(item.image.id, item.action) for item in done] == [(unused, "deleted")], done

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.bake import cloud as cloudbake
+from gpufleet.bake.cloud import CloudBaker
+from gpufleet.infra.aws.backend import backend
 from gpufleet.infra.program import plan_spec
 from gpufleet.spec import load_spec
 
@@ -28,7 +29,7 @@ def test_every_group_of_an_example_can_boot_its_baked_image(path):
         spec = spec.model_copy(
             update={"access": spec.access.model_copy(update={"allowed_cidrs": ["203.0.113.7/32"]})}
         )
-    builder = [r for r in cloudbake.preview(spec, created_at=CREATED_AT).of_type("aws:ec2/instance:Instance")]
+    builder = [r for r in CloudBaker(backend).preview(spec, CREATED_AT).of_type("aws:ec2/instance:Instance")]
     assert len(builder) == 1, [r.urn for r in builder]
     snapshot = builder[0].inputs["rootBlockDevice"]["volumeSize"]
     cluster = plan_spec(spec, CREATED_AT)

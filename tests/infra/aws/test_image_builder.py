@@ -11,9 +11,10 @@ import pulumi
 import pytest
 from aws_specs import CREATED_AT, aws_spec
 
-from gpufleet.bake import baker, key
+from gpufleet.bake import baker
 from gpufleet.bake import cloud as cloudbake
 from gpufleet.errors import SpecError
+from gpufleet.infra import images
 from gpufleet.infra.aws.backend import backend
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.plan import Plan, run_offline
@@ -49,26 +50,26 @@ class Options:
     def __init__(self) -> None:
         self.of: dict[str, pulumi.ResourceOptions] = {}
 
-    def run(self, request: cloudbake.BakeRequest, cloud: AwsMockCloud | None = None) -> Plan:
+    def run(self, request: images.BakeRequest, cloud: AwsMockCloud | None = None) -> Plan:
         def program() -> Any:
             def keep(args: pulumi.ResourceTransformationArgs) -> None:
                 self.of[args.name] = args.opts
 
             pulumi.runtime.register_stack_transformation(keep)
-            return backend.builder_program(request)
+            return backend.images.builder_program(request)
 
         return run_offline(program, cloud or AwsMockCloud(request.spec), stack=request.name)
 
 
-def request(spec=None, **changes: Any) -> cloudbake.BakeRequest:
-    made = cloudbake.request_for(backend, spec or bake_spec(), created_at=CREATED_AT)
+def request(spec=None, **changes: Any) -> images.BakeRequest:
+    made = cloudbake.request_for(backend.images, spec or bake_spec(), created_at=CREATED_AT)
     return replace(
         made, ssh_keys=("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBuilderKeyForTests gpufleet",), **changes
     )
 
 
 def test_the_builder_is_reachable_only_from_the_allowed_cidrs_with_imdsv2_and_an_encrypted_disk():
-    plan = cloudbake.preview(bake_spec(), created_at=CREATED_AT)
+    plan = cloudbake.CloudBaker(backend).preview(bake_spec(), CREATED_AT)
     builder = one(plan, INSTANCE)
     assert builder.inputs["metadataOptions"]["httpTokens"] == "required", builder.urn
     assert builder.inputs["rootBlockDevice"]["encrypted"] is True, builder.urn
@@ -84,7 +85,7 @@ def test_the_builder_is_reachable_only_from_the_allowed_cidrs_with_imdsv2_and_an
 
 
 def test_the_builder_is_tagged_as_a_short_lived_cluster_and_the_ami_is_not():
-    plan = cloudbake.preview(bake_spec(), created_at=CREATED_AT)
+    plan = cloudbake.CloudBaker(backend).preview(bake_spec(), CREATED_AT)
     made = request()
     cluster_provider = one(plan, PROVIDER, f"{made.name}-provider")
     default_tags = cluster_provider.inputs["defaultTags"]  # providers' object inputs arrive as JSON
@@ -137,12 +138,12 @@ def test_a_gpu_image_installing_the_driver_bakes_on_the_gpu_type_else_on_a_cpu_t
     """nvidia_driver's install phase loads the module and starts nvidia-persistenced (its reboot.yml):
     that needs the GPU. A DLAMI carries the driver (gpu_stack verify): a CPU builder does."""
     assert request().instance_type == "p5.48xlarge"
-    assert request(bake_spec(provider=DLAMI)).instance_type == backend.builder_cpu_type
+    assert request(bake_spec(provider=DLAMI)).instance_type == backend.images.builder_cpu_type
 
 
 def test_a_bake_without_allowed_cidrs_is_refused_before_anything_is_registered(recorded):
     with pytest.raises(SpecError, match="allowed_cidrs"):
-        cloudbake.preview(aws_spec(), created_at=CREATED_AT)
+        cloudbake.CloudBaker(backend).preview(aws_spec(), CREATED_AT)
     assert recorded() == []
 
 
@@ -164,15 +165,18 @@ def test_gpu_groups_that_install_different_software_are_not_baked_into_one_image
         {"name": "small", "roles": ["compute"], "instance_type": "g5.xlarge", "count": 1},
     ]
     spec = bake_spec(node_groups=groups, fabric="efa")
-    assert key.mixed_gpu_groups(backend, spec) == ["small"]
+    assert images.mixed_gpu_groups(backend.images, spec) == ["small"]
     with pytest.raises(SpecError, match="small install other GPU software than gpu"):
-        cloudbake.request_for(backend, spec)
+        cloudbake.request_for(backend.images, spec)
 
-    class NoLookups(type(backend)):  # type: ignore[misc]
+    class NoLookups(type(backend.images)):  # type: ignore[misc]
         def list_images(self, scope: str) -> list:
             raise AssertionError("a mixed cluster looks no image up")
 
-    assert cloudbake.CloudBaker(NoLookups()).newest(spec, SilentReporter()) is None
+    class Cloud(type(backend)):  # type: ignore[misc]
+        images = NoLookups()
+
+    assert cloudbake.CloudBaker(Cloud()).newest(spec, SilentReporter()) is None
 
 
 def test_groups_on_two_cpu_architectures_are_not_baked_into_one_image(monkeypatch):
@@ -187,10 +191,10 @@ def test_groups_on_two_cpu_architectures_are_not_baked_into_one_image(monkeypatc
     catalog = Catalog.model_construct(
         sources=real.sources, instance_types={**real.instance_types, "p6-b300.48xlarge": arm}
     )
-    monkeypatch.setattr(key, "load_catalog", lambda: catalog)
+    monkeypatch.setattr(images, "load_catalog", lambda: catalog)
     spec = bake_spec(gpu={"instance_type": "p6-b300.48xlarge"})
-    arches = key.cpu_architectures(spec)
+    arches = images.cpu_architectures(spec)
     assert sorted(arches) == ["arm64", "x86_64"]
     with pytest.raises(SpecError, match=r"arm64 \(gpu\) and x86_64 \(.+\): one baked image boots on one CPU"):
-        cloudbake.request_for(backend, spec, created_at=CREATED_AT)
-    assert key.cpu_architectures(bake_spec()) == {"x86_64": [g.name for g in bake_spec().node_groups]}
+        cloudbake.request_for(backend.images, spec, created_at=CREATED_AT)
+    assert images.cpu_architectures(bake_spec()) == {"x86_64": [g.name for g in bake_spec().node_groups]}

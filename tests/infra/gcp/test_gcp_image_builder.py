@@ -16,7 +16,7 @@ from gpufleet.infra.gcp.backend import backend
 from gpufleet.infra.gcp.compute import KEPT_BOOT_IMAGE
 from gpufleet.infra.gcp.image_builder import GUEST_OS_FEATURES
 from gpufleet.infra.gcp.mocks import GcpMockCloud
-from gpufleet.infra.images import HASH_VAR, CloudImage
+from gpufleet.infra.images import HASH_VAR, BakeRequest, CloudImage
 from gpufleet.infra.plan import Plan, run_offline
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL, GCP_IMAGE_HASH_LABEL
 from gpufleet.inventory.model import Inventory
@@ -40,7 +40,7 @@ def one(plan: Plan, type_: str):
     return found[0]
 
 
-def recorded_options(request: cloudbake.BakeRequest) -> tuple[Plan, dict[str, pulumi.ResourceOptions]]:
+def recorded_options(request: BakeRequest) -> tuple[Plan, dict[str, pulumi.ResourceOptions]]:
     options: dict[str, pulumi.ResourceOptions] = {}
 
     def program() -> Any:
@@ -48,13 +48,13 @@ def recorded_options(request: cloudbake.BakeRequest) -> tuple[Plan, dict[str, pu
             options[args.name] = args.opts
 
         pulumi.runtime.register_stack_transformation(keep)
-        return backend.builder_program(request)
+        return backend.images.builder_program(request)
 
     return run_offline(program, GcpMockCloud(request.spec), stack=request.name), options
 
 
 def test_ssh_reaches_the_builder_from_the_allowed_cidrs_only():
-    plan = cloudbake.preview(bake_spec(), created_at=CREATED_AT)
+    plan = cloudbake.CloudBaker(backend).preview(bake_spec(), CREATED_AT)
     firewalls = plan.of_type(FIREWALL)
     assert [f.inputs["sourceRanges"] for f in firewalls] == [CIDRS], [(f.urn, f.inputs) for f in firewalls]
     (rule,) = firewalls
@@ -70,7 +70,7 @@ def test_ssh_reaches_the_builder_from_the_allowed_cidrs_only():
 
 
 def test_the_image_is_made_from_the_recorded_disk_of_the_stopped_builder_with_gpu_guest_features():
-    request = replace(cloudbake.request_for(backend, bake_spec(), created_at=CREATED_AT), source=DISK)
+    request = replace(cloudbake.request_for(backend.images, bake_spec(), created_at=CREATED_AT), source=DISK)
     plan, options = recorded_options(request)
     image = one(plan, IMAGE)
     assert image.inputs["sourceDisk"] == DISK, image.inputs
@@ -85,15 +85,15 @@ def test_the_image_is_made_from_the_recorded_disk_of_the_stopped_builder_with_gp
 
 def test_a_cpu_builder_bakes_an_accelerator_image_on_its_own_disk_type():
     """The accelerator image carries the driver (gpu_stack verify): the install phase needs no GPU."""
-    request = cloudbake.request_for(backend, bake_spec("a3-ultragpu-8g"), created_at=CREATED_AT)
-    assert request.instance_type == backend.builder_cpu_type
-    builder = one(cloudbake.preview(bake_spec("a3-ultragpu-8g"), created_at=CREATED_AT), INSTANCE)
+    request = cloudbake.request_for(backend.images, bake_spec("a3-ultragpu-8g"), created_at=CREATED_AT)
+    assert request.instance_type == backend.images.builder_cpu_type
+    builder = one(cloudbake.CloudBaker(backend).preview(bake_spec("a3-ultragpu-8g"), CREATED_AT), INSTANCE)
     assert builder.inputs["bootDisk"]["initializeParams"]["type"] == "pd-balanced", builder.inputs["bootDisk"]
 
 
 def test_no_allowed_cidrs_no_bake():
     with pytest.raises(SpecError, match="allowed_cidrs"):
-        cloudbake.preview(gcp_spec(), created_at=CREATED_AT)
+        cloudbake.CloudBaker(backend).preview(gcp_spec(), CREATED_AT)
 
 
 def cluster(spec, baked: CloudImage | None) -> tuple[Plan, dict[str, list[str]]]:

@@ -160,7 +160,7 @@ def test_delete_removes_an_unused_image_by_id() -> None:
 
 def test_configure_trusts_a_recorded_hash_only_while_current() -> None:
     spec = local_spec()
-    current = bake.spec_hash(spec)
+    current = baker.spec_hash(spec)
     assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": current}) == current
     assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": "0" * 64}) is None
     assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": None}) is None
@@ -172,7 +172,7 @@ def test_configure_trusts_a_recorded_hash_only_while_current() -> None:
 def test_a_pin_change_rebuilds_and_the_same_pins_reuse(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from gpufleet.infra.local import builder
+    from gpufleet.bake import local as builder
 
     store: dict[str, bake.BakedImage] = {}
     baked: list[str] = []
@@ -188,9 +188,9 @@ def test_a_pin_change_rebuilds_and_the_same_pins_reuse(
     monkeypatch.setattr(builder, "_bake", fake_bake)
     from gpufleet.progress import SilentReporter
 
-    first = builder.ensure_baked_image(local_spec(), SilentReporter())
-    again = builder.ensure_baked_image(local_spec(name="other"), SilentReporter())
-    pinned = builder.ensure_baked_image(local_spec(software__openmpi="4.1.4"), SilentReporter())
+    first = builder.LocalBaker().build(local_spec(), SilentReporter())
+    again = builder.LocalBaker().build(local_spec(name="other"), SilentReporter())
+    pinned = builder.LocalBaker().build(local_spec(software__openmpi="4.1.4"), SilentReporter())
     assert (first.built, again.built, pinned.built) == (True, False, True)
     assert again.image is first.image and pinned.image.digest != first.image.digest
     assert baked == [first.image.ref, pinned.image.ref]

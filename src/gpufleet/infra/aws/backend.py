@@ -9,21 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufleet.bake.cloud import CloudBaker
-from gpufleet.bake.key import BakeRequest
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.aws.fleet import REPLACING_FIELDS
+from gpufleet.infra.aws.images import AwsImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
-from gpufleet.spec.model import AwsProvider, ClusterSpec, NodeGroup
+from gpufleet.spec.model import AwsProvider, ClusterSpec
 from gpufleet.state import ClusterState
+
+if TYPE_CHECKING:
+    from gpufleet.infra.backend import Backend
 
 # The common role's switch that sets each node's host name to its inventory name.
 HOSTNAME_VAR = "common_set_hostname"
@@ -91,93 +93,8 @@ class AwsBackend(PulumiBackend):
             ) from None
         return {**lost, **replace}
 
-    # ---- baked images -------------------------------------------------------------------------------
-
-    # 8 vCPUs for the DKMS and nccl-tests builds; in every commercial region (docs/aws.md).
-    builder_cpu_type = "c6i.2xlarge"
-
-    @property
-    def baker(self) -> CloudBaker:
-        """Its baked images, made by this driver's builder program (``gpufleet.bake.cloud``)."""
-        return CloudBaker(self)
-
-    def bake_base(self, spec: ClusterSpec) -> str:
-        from gpufleet.bake.key import bake_group
-        from gpufleet.catalog import load_catalog
-        from gpufleet.infra.aws.ami import family_for
-
-        ami = _provider(spec).ami
-        return ami.id or family_for(ami, load_catalog().get(bake_group(spec).instance_type))
-
-    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
-        from gpufleet.bake.key import BUILDER_ROLES
-        from gpufleet.catalog import aws_interfaces as interfaces
-        from gpufleet.catalog import load_catalog
-        from gpufleet.catalog.images import load_image_manifests
-        from gpufleet.infra.aws.ami import family_for
-        from gpufleet.infra.outputs import host_record
-
-        item = load_catalog().get(group.instance_type)
-        efa = sum(1 for slot in interfaces.group_layout(spec, group, item) if slot.is_efa)
-        return host_record(
-            name=f"{spec.name}-builder",
-            roles=BUILDER_ROLES,
-            private_ip="",
-            instance_type=group.instance_type,
-            item=item,
-            fabric_interfaces=efa,
-            image=load_image_manifests().for_family(family_for(_provider(spec).ami, item)),
-        )
-
-    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
-        from gpufleet.infra.aws.image_builder import ImageBuilderAws
-
-        return ImageBuilderAws(request.name, request).stack_outputs
-
-    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
-        import pulumi_aws as aws
-
-        from gpufleet.infra.tags import AWS_IMAGE_BASE_TAG, AWS_IMAGE_HASH_TAG
-
-        region = _provider(spec).region
-        found = aws.ec2.get_ami_ids(
-            owners=["self"],
-            filters=[
-                {"name": f"tag:{AWS_IMAGE_HASH_TAG}", "values": [digest]},
-                {"name": "state", "values": ["available"]},
-            ],
-            region=region,
-        )
-        if not found.ids:
-            return None
-        newest = found.ids[0]  # newest first (sort_ascending defaults to false)
-        ami = aws.ec2.get_ami(
-            owners=["self"], filters=[{"name": "image-id", "values": [newest]}], region=region
-        )
-        tags = ami.tags or {}
-        return CloudImage(
-            id=newest,
-            name=ami.name,
-            digest=digest,
-            base=tags.get(AWS_IMAGE_BASE_TAG, ""),
-            created=ami.creation_date,
-        )
-
-    def image_source(self, outputs: dict[str, Any]) -> str:
-        return str(outputs["instance_id"])
-
-    def image_scope(self, spec: ClusterSpec) -> str:
-        return _provider(spec).region
-
-    def list_images(self, scope: str) -> list[CloudImage]:
-        from gpufleet.infra.aws import images
-
-        return images.list_images(scope)
-
-    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
-        from gpufleet.infra.aws import images
-
-        return images.delete_image(scope, image)
+    # Its baked AMIs (``gpufleet.bake`` drives them): the base and builder of a bake, and the look-ups.
+    images = AwsImages()
 
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
         from gpufleet.infra.aws.mocks import AwsMockCloud
@@ -239,4 +156,5 @@ class AwsBackend(PulumiBackend):
         return leftovers.find_leftovers(spec.name, _provider(spec).region)
 
 
-backend = AwsBackend()
+# The table's row: the type checker holds it to the ``Backend`` protocol.
+backend: Backend = AwsBackend()

@@ -18,7 +18,7 @@ Type token ``gpufleet:aws:ImageBuilder``. Children (named after the builder, ``b
   the builder's cluster and expiry), with ``retain_on_delete``: destroying the builder stack afterwards
   removes every other resource and leaves the AMI (and its snapshots) in the account.
 
-The instance type is ``gpufleet.bake.key.builder_type``'s choice (docs/aws.md says why). Outputs:
+The instance type is ``gpufleet.infra.images.builder_type``'s choice (docs/aws.md says why). Outputs:
 ``instance_id``, ``public_ip``, ``private_ip`` and ``image_id`` (None before the image step).
 """
 
@@ -29,13 +29,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.bake.key import BakeRequest
 from gpufleet.catalog import aws as rules
 from gpufleet.catalog import load_catalog
 from gpufleet.infra import tags
 from gpufleet.infra.aws.ami import Images
 from gpufleet.infra.aws.network import build_public_network
 from gpufleet.infra.aws.security import internet_egress, ssh_ingress
+from gpufleet.infra.images import BakeRequest
 from gpufleet.infra.userdata import render_user_data
 from gpufleet.spec.model import AwsProvider, ClusterSpec
 

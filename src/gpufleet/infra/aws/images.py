@@ -10,6 +10,10 @@ Deleting one deregisters it and deletes the EBS snapshots behind it (deregisteri
 and bills them: EC2's "Deregister an AMI" page,
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/deregister-ami.html); it is refused while any instance
 runs from it or any template or live fleet names it.
+
+``AwsImages`` is what the bakers (``gpufleet.bake``) and the retention rule ask of AWS about its images
+(``gpufleet.infra.images.BakeSource``): the base image and builder of a bake, its builder program, and
+these look-ups.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpufleet.errors import ProvisionError
-from gpufleet.infra.images import CloudImage
+from gpufleet.infra.images import BUILDER_ROLES, BakeRequest, CloudImage, bake_group
 from gpufleet.infra.tags import (
     AWS_CLUSTER_TAG,
     AWS_IMAGE_BASE_TAG,
@@ -27,6 +31,7 @@ from gpufleet.infra.tags import (
     AWS_IMAGE_HASH_TAG,
     AWS_IMAGE_TAG,
 )
+from gpufleet.spec.model import AwsProvider, ClusterSpec, NodeGroup
 
 _LIVE = ["pending", "running", "stopping", "stopped", "shutting-down"]
 # A fleet in any other state (deleted, deleted_running, deleted_terminating, failed) launches nothing more
@@ -163,3 +168,85 @@ def delete_image(region: str, image: CloudImage, *, session: Any = None) -> list
             ec2.delete_snapshot(SnapshotId=snapshot)
         removed.append(f"ebs snapshot {snapshot}")
     return removed
+
+
+def _provider(spec: ClusterSpec) -> AwsProvider:
+    assert isinstance(spec.provider, AwsProvider)
+    return spec.provider
+
+
+class AwsImages:
+    """Baked AMIs: what a bake starts from and makes (``ImageBuilderAws``), and where they are found."""
+
+    # 8 vCPUs for the DKMS and nccl-tests builds; in every commercial region (docs/aws.md).
+    builder_cpu_type = "c6i.2xlarge"
+
+    def bake_base(self, spec: ClusterSpec) -> str:
+        from gpufleet.catalog import load_catalog
+        from gpufleet.infra.aws.ami import family_for
+
+        ami = _provider(spec).ami
+        return ami.id or family_for(ami, load_catalog().get(bake_group(spec).instance_type))
+
+    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        from gpufleet.catalog import aws_interfaces as interfaces
+        from gpufleet.catalog import load_catalog
+        from gpufleet.catalog.images import load_image_manifests
+        from gpufleet.infra.aws.ami import family_for
+        from gpufleet.infra.outputs import host_record
+
+        item = load_catalog().get(group.instance_type)
+        efa = sum(1 for slot in interfaces.group_layout(spec, group, item) if slot.is_efa)
+        return host_record(
+            name=f"{spec.name}-builder",
+            roles=BUILDER_ROLES,
+            private_ip="",
+            instance_type=group.instance_type,
+            item=item,
+            fabric_interfaces=efa,
+            image=load_image_manifests().for_family(family_for(_provider(spec).ami, item)),
+        )
+
+    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
+        from gpufleet.infra.aws.image_builder import ImageBuilderAws
+
+        return ImageBuilderAws(request.name, request).stack_outputs
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        return str(outputs["instance_id"])
+
+    def image_scope(self, spec: ClusterSpec) -> str:
+        return _provider(spec).region
+
+    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
+        import pulumi_aws as aws
+
+        region = _provider(spec).region
+        found = aws.ec2.get_ami_ids(
+            owners=["self"],
+            filters=[
+                {"name": f"tag:{AWS_IMAGE_HASH_TAG}", "values": [digest]},
+                {"name": "state", "values": ["available"]},
+            ],
+            region=region,
+        )
+        if not found.ids:
+            return None
+        newest = found.ids[0]  # newest first (sort_ascending defaults to false)
+        ami = aws.ec2.get_ami(
+            owners=["self"], filters=[{"name": "image-id", "values": [newest]}], region=region
+        )
+        tags = ami.tags or {}
+        return CloudImage(
+            id=newest,
+            name=ami.name,
+            digest=digest,
+            base=tags.get(AWS_IMAGE_BASE_TAG, ""),
+            created=ami.creation_date,
+        )
+
+    def list_images(self, scope: str) -> list[CloudImage]:
+        return list_images(scope)
+
+    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
+        return delete_image(scope, image)

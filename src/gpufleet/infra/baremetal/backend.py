@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import BaremetalProvider, ClusterSpec
 from gpufleet.state import ClusterState
+
+if TYPE_CHECKING:
+    from gpufleet.infra.backend import Backend
+    from gpufleet.infra.images import BakedRecord
 
 
 def inventory_path(spec: ClusterSpec, spec_path: Path | None) -> Path:
@@ -22,7 +26,6 @@ def inventory_path(spec: ClusterSpec, spec_path: Path | None) -> Path:
 
 class BaremetalBackend:
     kind = "baremetal"
-    baker = None  # a site's machines are installed in place, never from a baked image
     kept_without_state = ""
 
     def check_credentials(self, spec: ClusterSpec) -> None:
@@ -40,7 +43,7 @@ class BaremetalBackend:
         state: ClusterState,
         reporter: Reporter,
         spec_path: Path | None,
-        baked: Any | None = None,
+        baked: BakedRecord | None = None,
     ) -> Inventory:
         """The site's own inventory (nothing is made; bare metal bakes nothing, so ``baked`` is None)."""
         return Inventory.read(inventory_path(spec, spec_path))
@@ -63,4 +66,5 @@ class BaremetalBackend:
         )
 
 
-backend = BaremetalBackend()
+# The table's row: the type checker holds it to the ``Backend`` protocol.
+backend: Backend = BaremetalBackend()

@@ -12,19 +12,21 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufleet.bake.cloud import CloudBaker
-from gpufleet.bake.key import BakeRequest
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
+from gpufleet.infra.gcp.images import GcpImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
-from gpufleet.spec.model import ClusterSpec, GcpProvider, NodeGroup
+from gpufleet.spec.model import ClusterSpec, GcpProvider
 from gpufleet.state import ClusterState
+
+if TYPE_CHECKING:
+    from gpufleet.infra.backend import Backend
 
 CREDENTIAL_VARIABLES = (
     "GOOGLE_APPLICATION_CREDENTIALS",
@@ -61,82 +63,8 @@ class GcpBackend(PulumiBackend):
         args = GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
         return GpuClusterGcp(spec.name, args).stack_outputs
 
-    # ---- baked images -------------------------------------------------------------------------------
-
-    # 8 vCPUs for the DKMS and nccl-tests builds; offered in every region with GPUs (docs/gcp.md).
-    builder_cpu_type = "n2-standard-8"
-
-    @property
-    def baker(self) -> CloudBaker:
-        """Its baked images, made by this driver's builder program (``gpufleet.bake.cloud``)."""
-        return CloudBaker(self)
-
-    def bake_base(self, spec: ClusterSpec) -> str:
-        from gpufleet.bake.key import bake_group
-        from gpufleet.infra.gcp.compute import base_image
-
-        return base_image(spec, bake_group(spec).instance_type)
-
-    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
-        from gpufleet.bake.key import BUILDER_ROLES
-        from gpufleet.catalog import load_catalog
-        from gpufleet.catalog.gcp import nic_layout
-        from gpufleet.infra.gcp.compute import image_manifest
-        from gpufleet.infra.outputs import host_record
-
-        item = load_catalog().get(group.instance_type)
-        return host_record(
-            name=f"{spec.name}-builder",
-            roles=BUILDER_ROLES,
-            private_ip="",
-            instance_type=group.instance_type,
-            item=item,
-            fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
-            image=image_manifest(spec, group.instance_type),
-        )
-
-    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
-        from gpufleet.infra.gcp.image_builder import ImageBuilderGcp
-
-        return ImageBuilderGcp(request.name, request).stack_outputs
-
-    def image_source(self, outputs: dict[str, Any]) -> str:
-        return str(outputs["boot_disk"])
-
-    def image_scope(self, spec: ClusterSpec) -> str:
-        return _provider(spec).project
-
-    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
-        import pulumi_gcp as gcp
-
-        from gpufleet.infra.tags import GCP_IMAGE_BASE_LABEL, GCP_IMAGE_HASH_LABEL
-
-        found = gcp.compute.get_images(
-            # a label value holds 63 characters: the hash's first 63 (gpufleet.infra.images.matches)
-            filter=f"labels.{GCP_IMAGE_HASH_LABEL}={digest[:63]}",
-            project=_provider(spec).project,
-        )
-        if not found.images:
-            return None
-        newest = max(found.images, key=lambda image: image.creation_timestamp)
-        labels = newest.labels or {}
-        return CloudImage(
-            id=newest.name,
-            name=newest.self_link,
-            digest=labels.get(GCP_IMAGE_HASH_LABEL, digest[:63]),
-            base=labels.get(GCP_IMAGE_BASE_LABEL, ""),
-            created=newest.creation_timestamp,
-        )
-
-    def list_images(self, scope: str) -> list[CloudImage]:
-        from gpufleet.infra.gcp import images
-
-        return images.list_images(scope)
-
-    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
-        from gpufleet.infra.gcp import images
-
-        return images.delete_image(scope, image)
+    # Its baked images (``gpufleet.bake`` drives them): the base and builder of a bake, and the look-ups.
+    images = GcpImages()
 
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
         from gpufleet.infra.gcp.mocks import GcpMockCloud
@@ -188,4 +116,5 @@ class GcpBackend(PulumiBackend):
         return leftovers.find_leftovers(spec.name, _provider(spec).project)
 
 
-backend = GcpBackend()
+# The table's row: the type checker holds it to the ``Backend`` protocol.
+backend: Backend = GcpBackend()

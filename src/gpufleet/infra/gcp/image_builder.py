@@ -27,10 +27,10 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.bake.key import BakeRequest
 from gpufleet.catalog.gcp import VM_SCOPES, series_of
 from gpufleet.infra import tags
 from gpufleet.infra.gcp.compute import Images
+from gpufleet.infra.images import BakeRequest
 from gpufleet.infra.userdata import render_user_data
 from gpufleet.spec.model import GcpProvider
 

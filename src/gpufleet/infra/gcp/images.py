@@ -5,6 +5,10 @@ Its users are the disks made from it (a VM's boot disk records its ``sourceImage
 ``gpufleet-cluster`` label. Compute Engine's REST API (v1: ``images.list``, ``images.delete``,
 ``disks.aggregatedList``) is called through google-auth's authorized session on Application Default
 Credentials, so no other client library is needed; tests pass a fake ``Http``.
+
+``GcpImages`` is what the bakers (``gpufleet.bake``) and the retention rule ask of GCP about its images
+(``gpufleet.infra.images.BakeSource``): the base image and builder of a bake, its builder program, and
+these look-ups.
 """
 
 from __future__ import annotations
@@ -13,13 +17,14 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
-from gpufleet.infra.images import CloudImage
+from gpufleet.infra.images import BUILDER_ROLES, BakeRequest, CloudImage, bake_group
 from gpufleet.infra.tags import (
     GCP_CLUSTER_LABEL,
     GCP_IMAGE_BASE_LABEL,
     GCP_IMAGE_HASH_LABEL,
     GCP_IMAGE_LABEL,
 )
+from gpufleet.spec.model import ClusterSpec, GcpProvider, NodeGroup
 
 if TYPE_CHECKING:
     from google.auth.transport.requests import AuthorizedSession
@@ -124,3 +129,74 @@ def delete_image(project: str, image: CloudImage, *, http: Http | None = None) -
         )
     operation = http("DELETE", f"{COMPUTE}/projects/{project}/global/images/{image.id}", {})
     return [f"gcp image {image.id} ({operation.get('status', 'requested').lower()})"]
+
+
+def _provider(spec: ClusterSpec) -> GcpProvider:
+    assert isinstance(spec.provider, GcpProvider)
+    return spec.provider
+
+
+class GcpImages:
+    """Baked GCP images: what a bake starts from and makes (``ImageBuilderGcp``), and where they are found."""
+
+    # 8 vCPUs for the DKMS and nccl-tests builds; offered in every region with GPUs (docs/gcp.md).
+    builder_cpu_type = "n2-standard-8"
+
+    def bake_base(self, spec: ClusterSpec) -> str:
+        from gpufleet.infra.gcp.compute import base_image
+
+        return base_image(spec, bake_group(spec).instance_type)
+
+    def bake_host(self, spec: ClusterSpec, group: NodeGroup) -> dict[str, Any]:
+        from gpufleet.catalog import load_catalog
+        from gpufleet.catalog.gcp import nic_layout
+        from gpufleet.infra.gcp.compute import image_manifest
+        from gpufleet.infra.outputs import host_record
+
+        item = load_catalog().get(group.instance_type)
+        return host_record(
+            name=f"{spec.name}-builder",
+            roles=BUILDER_ROLES,
+            private_ip="",
+            instance_type=group.instance_type,
+            item=item,
+            fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
+            image=image_manifest(spec, group.instance_type),
+        )
+
+    def builder_program(self, request: BakeRequest) -> dict[str, Any]:
+        from gpufleet.infra.gcp.image_builder import ImageBuilderGcp
+
+        return ImageBuilderGcp(request.name, request).stack_outputs
+
+    def image_source(self, outputs: dict[str, Any]) -> str:
+        return str(outputs["boot_disk"])
+
+    def image_scope(self, spec: ClusterSpec) -> str:
+        return _provider(spec).project
+
+    def baked_by_invoke(self, spec: ClusterSpec, digest: str) -> CloudImage | None:
+        import pulumi_gcp as gcp
+
+        found = gcp.compute.get_images(
+            # a label value holds 63 characters: the hash's first 63 (gpufleet.infra.images.matches)
+            filter=f"labels.{GCP_IMAGE_HASH_LABEL}={digest[:63]}",
+            project=_provider(spec).project,
+        )
+        if not found.images:
+            return None
+        newest = max(found.images, key=lambda image: image.creation_timestamp)
+        labels = newest.labels or {}
+        return CloudImage(
+            id=newest.name,
+            name=newest.self_link,
+            digest=labels.get(GCP_IMAGE_HASH_LABEL, digest[:63]),
+            base=labels.get(GCP_IMAGE_BASE_LABEL, ""),
+            created=newest.creation_timestamp,
+        )
+
+    def list_images(self, scope: str) -> list[CloudImage]:
+        return list_images(scope)
+
+    def delete_image(self, scope: str, image: CloudImage) -> list[str]:
+        return delete_image(scope, image)

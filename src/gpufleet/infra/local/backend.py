@@ -13,8 +13,8 @@ from gpufleet.spec.model import ClusterSpec, LocalProvider
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
-    from gpufleet.bake.local import LocalBaker
-    from gpufleet.infra.local.bake import BakedImage
+    from gpufleet.infra.backend import Backend
+    from gpufleet.infra.images import BakedRecord
 
 
 class LocalBackend:
@@ -44,7 +44,7 @@ class LocalBackend:
         state: ClusterState,
         reporter: Reporter,
         spec_path: Path | None,
-        baked: BakedImage | None = None,
+        baked: BakedRecord | None = None,
     ) -> Inventory:
         cluster = LocalCluster(spec, state, reporter)
         return cluster.up() if baked is None else cluster.up(image=baked.ref, digest=baked.digest)
@@ -64,12 +64,6 @@ class LocalBackend:
     def connection(self, spec: ClusterSpec, state: ClusterState) -> Connection:
         return LocalCluster(spec, state, SilentReporter()).connection()
 
-    @property
-    def baker(self) -> LocalBaker:
-        """Podman images with the roles' install phase baked in (``gpufleet.bake.local``)."""
-        from gpufleet.bake.local import baker
 
-        return baker
-
-
-backend = LocalBackend()
+# The table's row: the type checker holds it to the ``Backend`` protocol.
+backend: Backend = LocalBackend()

@@ -1,7 +1,7 @@
 """Baked node images of the local backend: what they are keyed by, and the record podman keeps of them.
 
 A baked image is a node with every role's install phase applied (``playbooks/bake.yml --tags install``),
-committed with ``podman commit`` (gpufleet.infra.local.builder makes it). It is keyed by a content hash of
+committed with ``podman commit`` (``gpufleet.bake.local`` makes it). It is keyed by a content hash of
 what went into it (``gpufleet.infra.images``): every file under ``roles/`` and ``playbooks/`` that
 Ansible reads (not READMEs, not role tests) and the pins (the spec's ``software`` block, the local
 provider's settings but the node sizes, and the node image it was made from). The record is the
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufleet.errors import ProvisionError
-from gpufleet.infra.images import CONFIGURE_ONLY_SOFTWARE, content_hash, the_one
+from gpufleet.infra.images import CONFIGURE_ONLY_SOFTWARE, the_one
 from gpufleet.infra.local.image import node_image_ref
 from gpufleet.infra.local.podman import Podman
 from gpufleet.spec.model import ClusterSpec, LocalProvider
@@ -36,21 +36,21 @@ CLUSTER_LABEL = "gpufleet.cluster"
 _CONFIGURE_ONLY_PROVIDER_FIELDS = frozenset({"node_cpus", "node_memory_mb", "net_admin"})
 
 
-def bake_pins(spec: ClusterSpec) -> dict[str, Any]:
-    """Everything besides the role files that decides what the install phase puts on a node."""
+def provider_of(spec: ClusterSpec) -> LocalProvider:
+    """The local provider's settings of a spec (the node image's release and mirror)."""
     provider = spec.provider
     assert isinstance(provider, LocalProvider)
+    return provider
+
+
+def bake_pins(spec: ClusterSpec) -> dict[str, Any]:
+    """Everything besides the role files that decides what the install phase puts on a node."""
+    provider = provider_of(spec)
     return {
         "software": spec.software.model_dump(mode="json", exclude=set(CONFIGURE_ONLY_SOFTWARE)),
         "provider": provider.model_dump(mode="json", exclude=set(_CONFIGURE_ONLY_PROVIDER_FIELDS)),
         "base_image": node_image_ref(provider.debian_release, provider.mirror),
     }
-
-
-def spec_hash(spec: ClusterSpec) -> str:
-    from gpufleet.configure.runner import project_root
-
-    return content_hash(project_root(), bake_pins(spec))
 
 
 def image_ref(release: str, digest: str) -> str:
@@ -81,7 +81,7 @@ class BakedImage:
             "used by": ", ".join(self.used_by) or "-",
         }
 
-    def as_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.ref,
             "id": self.image_id[:12],
