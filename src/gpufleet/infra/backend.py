@@ -1,10 +1,10 @@
 """The one table from a spec's ``provider.kind`` to the backend that makes, shows and destroys its machines.
 
-Every provider folder (``gpufleet.infra.local``, ``baremetal``, ``aws``, ``gcp``) exports ``backend``, an
-object with the methods of ``Backend``; every backend returns the same ``Inventory``. The clouds' backends
-are ``PulumiBackend``s (``gpufleet.infra.automation``): the same cloud-blind Automation API driver, with
-the cloud's own component, mocks, stack config, credentials check, SSH route, leftover finder and baked
-images. This is the only place that names the providers; nothing else branches on ``provider.kind``: what
+Every provider folder (``gpufleet.infra.local``, ``baremetal``, ``aws``, ``gcp``, ``azure``) exports
+``backend``, an object with the methods of ``Backend``; every backend returns the same ``Inventory``. The
+clouds' backends are ``PulumiBackend``s (``gpufleet.infra.automation``): the same cloud-blind Automation
+API driver, with the cloud's own component, mocks, stack config, credentials check, SSH route, leftover
+finder and baked images. This is the only place that names the providers; nothing else branches on ``provider.kind``: what
 differs between them is a column here (a Pulumi program, images baked on this machine, configure from the
 head). The bakers stand above this table (``gpufleet.bake.baker`` builds one per backend from it).
 
@@ -93,6 +93,7 @@ BACKENDS: dict[str, _Entry] = {
     "baremetal": _Entry("gpufleet.infra.baremetal", pulumi=False),
     "aws": _Entry("gpufleet.infra.aws", pulumi=True, head_by_default=True),
     "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, head_by_default=True),
+    "azure": _Entry("gpufleet.infra.azure", pulumi=True),
 }
 PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 HEAD_BY_DEFAULT = tuple(kind for kind, entry in BACKENDS.items() if entry.head_by_default)
