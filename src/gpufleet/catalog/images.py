@@ -48,7 +48,9 @@ PERSISTENCE = "persistence_mode"
 # The fabric side of an image that carries one (Microsoft's HPC images): optional, listed only by the
 # manifests of such images; the infiniband role verifies what is listed and installs the rest.
 FABRIC_COMPONENTS = ("doca_ofed", "hpcx", "nvidia_peermem", "imex", "lustre_client")
-COMPONENTS = tuple(name for name in get_args(Component) if name != PERSISTENCE and name not in FABRIC_COMPONENTS)
+COMPONENTS = tuple(
+    name for name in get_args(Component) if name != PERSISTENCE and name not in FABRIC_COMPONENTS
+)
 # Components whose path a role reads when it verifies them (cuda: CUDA_HOME; nccl: NCCL's home).
 PATH_COMPONENTS = ("cuda", "nccl")
 

@@ -66,10 +66,10 @@ def azure_ib_domain(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "azure_ib_domain",
                 _path(spec, group, "count"),
                 f"group '{group.name}' has {group.count} VMs; InfiniBand links only the VMs of one scale "
-                f"set, which holds at most {limit} (provider.ib_domain_max_vms; Azure's default is 100). Split it "
-                f"into {parts} groups of at most {limit} (each its own scale set and InfiniBand domain: jobs "
-                "that span groups get no InfiniBand between them), or, where Microsoft raised the "
-                "subscription's limit on request, set provider.ib_domain_max_vms",
+                f"set, which holds at most {limit} (provider.ib_domain_max_vms; Azure's default is 100). "
+                f"Split it into {parts} groups of at most {limit} (each its own scale set and InfiniBand "
+                "domain: jobs that span groups get no InfiniBand between them), or, where Microsoft "
+                "raised the subscription's limit on request, set provider.ib_domain_max_vms",
             )
     if len(ib_groups) > 1:
         names = ", ".join(group.name for group in ib_groups)
@@ -160,9 +160,9 @@ def azure_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "azure_image",
                 "provider.image",
                 f"{group.instance_type} is {item.cpu_arch} (Grace), and Microsoft publishes no Ubuntu HPC "
-                "image URN for it (azhpc-images lists x64 ones only): set provider.image.id to an Arm64 Gen2 image "
-                "(a Compute Gallery image built with azhpc-images' GB200 scripts) or provider.image.urn "
-                "to an Arm64 marketplace image, with architecture: Arm64",
+                "image URN for it (azhpc-images lists x64 ones only): set provider.image.id to an Arm64 Gen2 "
+                "image (a Compute Gallery image built with azhpc-images' GB200 scripts) or "
+                "provider.image.urn to an Arm64 marketplace image, with architecture: Arm64",
             )
             return
         if choice.architecture is None:
@@ -194,7 +194,8 @@ def azure_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "azure_image",
                 "provider.image.os_release",
                 f"gpufleet does not know the Ubuntu release of {choice.id or choice.urn}; the head node "
-                "boots the same release (one Slurm): set provider.image.os_release (ubuntu-22.04 or ubuntu-24.04)",
+                "boots the same release (one Slurm): set provider.image.os_release (ubuntu-22.04 or "
+                "ubuntu-24.04)",
             )
         return
 
