@@ -127,17 +127,22 @@ def build_network(
         tags=tags,
         opts=opts,
     )
-    nat_ip = azure.network.PublicIPAddress(
-        f"{name}-nat-ip",
-        public_ip_address_name=f"{name}-nat-ip",
-        resource_group_name=group,
-        location=location,
-        sku={"name": "Standard", "tier": "Regional"},
-        public_ip_allocation_method="Static",
-        public_ip_address_version="IPv4",
-        tags=tags,
-        opts=opts,
-    )
+
+    def public_ip(role: str) -> azure.network.PublicIPAddress:
+        """A Standard, static IPv4 address (what a NAT gateway and Bastion take)."""
+        return azure.network.PublicIPAddress(
+            f"{name}-{role}",
+            public_ip_address_name=f"{name}-{role}",
+            resource_group_name=group,
+            location=location,
+            sku={"name": "Standard", "tier": "Regional"},
+            public_ip_allocation_method="Static",
+            public_ip_address_version="IPv4",
+            tags=tags,
+            opts=opts,
+        )
+
+    nat_ip = public_ip("nat-ip")
     nat = azure.network.NatGateway(
         f"{name}-nat",
         nat_gateway_name=f"{name}-nat",
@@ -167,17 +172,7 @@ def build_network(
     nodes = subnet("nodes", f"{name}-nodes", cut.nodes, private=True)
     lustre_subnet = subnet("lustre", f"{name}-lustre", cut.lustre, private=True) if lustre else None
     bastion_subnet = subnet("bastion-subnet", BASTION_SUBNET, cut.bastion, private=False)
-    bastion_ip = azure.network.PublicIPAddress(
-        f"{name}-bastion-ip",
-        public_ip_address_name=f"{name}-bastion-ip",
-        resource_group_name=group,
-        location=location,
-        sku={"name": "Standard", "tier": "Regional"},
-        public_ip_allocation_method="Static",
-        public_ip_address_version="IPv4",
-        tags=tags,
-        opts=opts,
-    )
+    bastion_ip = public_ip("bastion-ip")
     bastion = azure.network.BastionHost(
         f"{name}-bastion",
         bastion_host_name=f"{name}-bastion",
