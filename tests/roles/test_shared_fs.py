@@ -192,7 +192,7 @@ def test_user_options_replace_the_kinds_defaults(tmp_path):
             "ubuntu-24.04",
             {"kind": "lustre", "mount_point": "/x"},
             "gpufleet_filesystem.kind is 'lustre'; the shared_fs role mounts none, volume, nfs, filestore, "
-            "fsx_lustre, managed_lustre.",
+            "fsx_lustre, managed_lustre, azure_lustre.",
         ),
         (
             "ubuntu-22.04",
