@@ -129,3 +129,25 @@ def test_a_tunnel_that_never_opens_fails_with_a_message(monkeypatch, tmp_path):
         check=False,
     )
     assert done.returncode == 255 and "Azure Bastion tunnel to 10.40.0.5 did not open" in done.stderr
+
+
+def test_azure_bakes_no_image_yet_and_says_so():
+    """The table keeps bakes away from Azure (no builder yet): no baker, ``image build`` refuses with the
+    way forward, ``stacks/`` looks nothing up, and ``images`` explains itself if anything asks."""
+    from typer.testing import CliRunner
+
+    from gpufleet.bake.baker import baker_of
+    from gpufleet.bake.cloud import find_baked_in_program
+    from gpufleet.cli.app import app
+    from gpufleet.errors import ExitCode, SpecError
+    from gpufleet.infra.backend import BACKENDS, pulumi_backend_of
+
+    assert BACKENDS["azure"].pulumi and not BACKENDS["azure"].bakes_in_cloud
+    assert baker_of("azure") is None
+    result = CliRunner().invoke(app, ["image", "build", str(EXAMPLE)])
+    assert result.exit_code == ExitCode.SPEC, result.output
+    assert "provider 'azure' bakes no node image" in " ".join(result.output.split()), result.output
+    assert find_baked_in_program(load_spec(EXAMPLE)) is None
+    with pytest.raises(SpecError, match="bakes no Azure images yet") as refused:
+        _ = pulumi_backend_of("azure").images
+    assert "provider.image.id" in (refused.value.hint or "")

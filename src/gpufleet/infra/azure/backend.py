@@ -7,8 +7,9 @@ a proxy script opens ``az network bastion tunnel`` to the node's private IP on a
 relays SSH's stdin and stdout to it. The leftover finder is ``gpufleet.infra.azure.leftovers`` (the
 resource group, then Azure Resource Graph).
 
-Baked images: gpufleet has no Azure image builder yet; ``baker`` is None (as on bare metal), so ``up`` boots
-Microsoft's HPC image (or ``provider.image``) and ``configure`` verifies what it ships and installs the rest.
+Baked images: gpufleet has no Azure image builder yet (the backend table's ``bakes_in_cloud`` is false, so
+there is no baker, as on bare metal): ``up`` boots Microsoft's HPC image (or ``provider.image``) and
+``configure`` verifies what it ships and installs the rest. ``images`` says so to anything that asks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufleet.errors import EnvironmentProblem
+from gpufleet.errors import EnvironmentProblem, SpecError
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
@@ -31,7 +32,8 @@ from gpufleet.spec.model import AzureProvider, ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
-    from gpufleet.bake.baker import Baker
+    from gpufleet.infra.backend import Backend
+    from gpufleet.infra.images import BakeSource
 
 # Service principal / workload identity variables azure-native reads (ARM_*) and azure-identity reads
 # (AZURE_*); without any, the Azure CLI's login (~/.azure) is used by both.
@@ -95,13 +97,14 @@ class AzureBackend(PulumiBackend):
         return GpuClusterAzure(spec.name, args).stack_outputs
 
     @property
-    def baker(self) -> Baker | None:
-        """None: gpufleet bakes no Azure image yet (docs/azure.md, "Images")."""
-        return None
-
-    def find_baked_in_program(self, spec: ClusterSpec) -> CloudImage | None:
-        """No baked Azure images: the stacks/ program boots the spec's image, as ``gpufleet up`` does."""
-        return None
+    def images(self) -> BakeSource:
+        """No builder yet: the table keeps every bake away from Azure (``bakes_in_cloud``); were one asked,
+        it would be told why rather than handed a source that finds nothing."""
+        raise SpecError(
+            "gpufleet bakes no Azure images yet: Azure nodes boot Microsoft's HPC image or provider.image",
+            hint="build an image with Azure/azhpc-images' Packer files or Azure Image Builder and give its "
+            "id as provider.image.id (docs/azure.md, 'Images')",
+        )
 
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
         from gpufleet.infra.azure.mocks import AzureMockCloud
@@ -173,4 +176,5 @@ class AzureBackend(PulumiBackend):
         return leftovers.find_leftovers(spec.name, _provider(spec).subscription)
 
 
-backend = AzureBackend()
+# The table's row: the type checker holds it to the ``Backend`` protocol.
+backend: Backend = AzureBackend()
