@@ -171,11 +171,8 @@ def gpu_image(
 def plain_image(os_release: str | None, item: InstanceType | None) -> ImageChoice:
     """The plain Ubuntu a head or CPU node boots: the GPU nodes' release, the node's own architecture."""
     arch = AZURE_ARCH[item.cpu_arch if item else "x86_64"]
-    urn = next(
-        PLAIN_UBUNTU[(release, arch)]
-        for release in (os_release, "ubuntu-22.04", "ubuntu-24.04")
-        if (release, arch) in PLAIN_UBUNTU
-    )
+    releases = [release for release in (os_release, "ubuntu-22.04", "ubuntu-24.04") if release is not None]
+    urn = next(PLAIN_UBUNTU[(release, arch)] for release in releases if (release, arch) in PLAIN_UBUNTU)
     known = MARKETPLACE_IMAGES[urn]
     return ImageChoice(urn, None, known.architecture, known.generation, known.os_release, known.manifest)
 

@@ -189,6 +189,7 @@ def test_managed_lustre_gets_its_subnet_container_and_mount_source(record):
     assert settings == {
         "container": f"{account}/blobServices/default/containers/checkpoints",
         "loggingContainer": f"{account}/blobServices/default/containers/lustre-logs",
+        "importPrefix": "/",  # the SDK's default: the file system starts with the container's files
     }, fs.urn
     output = rec.outputs["filesystem"]
     mgs = rec.computed[fs.urn]["clientInfo"]["mgsAddress"]

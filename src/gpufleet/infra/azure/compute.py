@@ -55,13 +55,13 @@ def scale_set(
     )
 
 
-def image_reference(image: ImageChoice) -> dict[str, str]:
+def image_reference(image: ImageChoice) -> azure.compute.ImageReferenceArgs:
     """An ImageReference: a marketplace URN split in its four parts, or a managed or gallery image id."""
     if image.id is not None:
-        return {"id": image.id}
+        return azure.compute.ImageReferenceArgs(id=image.id)
     assert image.urn is not None
     publisher, offer, sku, version = image.urn.split(":")
-    return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+    return azure.compute.ImageReferenceArgs(publisher=publisher, offer=offer, sku=sku, version=version)
 
 
 def _custom_data(text: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -105,39 +105,46 @@ def host_vm(
         tags={**tags, "gpufleet:group": group.name},
         opts=opts,
     )
-    keys = [{"path": f"/home/{IMAGE_USER}/.ssh/authorized_keys", "key_data": key} for key in ssh_keys]
+    keys = [
+        azure.compute.SshPublicKeyArgs(path=f"/home/{IMAGE_USER}/.ssh/authorized_keys", key_data=key)
+        for key in ssh_keys
+    ]
     vm = azure.compute.VirtualMachine(
         hostname,
         vm_name=hostname,
         resource_group_name=resource_group,
         location=location,
         zones=[zone] if zone else None,
-        hardware_profile={"vm_size": group.instance_type},
-        storage_profile={
-            "image_reference": image_reference(image),
-            "os_disk": {
-                "name": f"{hostname}-os",
-                "create_option": "FromImage",
-                "caching": "ReadWrite",
-                "disk_size_gb": group.root_volume_gib,
-                "delete_option": "Delete",
-                "managed_disk": {"storage_account_type": "Premium_LRS"},
-            },
-        },
-        os_profile={
-            "computer_name": hostname,
-            "admin_username": IMAGE_USER,
-            "custom_data": _custom_data(user_data),
-            "linux_configuration": {
-                "disable_password_authentication": True,
-                "provision_vm_agent": True,
-                "ssh": {"public_keys": keys},
-            },
-        },
-        network_profile={
-            "network_interfaces": [{"id": nic.id, "primary": True, "delete_option": "Delete"}],
-        },
-        virtual_machine_scale_set={"id": scale_set.id} if scale_set is not None else None,
+        hardware_profile=azure.compute.HardwareProfileArgs(vm_size=group.instance_type),
+        storage_profile=azure.compute.StorageProfileArgs(
+            image_reference=image_reference(image),
+            os_disk=azure.compute.OSDiskArgs(
+                name=f"{hostname}-os",
+                create_option="FromImage",
+                caching=azure.compute.CachingTypes.READ_WRITE,
+                disk_size_gb=group.root_volume_gib,
+                delete_option="Delete",
+                managed_disk=azure.compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
+            ),
+        ),
+        os_profile=azure.compute.OSProfileArgs(
+            computer_name=hostname,
+            admin_username=IMAGE_USER,
+            custom_data=_custom_data(user_data),
+            linux_configuration=azure.compute.LinuxConfigurationArgs(
+                disable_password_authentication=True,
+                provision_vm_agent=True,
+                ssh=azure.compute.SshConfigurationArgs(public_keys=keys),
+            ),
+        ),
+        network_profile=azure.compute.NetworkProfileArgs(
+            network_interfaces=[
+                azure.compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True, delete_option="Delete")
+            ],
+        ),
+        virtual_machine_scale_set=(
+            azure.compute.SubResourceArgs(id=scale_set.id) if scale_set is not None else None
+        ),
         tags={**tags, "gpufleet:group": group.name},
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on, ignore_changes=list(KEPT_IMAGE)),
     )

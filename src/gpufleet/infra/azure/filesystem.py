@@ -29,7 +29,7 @@ from gpufleet.spec.model import AzureLustreFilesystem, ClusterSpec
 
 MOUNT_DOC = "https://learn.microsoft.com/en-us/azure/azure-managed-lustre/connect-clients"
 FILESYSTEM_NAME = "lustrefs"
-MAINTENANCE = {"day_of_week": "Sunday", "time_of_day_utc": "02:00"}
+MAINTENANCE_TIME = "02:00"  # a weekly 30-minute window, Sundays, UTC
 
 
 @dataclass
@@ -58,22 +58,24 @@ def build_filesystem(
     repository = fs.data_repository
     if repository is not None:
         containers = f"{repository.storage_account_id}/blobServices/default/containers"
-        hsm = {
-            "settings": {
-                "container": f"{containers}/{repository.container}",
-                "logging_container": f"{containers}/{repository.logging_container}",
-            }
-        }
+        hsm = azure.storagecache.AmlFilesystemHsmArgs(
+            settings=azure.storagecache.AmlFilesystemHsmSettingsArgs(
+                container=f"{containers}/{repository.container}",
+                logging_container=f"{containers}/{repository.logging_container}",
+            )
+        )
     amlfs = azure.storagecache.AmlFilesystem(
         amlfs_name(spec.name),
         aml_filesystem_name=amlfs_name(spec.name),
         resource_group_name=resource_group,
         location=location,
         zones=[zone] if zone else None,
-        sku={"name": fs.sku},
+        sku=azure.storagecache.SkuNameArgs(name=fs.sku),
         storage_capacity_ti_b=float(fs.size_tib),
         filesystem_subnet=subnet.id,
-        maintenance_window=MAINTENANCE,
+        maintenance_window=azure.storagecache.AmlFilesystemMaintenanceWindowArgs(
+            day_of_week=azure.storagecache.MaintenanceDayOfWeekType.SUNDAY, time_of_day_utc=MAINTENANCE_TIME
+        ),
         hsm=hsm,
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
