@@ -91,7 +91,8 @@ INVALID = [
         "p5.48xlarge",
         ["node_groups[1].instance_type", "instance_type: local"],
     ),
-    (LOCAL, "provider", {"kind": "azure"}, ["provider", "unknown kind", "'aws'"]),
+    (LOCAL, "provider", {"kind": "ibmcloud"}, ["provider", "unknown kind", "'aws'"]),
+    (LOCAL, "provider", {"kind": "azure"}, ["provider.subscription", "this field is required"]),
     (LOCAL, "node_groups.0.count", 2, ["node_groups[0]", "set count: 1"]),
     (
         LOCAL,

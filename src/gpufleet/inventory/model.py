@@ -38,6 +38,7 @@ _HOST_FIELDS = {
     "fabric_nics": "gpufleet_fabric_nics",
     "fabric_host_nics": "gpufleet_fabric_host_nics",
     "fabric_port_gbps": "gpufleet_fabric_port_gbps",
+    "fabric_nvlink_domain": "gpufleet_fabric_nvlink_domain",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
     "gpu_arch": "gpufleet_gpu_arch",
@@ -87,6 +88,9 @@ class Host(BaseModel):
     fabric_nics: list[str] = Field(default_factory=list, description="GPU NIC names (GCP)")
     fabric_host_nics: list[str] = Field(default_factory=list, description="host NIC names NCCL boots over")
     fabric_port_gbps: int | None = Field(default=None, description="rate of each InfiniBand port")
+    fabric_nvlink_domain: int | None = Field(
+        default=None, description="nodes of one multi-node NVLink domain (GB200/GB300: 18); null: none"
+    )
 
     @model_validator(mode="after")
     def _default_gpu_stack(self) -> Host:
@@ -113,6 +117,7 @@ class Host(BaseModel):
             "fabric_nics": list(fabric.nic_names),
             "fabric_host_nics": list(fabric.host_nic_names),
             "fabric_port_gbps": fabric.port_gbps,
+            "fabric_nvlink_domain": fabric.nvlink_domain_vms,
         }
         return {**facts, **data}
 

@@ -111,8 +111,8 @@ class CloudExpired:
     """A cluster past its expiry by a cloud's tags or labels (``find_expired``), as the reaper sees it."""
 
     cluster: str
-    provider: str  # "aws", "gcp"
-    scope: str  # the region (AWS) or project (GCP) it was found in
+    provider: str  # "aws", "gcp", "azure"
+    scope: str  # the region (AWS), project (GCP) or subscription (Azure) it was found in
     expires_at: str
 
 

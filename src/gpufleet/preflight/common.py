@@ -11,7 +11,7 @@ from gpufleet.catalog.os_releases import OS_RELEASES, SLURM_COMPATIBILITY_DOC, s
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
-_CLOUDS = ("aws", "gcp")
+_CLOUDS = ("aws", "gcp", "azure")
 _GENERIC = "baremetal"  # a bare-metal machine with no catalog entry (preflight.baremetal.GENERIC_TYPE)
 
 
@@ -123,7 +123,7 @@ def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             )
 
 
-@check("cuda_targets_gpu", providers=("aws", "gcp", "baremetal"))
+@check("cuda_targets_gpu", providers=("aws", "gcp", "azure", "baremetal"))
 def cuda_targets_gpu(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """nccl-tests is built for the GPU's architecture: the spec's CUDA must be able to target it."""
     for group in spec.compute_groups:
@@ -156,7 +156,7 @@ def compute_types_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Findi
         )
 
 
-@check("gpus_present", providers=("aws", "gcp", "baremetal"))
+@check("gpus_present", providers=("aws", "gcp", "azure", "baremetal"))
 def gpus_present(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     for group in spec.compute_groups:
         item = catalog.get(group.instance_type)
@@ -169,7 +169,7 @@ def gpus_present(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
-@check("multi_node", providers=("aws", "gcp", "baremetal", "local"))
+@check("multi_node", providers=("aws", "gcp", "azure", "baremetal", "local"))
 def multi_node(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if spec.compute_count < 2:
         yield Finding(

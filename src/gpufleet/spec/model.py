@@ -153,6 +153,7 @@ class ProviderKind(StrEnum):
     LOCAL = "local"
     AWS = "aws"
     GCP = "gcp"
+    AZURE = "azure"
     BAREMETAL = "baremetal"
 
 
@@ -258,6 +259,113 @@ class GcpProvider(SpecModel):
         return self
 
 
+# An Azure subscription id (a GUID) and a region's programmatic name ('az account list-locations --query
+# "[].name"': eastus, southcentralus, swedencentral).
+_AZURE_SUBSCRIPTION = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_AZURE_LOCATION = r"^[a-z]+[a-z0-9]*$"
+# A marketplace image URN, publisher:offer:sku:version ('az vm image list --all' prints it).
+_AZURE_URN = (
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9._-]+$"
+)
+# A managed image or a Compute Gallery image (version) resource id.
+_AZURE_IMAGE_ID = (
+    r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[A-Za-z0-9._()-]+/providers/Microsoft\.Compute/"
+    r"(images/[A-Za-z0-9._-]+|galleries/[A-Za-z0-9._]+/images/[A-Za-z0-9._-]+(/versions/[0-9.]+)?)$"
+)
+
+
+class AzureImage(SpecModel):
+    """The image the GPU nodes boot: Microsoft's Ubuntu HPC image for the SKU (the default), a marketplace
+    image by ``urn``, or a managed or Compute Gallery image by ``id`` (a gpufleet-baked or a site's own)."""
+
+    urn: (
+        Annotated[
+            str,
+            _pattern(
+                _AZURE_URN, "expected publisher:offer:sku:version, e.g. microsoft-dsvm:ubuntu-hpc:2204:latest"
+            ),
+        ]
+        | None
+    ) = None
+    id: (
+        Annotated[
+            str,
+            _pattern(
+                _AZURE_IMAGE_ID,
+                "expected a managed image or Compute Gallery image id, "
+                "/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Compute/...",
+            ),
+        ]
+        | None
+    ) = None
+    architecture: Literal["x64", "Arm64"] | None = Field(
+        default=None,
+        description="the CPU architecture the image is built for; default: the catalog's for a known URN. "
+        "Needed for an image 'id' or an unknown URN (preflight compares it with the SKU's)",
+    )
+    generation: Literal["V1", "V2"] = Field(
+        default="V2", description="the Hyper-V generation of the image (ND v5 and v6 boot Gen2 only)"
+    )
+    os_release: Literal["ubuntu-22.04", "ubuntu-24.04"] | None = Field(
+        default=None,
+        description="the Ubuntu release of an image 'id' or an unknown URN; default: the catalog's",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AzureImage:
+        if self.urn is not None and self.id is not None:
+            raise PydanticCustomError(
+                "image_source", "give the image's 'urn' or its 'id', not both", {"at": "id"}
+            )
+        return self
+
+
+class AzureProvider(SpecModel):
+    """Microsoft Azure: one resource group per cluster in ``subscription``, in region ``location``."""
+
+    kind: Literal["azure"] = "azure"
+    subscription: Annotated[
+        str,
+        _pattern(
+            _AZURE_SUBSCRIPTION,
+            "expected a subscription id (a GUID, lower case), e.g. 00000000-1111-2222-3333-444444444444",
+        ),
+    ] = Field(description="the subscription the cluster's resource group is made in")
+    location: Annotated[
+        str, _pattern(_AZURE_LOCATION, "expected an Azure region name such as eastus or southcentralus")
+    ] = Field(description="the Azure region (its programmatic name)")
+    zone: Literal["1", "2", "3"] | None = Field(
+        default=None,
+        description="an availability zone for the nodes and the Managed Lustre file system; null: regional "
+        "(no zone), where the SKU's capacity is not zonal",
+    )
+    image: AzureImage = Field(default=AzureImage(), description="the image the GPU nodes boot")
+    ib_domain_max_vms: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="the most VMs one scale set (one InfiniBand domain) may hold: 100 by default, more "
+        "only where Microsoft raised the subscription's limit on request",
+    )
+    address_space: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("10.40.0.0/16"),
+        description="the cluster's virtual network (a /16 to a /20, private): nodes, Bastion and Lustre "
+        "get subnets of it",
+    )
+
+    @field_validator("address_space")
+    @classmethod
+    def _private_range(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if not value.is_private or not 16 <= value.prefixlen <= 20:
+            raise PydanticCustomError(
+                "address_space",
+                "'{value}' must be a private range from /16 to /20 (the nodes, Bastion and Lustre subnets "
+                "are cut from it), e.g. 10.40.0.0/16",
+                {"value": str(value)},
+            )
+        return value
+
+
 class BaremetalProvider(SpecModel):
     """Machines that already exist, described by a hand-written Ansible inventory."""
 
@@ -278,7 +386,7 @@ class BaremetalProvider(SpecModel):
 
 
 Provider = Annotated[
-    LocalProvider | AwsProvider | GcpProvider | BaremetalProvider,
+    LocalProvider | AwsProvider | GcpProvider | AzureProvider | BaremetalProvider,
     Field(discriminator="kind"),
 ]
 
@@ -538,6 +646,83 @@ class ManagedLustreFilesystem(SpecModel):
     )
 
 
+class BlobDataRepository(SpecModel):
+    """The Blob container an Azure Managed Lustre file system hydrates from and archives to: its durable
+    copy, which ``gpufleet down`` archives to before it deletes the file system (docs/azure.md). It lives
+    outside the cluster's resource group, so it outlives the cluster."""
+
+    storage_account_id: Annotated[
+        str,
+        _pattern(
+            r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[A-Za-z0-9._()-]+/providers/"
+            r"Microsoft\.Storage/storageAccounts/[a-z0-9]{3,24}$",
+            "expected a storage account id, /subscriptions/<id>/resourceGroups/<rg>/providers/"
+            "Microsoft.Storage/storageAccounts/<name>",
+        ),
+    ] = Field(description="the storage account (hierarchical namespace off) that holds both containers")
+    container: Annotated[
+        str,
+        _pattern(
+            r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+            "expected a container name: 3-63 of a-z, 0-9 and '-'",
+        ),
+    ] = Field(description="the container of the durable copy")
+    logging_container: Annotated[
+        str,
+        _pattern(
+            r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+            "expected a container name: 3-63 of a-z, 0-9 and '-'",
+        ),
+    ] = Field(
+        default="lustre-logs",
+        description="a second container of the same account for the file system's import and archive logs",
+    )
+    file_system_path: AbsolutePath = Field(
+        default="/", description="the folder of the file system to archive, from its root"
+    )
+
+    @model_validator(mode="after")
+    def _two_containers(self) -> BlobDataRepository:
+        if self.container == self.logging_container:
+            raise PydanticCustomError(
+                "logging_container",
+                "Managed Lustre logs to a container of its own: set logging_container to another name than "
+                "'{name}'",
+                {"name": self.container, "at": "logging_container"},
+            )
+        return self
+
+    @property
+    def account_name(self) -> str:
+        return self.storage_account_id.rsplit("/", 1)[-1]
+
+    @property
+    def container_url(self) -> str:
+        return f"https://{self.account_name}.blob.core.windows.net/{self.container}"
+
+
+class AzureLustreFilesystem(SpecModel):
+    """Azure Managed Lustre (an AML file system) in a subnet of the cluster's network."""
+
+    kind: Literal["azure_lustre"] = "azure_lustre"
+    sku: Literal[
+        "AMLFS-Durable-Premium-40",
+        "AMLFS-Durable-Premium-125",
+        "AMLFS-Durable-Premium-250",
+        "AMLFS-Durable-Premium-500",
+    ] = Field(default="AMLFS-Durable-Premium-250", description="the throughput tier, MB/s per TiB")
+    size_tib: int = Field(ge=4, le=12500, description="capacity in TiB (steps per SKU: gpufleet check)")
+    mount_point: AbsolutePath = "/lustre"
+    data_repository: BlobDataRepository | None = Field(
+        default=None,
+        description="a Blob container the file system archives to before 'gpufleet down' deletes it",
+    )
+
+    @property
+    def throughput_per_tib(self) -> int:
+        return int(self.sku.rsplit("-", 1)[-1])
+
+
 class FilestoreFilesystem(SpecModel):
     """Google Cloud Filestore (NFS)."""
 
@@ -559,7 +744,8 @@ Filesystem = Annotated[
     | NfsFilesystem
     | FsxLustreFilesystem
     | ManagedLustreFilesystem
-    | FilestoreFilesystem,
+    | FilestoreFilesystem
+    | AzureLustreFilesystem,
     Field(discriminator="kind"),
 ]
 
@@ -568,6 +754,7 @@ FILESYSTEMS_BY_PROVIDER: dict[str, tuple[str, ...]] = {
     "baremetal": ("none", "nfs"),
     "aws": ("none", "fsx_lustre"),
     "gcp": ("none", "managed_lustre", "filestore"),
+    "azure": ("none", "azure_lustre"),
 }
 
 
@@ -898,7 +1085,7 @@ class ClusterSpec(SpecModel):
     """A whole cluster: where, what, how it is wired, what it runs, who reaches it, how long it lives."""
 
     name: ClusterName = Field(description="the cluster's name, part of every host and resource name")
-    provider: Annotated[Provider, Field(description="where: local, aws, gcp or baremetal (by 'kind')")]
+    provider: Annotated[Provider, Field(description="where: local, aws, gcp, azure or baremetal (by 'kind')")]
     node_groups: list[NodeGroup] = Field(
         min_length=2, description="one controller group (count 1) and at least one compute group"
     )
@@ -908,7 +1095,7 @@ class ClusterSpec(SpecModel):
     access: Access = Field(default=Access(), description="who may reach the cluster")
     lifetime: Lifetime = Field(default=Lifetime(), description="when the cluster expires")
     tags: dict[str, str] = Field(
-        default_factory=dict, description="extra tags (AWS) / labels (GCP) on every resource"
+        default_factory=dict, description="extra tags (AWS, Azure) / labels (GCP) on every resource"
     )
     validation: ValidationSpec = Field(default=ValidationSpec(), description="what 'gpufleet validate' runs")
     checkpoint: CheckpointPlan | None = Field(

@@ -6,21 +6,22 @@ any node image. It prints one line, ``GPUFLEET_HEALTH {json}``, and always exits
 on the node (no GPU, no nvidia-smi, no dcgmi, dmesg not readable) is reported as "not present" or "not
 readable", never as a crash. The suite compares the line with the inventory's expectations.
 
-Reported: hostname and Slurm node name; GPUs (``nvidia-smi -L``); ECC error counts and remapped-row
-failures (``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl -k``); the DCGM level-1
-diagnostic when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa
-driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the
-right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the
-raw output of ``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory;
-the munge and slurmd services; persistence mode per GPU (``nvidia-smi --query-gpu``); the loaded driver
-(``/proc/driver/nvidia/version``); the nvidia-fabricmanager service, and the nvlsm process it starts on
-fourth-generation NVSwitch (HGX B200/B300); with ``--nccl-tests DIR``, a
-one-rank smoke run of ``DIR/all_reduce_perf`` (8 bytes, one iteration) started as its own process,
-outside Slurm's MPI, so a node whose CUDA, NCCL or driver cannot run the binaries says why (e.g. "CUDA
-driver version is insufficient for CUDA runtime version"); with ``--mount PATH``, the shared filesystem
-there: mounted or not, its type and source (``/proc/self/mountinfo``), and whether a file can be written
-and removed (in a thread with a deadline, so a hung network filesystem is reported, not waited on
-forever).
+Reported: hostname and Slurm node name; GPUs (``nvidia-smi -L``); ECC error counts and remapped-row failures
+(``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl -k``); the DCGM level-1 diagnostic
+when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa driver, or
+``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the right link layer;
+TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the raw output of ``fi_info``
+/ ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory; the munge and slurmd services;
+persistence mode per GPU (``nvidia-smi --query-gpu``); the loaded driver (``/proc/driver/nvidia/version``);
+the nvidia-fabricmanager service, and the nvlsm process it starts on fourth-generation NVSwitch (HGX
+B200/B300); with ``--nccl-tests DIR``, a one-rank smoke run of ``DIR/all_reduce_perf`` (8 bytes, one
+iteration) started as its own process, outside Slurm's MPI, so a node whose CUDA, NCCL or driver cannot run
+the binaries says why (e.g. "CUDA driver version is insufficient for CUDA runtime version"); with
+``--nvlink-gpus N --nvlink-bytes B`` too, an all_reduce over the node's N GPUs in one process at B bytes
+(NVLink only), judged against the type's node floor (Microsoft's aznhc check_nccl_allreduce; catalog
+``node_floors``); with ``--mount PATH``, the shared filesystem there: mounted or not, its type and source
+(``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread with a deadline, so a
+hung network filesystem is reported, not waited on forever).
 
 The rules that turn a report into a verdict live here too (``judge``), so that the node itself and
 gpufleet judge alike: ``health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same file,
@@ -488,6 +489,53 @@ def nccl_tests(bindir: str) -> dict[str, object]:
     return result
 
 
+# The single-node NVLink all_reduce of a cloud's own node health check (Microsoft's aznhc
+# check_nccl_allreduce: all GPUs of the node, 16G, busbw against a per-size floor; the catalog's node_floors).
+NVLINK_ITERATIONS = ["-n", "20", "-w", "5"]
+
+
+def nvlink_allreduce(bindir: str, gpus: int, size: int) -> dict[str, object]:
+    """all_reduce_perf over every GPU of this node in one process (NVLink only), at ``size`` bytes: its
+    out-of-place bus bandwidth, as nccl-tests prints it (column 8 of the row of that size)."""
+    binary = Path(bindir) / "all_reduce_perf"
+    if not binary.is_file():
+        return {"present": False, "binary": str(binary), "note": f"{binary} not present"}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLURM_", "PMIX_", "PMI_", "OMPI_"))
+    }
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    argv = [str(binary), "-b", str(size), "-e", str(size), "-g", str(gpus), *NVLINK_ITERATIONS]
+    rc, out = run(argv, timeout=900, env=env)
+    result: dict[str, object] = {"present": True, "exit": rc, "gpus": gpus, "bytes": size}
+    busbw = parse_busbw(out, size)
+    if busbw is None:
+        lines = [line.strip() for line in out.splitlines() if line.strip()]
+        failures = [line for line in lines if _FAILURE.search(line) and not line.startswith("#")]
+        result["error"] = (failures[0] if failures else (lines[-1] if lines else "no output"))[:300]
+    else:
+        result["busbw_gbps"] = busbw
+    return result
+
+
+def parse_busbw(text: str, size: int) -> float | None:
+    """The out-of-place busbw of the row of ``size`` bytes in nccl-tests' table, or None. The column is
+    found by the header ("size count type redop root time algbw busbw ..."; builds before the root column
+    have one column fewer)."""
+    column = 7
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:1] == ["#"] and "size" in fields and "busbw" in fields:
+            column = fields.index("busbw") - 1  # the header's fields start with "#"
+        elif len(fields) > column and fields[0] == str(size):
+            try:
+                return float(fields[column])
+            except ValueError:
+                return None
+    return None
+
+
 def memory_mb() -> int | None:
     for line in (read("/proc/meminfo") or "").splitlines():
         if line.startswith("MemTotal:"):
@@ -714,12 +762,29 @@ def _judge_nccl_tests(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def _judge_nvlink(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    floor = expect.get("nvlink_floor_gbps")
+    result = raw.get("nvlink")
+    if floor is None or result is None:  # not asked for, or no floor for this type
+        return []
+    if not result.get("present"):
+        return [("nvlink", FAIL, f"NVLink all_reduce not run: {result.get('note', result.get('error'))}")]
+    busbw = result.get("busbw_gbps")
+    what = f"all_reduce over NVLink ({result.get('gpus')} GPUs, {result.get('bytes')} bytes)"
+    if busbw is None:
+        return [("nvlink", FAIL, f"{what} gave no figure (exit {result.get('exit')}): {result.get('error')}")]
+    if float(busbw) < float(floor):
+        return [("nvlink", FAIL, f"{what}: {busbw} GB/s busbw, below the node floor {floor} GB/s")]
+    return [("nvlink", PASS, f"{what}: {busbw} GB/s busbw (floor {floor})")]
+
+
 JUDGES = (
     _judge_gpus,
     _judge_ecc,
     _judge_xid,
     _judge_dcgm,
     _judge_nccl_tests,
+    _judge_nvlink,
     _judge_persistence,
     _judge_fabricmanager,
     _judge_driver,
@@ -738,7 +803,11 @@ def judge(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
 
 
 def collect(
-    kind: str, skip: tuple[str, ...] = (), mount_point: str | None = None, bindir: str | None = None
+    kind: str,
+    skip: tuple[str, ...] = (),
+    mount_point: str | None = None,
+    bindir: str | None = None,
+    nvlink: tuple[int, int] | None = None,
 ) -> dict[str, object]:
     report: dict[str, object] = {
         "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
@@ -762,6 +831,8 @@ def collect(
         checks["mount"] = lambda: mount(mount_point)
     if bindir:
         checks["nccl_tests"] = lambda: nccl_tests(bindir)
+    if bindir and nvlink:
+        checks["nvlink"] = lambda: nvlink_allreduce(bindir, nvlink[0], nvlink[1])
     for key, check in checks.items():
         if key in skip:
             continue
@@ -828,10 +899,12 @@ def check_node(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if "--check" in argv:
         return check_node(argv)
+    gpus, size = _option(argv, "--nvlink-gpus"), _option(argv, "--nvlink-bytes")
     report = collect(
         str(_option(argv, "--fabric", "ethernet")),
         mount_point=_option(argv, "--mount"),
         bindir=_option(argv, "--nccl-tests"),
+        nvlink=(int(gpus), int(size)) if gpus and size else None,
     )
     sys.stdout.write(report_lines(report))
     sys.stdout.flush()

@@ -205,14 +205,18 @@ def health_command(
     immediate: int = 120,
     mount_point: str | None = None,
     nccl_tests_dir: str | None = None,
+    nvlink: tuple[int, int] | None = None,
 ) -> str:
     """Run the node health script once per node (one task per node); ``mount_point``: check it too;
-    ``nccl_tests_dir``: the script also makes a one-rank smoke run of the nccl-tests binaries there."""
-    argv = _srun(nodes, 1, 0, immediate)
+    ``nccl_tests_dir``: the script also makes a one-rank smoke run of the nccl-tests binaries there;
+    ``nvlink`` (GPUs, bytes): and an all_reduce over the node's GPUs at that size, the task holding them."""
+    argv = _srun(nodes, 1, nvlink[0] if nvlink and nccl_tests_dir else 0, immediate)
     argv.remove("--mpi=pmix")
     argv.remove("--kill-on-bad-exit=1")
     extra = ["--mount", mount_point] if mount_point else []
     extra += ["--nccl-tests", nccl_tests_dir] if nccl_tests_dir else []
+    if nvlink and nccl_tests_dir:
+        extra += ["--nvlink-gpus", str(nvlink[0]), "--nvlink-bytes", str(nvlink[1])]
     return shlex.join([*argv, "python3", "-c", script, "--fabric", fabric.value, *extra])
 
 
@@ -366,7 +370,12 @@ class SlurmRunner:
         return states
 
     def run_health(
-        self, nodes: Sequence[str], mount_point: str | None = None, *, smoke_nccl_tests: bool = False
+        self,
+        nodes: Sequence[str],
+        mount_point: str | None = None,
+        *,
+        smoke_nccl_tests: bool = False,
+        nvlink: tuple[int, int] | None = None,
     ) -> HealthRun:
         """Slurm's view of each node, then the health script on every usable node (one task per node);
         ``mount_point``: the shared filesystem to check; ``smoke_nccl_tests``: each node also runs one rank
@@ -382,6 +391,7 @@ class SlurmRunner:
                 script=node_health_script(),
                 mount_point=mount_point,
                 nccl_tests_dir=self.bindir if smoke_nccl_tests else None,
+                nvlink=nvlink,
             )
             rc, stdout, stderr = self._run(command, self.timeout)
             answers = parse_health_output(stdout)

@@ -31,7 +31,7 @@ from gpufleet.spec.model import ClusterSpec, FabricKind
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
 from gpufleet.validate.container import check_same_image, staged_image
 from gpufleet.validate.gate import FAIL, Check, GateConfig, Verdict, judge
-from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
+from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health, node_floor
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
@@ -283,8 +283,12 @@ def run_suite(
         filesystem = inventory.filesystem
         mounted = filesystem.get("kind", "none") != "none" and filesystem.get("mount_point")
         smoke = any(host.gpu_stack not in (None, "none") for host in hosts)
+        floor = next((found for host in hosts if (found := node_floor(host)) is not None), None)
         health_run = runner.run_health(
-            nodes, mount_point=str(filesystem["mount_point"]) if mounted else None, smoke_nccl_tests=smoke
+            nodes,
+            mount_point=str(filesystem["mount_point"]) if mounted else None,
+            smoke_nccl_tests=smoke,
+            nvlink=(floor.gpus, floor.message_bytes) if smoke and floor is not None else None,
         )
         health = evaluate_health(
             hosts, health_run, filesystem, driver_branch=driver_branch(inventory.software)
