@@ -1,6 +1,6 @@
-"""The gcp_os_release and aws_os_release checks: node groups that boot different OS releases install
-different Slurm releases (roles/slurm installs the distribution's), and slurmctld refuses a newer slurmd or
-one too far behind (gpufleet.catalog.os_releases)."""
+"""The gcp_os_release and aws_os_release checks: node groups that boot different OS releases all run the one
+Slurm roles/slurm builds (software.slurm), built once per release, so such a cluster costs one build per
+release: information, never an error (gpufleet.catalog.os_releases)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from gpufleet.catalog import aws as aws_rules
-from gpufleet.catalog import gcp as gcp_rules
 from gpufleet.catalog import load_catalog
 from gpufleet.preflight import Level, run_checks
 from gpufleet.spec import parse_spec
@@ -49,8 +48,8 @@ def found(cluster) -> list:
 HEAD = ("head", ["controller", "login"], "n2-standard-8")
 MEGA = ("mega", ["compute"], "a3-megagpu-8g")
 HIGH = ("high", ["compute"], "a3-highgpu-8g")
-JAMMY = ("Ubuntu 22.04 (jammy)", "Slurm 21.08.5")
-NOBLE = ("Ubuntu 24.04 (noble)", "Slurm 23.11.4")
+JAMMY = "'high' boots Ubuntu 22.04 (jammy)"
+NOBLE = "'mega' boots Ubuntu 24.04 (noble)"
 
 
 @pytest.mark.parametrize(
@@ -61,25 +60,23 @@ NOBLE = ("Ubuntu 24.04 (noble)", "Slurm 23.11.4")
         (lambda: spec(GCP, HEAD, HIGH), None, ()),
         (lambda: spec(GCP, HEAD, ("cpu", ["compute"], "n2-standard-8")), None, ()),
         # A3 High needs 22.04 (its TCPX kernel), A3 Mega Google's 24.04 accelerator image: the head follows
-        # the first, and the other GPU group is refused either way round
+        # the first; every node runs the one Slurm, built once per release
         (
             lambda: spec(GCP, HEAD, HIGH, MEGA),
-            Level.ERROR,
-            ("'head' boots", "'high' boots", "'mega' boots", *JAMMY, *NOBLE,
-             "slurmctld 21.08 (group 'head') refuses slurmd 23.11 (group 'mega')", "never a newer one",
-             "To fix:", "provider.image"),
+            Level.INFO,
+            ("'head' boots Ubuntu 22.04 (jammy)", JAMMY, NOBLE,
+             "Every node runs Slurm 24.11.5 (software.slurm)", "2 builds", "For one build:", "provider.image"),
         ),
         (
             lambda: spec(GCP, HEAD, MEGA, HIGH),
-            Level.ERROR,
-            (*JAMMY, *NOBLE, "slurmctld 23.11 (group 'head') refuses slurmd 21.08 (group 'high')",
-             "up to 2 older major releases"),
+            Level.INFO,
+            ("'head' boots Ubuntu 24.04 (noble)", JAMMY, NOBLE),
         ),
         # a controller on a GPU type: its own image decides
         (
             lambda: spec(GCP, ("ctl", ["controller"], "a3-highgpu-8g"), MEGA),
-            Level.ERROR,
-            ("slurmctld 21.08 (group 'ctl') refuses slurmd 23.11 (group 'mega')",),
+            Level.INFO,
+            ("'ctl' boots Ubuntu 22.04 (jammy)", NOBLE),
         ),
         # one image the spec names for every group: one release, whatever it is
         (lambda: spec({**GCP, "image": MINE}, HEAD, HIGH, MEGA), None, ()),
@@ -106,12 +103,11 @@ HEAD_AWS = ("head", ["controller", "login"], "m7i.2xlarge")
 P5 = ("gpu", ["compute"], "p5.48xlarge")
 
 
-def test_releases_slurm_accepts_are_a_warning(monkeypatch) -> None:
-    # Debian 12's Slurm 22.05 is two releases behind 23.11: slurmctld accepts it, gpufleet still warns
-    monkeypatch.setitem(gcp_rules.IMAGE_OS_RELEASE, "ubuntu-2204-lts", "debian-12")
-    findings = found(spec(GCP, HEAD, MEGA, HIGH))
-    assert [f.level for f in findings] == [Level.WARNING], findings
-    assert "Debian 12 (bookworm) with Slurm 22.05.8" in findings[0].message, findings[0].message
+def test_no_mix_of_releases_is_an_error_any_more() -> None:
+    # Before one Slurm was built for every node, a 22.04 head beside 24.04 GPU nodes was refused (slurmctld
+    # 21.08 refuses slurmd 23.11); now the same cluster is one finding of information.
+    findings = found(spec(GCP, HEAD, HIGH, MEGA))
+    assert [f.level for f in findings] == [Level.INFO], findings
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.yaml")))

@@ -1,12 +1,12 @@
-"""The slurm role's Slurm release check, run for real on this machine (connection local): the controller
-reads ``slurmctld -V``, the compute nodes ``slurmd -V``, and the controller refuses a slurmd that is newer
-than slurmctld or further behind than slurmctld accepts, before any daemon starts.
+"""The slurm role's one-Slurm check, run for real on this machine (connection local): each node's reading
+(``tasks/node.yml``: ``slurmctld -V`` on the controller, ``slurmd -V`` on compute nodes, ``sinfo -V``
+everywhere) against the pinned release, before any daemon starts.
 
 The binaries are stand-ins on PATH that print what the real ones print: Debian's and Ubuntu's builds say
-``slurm-wlm 22.05.8`` (``slurmctld-wlm -V`` of Debian 12's slurmctld 22.05.8-4+deb12u3, run here; the
-packages install ``/usr/sbin/slurmctld-wlm`` and ``slurmd-wlm`` with update-alternatives links named
-slurmctld and slurmd), SchedMD's own builds ``slurm 24.11.5`` (``print_slurm_version``: PACKAGE_NAME, then
-the version). Versions are the distributions' (gpufleet.catalog.os_releases) and SchedMD's releases.
+``slurm-wlm 22.05.8`` (``slurmctld-wlm -V`` of Debian 12's slurmctld 22.05.8-4+deb12u3, run here), SchedMD's
+release as the role builds it ``slurm 24.11.5`` (``print_slurm_version``: PACKAGE_NAME, then the version).
+Every host here shares this machine's PATH, so a case differs by daemon: the controller's slurmctld, the
+compute nodes' slurmd, everyone's commands.
 """
 
 from __future__ import annotations
@@ -15,31 +15,33 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from playbook_json import ROOT, run_playbook
+from playbook_json import run_playbook
 
-from gpufleet.catalog.os_releases import OS_RELEASES, SLURM_MAJORS_BEFORE_24_05, slurmd_refused
+from gpufleet.catalog.slurm import DEFAULT_SLURM
 
-CHECK = "Assert that no slurmd is newer than slurmctld, nor further behind than slurmctld accepts"
-READ = "Read the installed Slurm release (slurmctld -V on the controller, slurmd -V on compute nodes)"
-JAMMY = f"slurm-wlm {OS_RELEASES['ubuntu-22.04'].slurm}"  # 21.08.5
-BOOKWORM = f"slurm-wlm {OS_RELEASES['debian-12'].slurm}"  # 22.05.8
-NOBLE = f"slurm-wlm {OS_RELEASES['ubuntu-24.04'].slurm}"  # 23.11.4
+CHECK = f"Assert that every node runs Slurm {DEFAULT_SLURM}"
+PINNED = f"slurm {DEFAULT_SLURM}"
+BOOKWORM = "slurm-wlm 22.05.8"  # Debian 12's own Slurm, left on a node
+NOBLE = "slurm-wlm 23.11.4"  # Ubuntu 24.04's own
 
 
 def converge(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurmctld: str | None, slurmd: str | None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    slurmctld: str | None,
+    slurmd: str | None,
+    client: str | None,
 ) -> tuple[int, dict[str, dict[str, dict]]]:
-    """The role's version tasks on a head node and two compute nodes, with these ``-V`` outputs (None: the
-    binary is not installed)."""
+    """node.yml then versions.yml on a head node, a login node and two compute nodes, with these -V outputs
+    (None: the binary is not installed)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, output in (("slurmctld", slurmctld), ("slurmd", slurmd)):
+    for name, output in (("slurmctld", slurmctld), ("slurmd", slurmd), ("sinfo", client)):
         if output is not None:
             script = bin_dir / name
             script.write_text(f'#!/bin/sh\n[ "$1" = -V ] || exit 64\necho "{output}"\n')
             script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{'/usr/bin:/bin'}")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = {
         "all": {
@@ -55,8 +57,9 @@ def converge(
         {
             "name": "Slurm",
             "hosts": "all",
-            "gather_facts": False,
+            "gather_subset": ["!all", "min"],  # the OS's variables: vars/Debian.yml
             "tasks": [
+                {"name": "Read", "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "node"}},
                 {
                     "name": "Versions",
                     "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "versions"},
@@ -68,67 +71,77 @@ def converge(
     return run_playbook(tmp_path, inventory, play)
 
 
-def check_messages(results: dict[str, dict[str, dict]]) -> list[str]:
-    """The check's failure messages, one per refused compute node (it runs once, on the first host)."""
+def refusals(results: dict[str, dict[str, dict]]) -> dict[str, str]:
+    """{host: the check's message} for each refused node (the check runs once, over every node)."""
     ran = [r[CHECK] for r in results.values() if CHECK in r and not r[CHECK].get("skipped")]
     assert len(ran) == 1, results
-    return [item["msg"] for item in ran[0].get("results", []) if item.get("failed")]
+    return {item["item"]: " ".join(item["msg"].split()) for item in ran[0]["results"] if item.get("failed")}
+
+
+def test_every_node_on_the_pinned_slurm_passes(tmp_path, monkeypatch):
+    rc, results = converge(tmp_path, monkeypatch, PINNED, PINNED, PINNED)
+    assert rc == 0 and refusals(results) == {}
+    assert all("After the check" in results[host] for host in ("head", "login", "gpu-0", "gpu-1"))
 
 
 @pytest.mark.parametrize(
-    ("slurmctld", "slurmd", "refused"),
+    ("slurmd", "would"),
     [
-        # today's GCP default before the fix: a jammy head, noble accelerator-image GPU nodes
-        (JAMMY, NOBLE, "the slurmd is 3 major release(s) newer"),
-        (BOOKWORM, BOOKWORM, None),
-        (NOBLE, NOBLE, None),
-        # an older slurmd inside the window: 23.11 accepts 23.02 and 22.05
-        (NOBLE, BOOKWORM, None),
-        # 21.08 is three releases behind 23.11, which accepts two
-        (NOBLE, JAMMY, "the slurmd is 3 major releases older"),
-        # from 24.11, three: 23.11 (2 behind) and 23.02 (3 behind) pass, 22.05 (4 behind) does not
-        ("slurm 24.11.5", NOBLE, None),
-        ("slurm 24.11.5", "slurm 23.02.7", None),
-        ("slurm 24.11.5", BOOKWORM, "the slurmd is 4 major releases older"),
-        # releases after the table's end are counted by the 6-month cycle: 26.05 is 3 after 24.11
-        ("slurm 26.05.5", "slurm 24.11.5", None),
-        ("slurm 26.05.5", "slurm 24.05.8", "the slurmd is 4 major releases older"),
+        # a leftover older slurmd that Slurm itself would still take: 23.11 is two major releases behind 24.11
+        (NOBLE, "slurmctld 24.11 would still accept it (2 major release(s) older, up to 3 accepted)"),
+        (
+            "slurm 23.02.7",
+            "slurmctld 24.11 would still accept it (3 major release(s) older, up to 3 accepted)",
+        ),
+        # Debian 12's 22.05 is four behind
+        (BOOKWORM, "it is 4 major releases older than slurmctld 24.11 accepts (3): it would never register"),
+        ("slurm 26.05.5", "a slurmd newer than slurmctld never registers"),
+        # the same major release, another maintenance release: still not the one Slurm
+        (
+            "slurm 24.11.4",
+            "slurmctld 24.11 would still accept it (0 major release(s) older, up to 3 accepted)",
+        ),
     ],
 )
-def test_the_controller_refuses_a_slurmd_it_does_not_accept(
-    tmp_path, monkeypatch, slurmctld, slurmd, refused
-):
-    rc, results = converge(tmp_path, monkeypatch, slurmctld, slurmd)
-    assert results["login"][READ].get("skipped"), "a login-only node ran the version command"
-    messages = check_messages(results)
-    if refused is None:
-        assert rc == 0 and messages == [], messages
-        assert all("After the check" in results[host] for host in ("head", "gpu-0", "gpu-1"))
-        return
+def test_a_compute_node_on_another_slurm_is_refused_naming_both(tmp_path, monkeypatch, slurmd, would):
+    rc, results = converge(tmp_path, monkeypatch, PINNED, slurmd, PINNED)
     assert rc != 0
-    ctld = slurmctld.split()[-1]
-    node = slurmd.split()[-1]
-    assert len(messages) == 2, messages
-    for host, message in zip(("gpu-0", "gpu-1"), messages, strict=True):
-        flat = " ".join(message.split())
-        assert f"slurmd {node} on {host} cannot register with slurmctld {ctld} on head" in flat, flat
-        assert refused in flat, flat
+    found = slurmd.split()[-1]
+    messages = refusals(results)
+    assert set(messages) == {"gpu-0", "gpu-1"}, messages
+    for host in ("gpu-0", "gpu-1"):
+        message = messages[host]
+        assert (
+            f"slurmd {found} on {host} differs from Slurm {DEFAULT_SLURM}, which slurmctld on head runs"
+            in message
+        )
+        assert would in message, message
+        assert "gpufleet refuses the mix" in message and "--skip-tags install" in message, message
     # any_errors_fatal: no host goes on to start its daemons
     assert not any("After the check" in tasks for tasks in results.values()), results
 
 
-def test_a_node_without_slurm_is_named(tmp_path, monkeypatch):
-    rc, results = converge(tmp_path, monkeypatch, NOBLE, None)
+def test_a_leftover_controller_and_commands_are_named(tmp_path, monkeypatch):
+    rc, results = converge(tmp_path, monkeypatch, NOBLE, PINNED, BOOKWORM)
     assert rc != 0
-    messages = check_messages(results)
-    assert messages and "Could not read the installed Slurm release" in messages[0], messages
-    assert "slurmctld -V on head said 'slurm-wlm 23.11.4'" in " ".join(messages[0].split()), messages
+    messages = refusals(results)
+    assert set(messages) == {"head", "login", "gpu-0", "gpu-1"}, messages
+    assert messages["head"].startswith("slurmctld 23.11.4, the commands (sinfo -V) 22.05.8 on head differ"), (
+        messages
+    )
+    assert messages["login"].startswith("the commands (sinfo -V) 22.05.8 on login differs"), messages
+    # the pinned slurmd is fine; its commands are not, and the controller is not the pin's release
+    assert messages["gpu-0"].startswith(
+        "the commands (sinfo -V) 22.05.8 on gpu-0 differs from Slurm 24.11.5, which the pin"
+    )
 
 
-def test_the_role_counts_the_releases_as_the_catalog_does():
-    role_vars = yaml.safe_load((ROOT / "roles" / "slurm" / "vars" / "main.yml").read_text())
-    assert tuple(role_vars["__slurm_majors_before_24_05"]) == SLURM_MAJORS_BEFORE_24_05
-    # and the catalog's rule agrees with the table above
-    assert slurmd_refused("21.08", "23.11") and not slurmd_refused("23.11", "22.05")
-    assert slurmd_refused("23.11", "21.08") and not slurmd_refused("24.11", "23.02")
-    assert slurmd_refused("24.11", "22.05") and not slurmd_refused("26.05", "24.11")
+def test_a_node_without_slurm_is_named(tmp_path, monkeypatch):
+    rc, results = converge(tmp_path, monkeypatch, PINNED, None, None)
+    assert rc != 0
+    messages = refusals(results)
+    assert messages["login"].startswith("login runs no Slurm: sinfo -V print nothing"), messages
+    assert messages["gpu-0"].startswith("gpu-0 runs no Slurm: slurmd -V, sinfo -V print nothing"), messages
+    assert "--skip-tags install" in messages["gpu-0"], messages
+    # the controller's slurmctld answers, its commands do not
+    assert messages["head"].startswith("the commands (sinfo -V) none on head differs"), messages

@@ -161,9 +161,9 @@ PLAIN_FAMILY = {
     "dlami-base-ubuntu-22.04": "ubuntu-22.04",
     "dlami-base-ubuntu-24.04": "ubuntu-24.04",
 }
-# The OS release (catalog.os_releases) of each family, so of the Slurm its nodes install: a family and
-# its PLAIN_FAMILY share one (tests/catalog/test_os_releases.py), so the head node and the GPU nodes of a
-# cluster run one Slurm release. The names say it: Canonical's "ubuntu-jammy-22.04"/"ubuntu-noble-24.04"
+# The OS release (catalog.os_releases) of each family: a family and its PLAIN_FAMILY share one
+# (tests/catalog/test_os_releases.py), so the head node and the GPU nodes of a cluster share a userland,
+# one build of Slurm and one Python. The names say it: Canonical's "ubuntu-jammy-22.04"/"ubuntu-noble-24.04"
 # and the DLAMI's "(Ubuntu 22.04)"/"(Ubuntu 24.04)" (AMI_FAMILIES).
 FAMILY_OS_RELEASE = {
     "ubuntu-22.04": "ubuntu-22.04",

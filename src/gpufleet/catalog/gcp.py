@@ -43,7 +43,7 @@ class GcpSeries:
     flex_start: bool = False  # DWS flex-start VMs offered
     # True: the series boots its own family (the accelerator image's driver, A3 High's 22.04 for the TCPX
     # kernel); False: plain Ubuntu of the cluster's OS release (``image_family``), so that the head node
-    # and CPU groups run the Slurm release of the GPU nodes (catalog.os_releases).
+    # and CPU groups share the GPU nodes' userland: one build of Slurm and one Python (catalog.os_releases).
     own_image: bool = False
 
 
@@ -197,7 +197,7 @@ def series_of(instance_type: str) -> GcpSeries:
 
 
 # --------------------------------------------------------------------------------------------------
-# One OS release, and so one Slurm release, per cluster
+# One OS release per cluster (one build of Slurm, one Python: catalog.os_releases)
 
 
 def cluster_os_release(spec: ClusterSpec) -> str:

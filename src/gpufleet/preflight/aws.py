@@ -359,7 +359,7 @@ def gpu_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 @check("aws_os_release", providers=("aws",))
 def aws_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    """Every group boots one OS release, so one Slurm release (catalog.os_releases): groups without GPUs
+    """Groups on two OS releases get two builds of the one Slurm (catalog.os_releases): groups without GPUs
     boot the plain Ubuntu of the GPU family's release (rules.group_family); ami.id is one image for all."""
     ami = spec.provider.ami  # type: ignore[union-attr]
     if ami.id is not None:
@@ -373,5 +373,5 @@ def aws_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         "aws_os_release",
         spec,
         releases,
-        "boot every group from one OS release: one provider.ami.family, or one ami.id for all",
+        "one provider.ami.family, or one ami.id for all",
     )

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
 from gpufleet.catalog.cuda import cuda_too_old
-from gpufleet.catalog.os_releases import OS_RELEASES, SLURM_COMPATIBILITY_DOC, slurmd_refused, slurmd_window
+from gpufleet.catalog.os_releases import OS_RELEASES
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
@@ -212,44 +212,19 @@ def os_release_findings(
     name: str, spec: ClusterSpec, releases: dict[str, str], fix: str
 ) -> Iterator[Finding]:
     """The finding of each cloud's OS release check (``name``), from the OS release (catalog.os_releases
-    key) each group boots. Nodes install Slurm from their OS release (roles/slurm), so one cluster boots one
-    release: slurmctld refuses a slurmd newer than itself or further behind than it accepts. An error where
-    slurmctld refuses a group's slurmd, a warning where the releases differ but it accepts them."""
+    key) each group boots. Every node runs the one Slurm the slurm role builds (software.slurm), built once
+    per node userland: groups on two releases cost a second build, on the first node of each (minutes of
+    its cores, the first time; the control host's cache keeps both). Information, not a fault."""
     if len(set(releases.values())) < 2:
         return
-    by_name = {group.name: group for group in spec.node_groups}
-
-    def slurm_major(name: str) -> str:
-        return OS_RELEASES[releases[name]].slurm_major
-
-    controllers = [n for n in releases if Role.CONTROLLER in by_name[n].roles]
-    others = [n for n in releases if Role.CONTROLLER not in by_name[n].roles]
-    refused = [
-        (ctld, node)
-        for ctld in controllers
-        for node in others
-        if slurmd_refused(slurm_major(ctld), slurm_major(node))
-    ]
-    booted = ", ".join(
-        f"'{name}' boots {OS_RELEASES[key].name} with Slurm {OS_RELEASES[key].slurm}"
-        for name, key in releases.items()
-    )
-    if refused:
-        ctld, node = refused[0]
-        why = (
-            f"slurmctld {slurm_major(ctld)} (group '{ctld}') refuses slurmd {slurm_major(node)} (group "
-            f"'{node}'): it accepts a slurmd of its own release or up to {slurmd_window(slurm_major(ctld))} "
-            f"older major releases, never a newer one ({SLURM_COMPATIBILITY_DOC}), so those nodes never "
-            "register"
-        )
-        level = Level.ERROR
-    else:
-        why = "slurmctld accepts these slurmds, but one Slurm release on every node is what gpufleet tests"
-        level = Level.WARNING
+    booted = ", ".join(f"'{group}' boots {OS_RELEASES[key].name}" for group, key in releases.items())
+    count = len(set(releases.values()))
     yield Finding(
-        level,
+        Level.INFO,
         name,
         "node_groups",
-        f"node groups boot different OS releases, so they install different Slurm releases: {booted}. "
-        f"{why}. To fix: {fix}",
+        f"node groups boot different OS releases: {booted}. Every node runs Slurm {spec.software.slurm} "
+        f"(software.slurm), which the slurm role builds once per OS release: {count} builds, each on the "
+        "first node of its release the first time (minutes), then taken from the control host's cache "
+        f"(docs/slurm.md). For one build: {fix}",
     )

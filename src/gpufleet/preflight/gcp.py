@@ -502,7 +502,7 @@ def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 @check("gcp_os_release", providers=("gcp",))
 def gcp_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    """Every group boots one OS release, so one Slurm release (catalog.os_releases): the head node follows
+    """Groups on two OS releases get two builds of the one Slurm (catalog.os_releases): the head node follows
     the GPU nodes (catalog.gcp.image_family), but two series with images of their own can disagree."""
     releases = {g.name: group_os_release(spec, g.instance_type) for g in spec.node_groups}
     known = {name: release for name, release in releases.items() if release is not None}
@@ -510,8 +510,7 @@ def gcp_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         "gcp_os_release",
         spec,
         known,
-        "boot every group from one OS release: set provider.image to one image for every group (a baked "
-        "image, gpufleet image build), or keep machine series that need different releases (A3 High boots "
-        "Ubuntu 22.04 for its TCPX kernel; A3 Mega, A3 Ultra and A4 boot Google's 24.04 accelerator image) "
-        "in separate clusters",
+        "set provider.image to one image for every group (a baked image, gpufleet image build), or keep "
+        "machine series that need different releases (A3 High boots Ubuntu 22.04 for its TCPX kernel; A3 "
+        "Mega, A3 Ultra and A4 boot Google's 24.04 accelerator image) in separate clusters",
     )

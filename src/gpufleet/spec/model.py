@@ -129,6 +129,15 @@ Version = Annotated[
     str,
     _pattern(r"^(distro|\d+(\.\d+){0,3}(-\d+)?)$", "expected a version such as 12.9 or 2.27.7, or 'distro'"),
 ]
+# An exact Slurm release, e.g. 24.11.5 (the spec's validator also wants it pinned in gpufleet.catalog.slurm).
+SlurmVersion = Annotated[
+    str,
+    _pattern(
+        r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        "expected an exact Slurm release such as 24.11.5 (every node runs the Slurm roles/slurm builds from "
+        "SchedMD's release, never the distribution's: docs/slurm.md)",
+    ),
+]
 PytorchVersion = Annotated[
     str, _pattern(r"^\d+\.\d+\.\d+$", "expected an exact PyTorch release such as 2.13.0")
 ]
@@ -764,7 +773,7 @@ FILESYSTEMS_BY_PROVIDER: dict[str, tuple[str, ...]] = {
 
 class Software(SpecModel):
     """Versions the roles install (or, on images that carry the stack, the minimums they verify).
-    ``distro`` means the operating system's own package."""
+    ``distro`` means the operating system's own package (Slurm is always built from its release)."""
 
     nvidia_driver: Version = Field(default="580", description="driver branch, e.g. 570 or 580")
     cuda: Version = "12.9"
@@ -775,7 +784,11 @@ class Software(SpecModel):
     # and aws-ofi-nccl 1.20.0" (aws/deep-learning-containers docker/base/cu132/Dockerfile, commit 149d8e5,
     # read 2026-11-24); the installer's own changelog could not be read here. Move it with efa_installer.
     aws_ofi_nccl: Version = "1.20.0"
-    slurm: Version = "distro"
+    slurm: SlurmVersion = Field(
+        default="24.11.5",
+        description="the Slurm release roles/slurm builds from SchedMD's release tarball and installs on "
+        "every node (docs/slurm.md); one whose checksum gpufleet pins (gpufleet.catalog.slurm)",
+    )
     openmpi: Version = "distro"
     gpu_packages: Literal["repo", "pypi"] = Field(
         default="repo",
@@ -809,6 +822,24 @@ class Software(SpecModel):
         "registry reference enroot imports, e.g. nvcr.io#nvidia/pytorch:25.01-py3. Staged once on the "
         "shared filesystem. null: validation runs on the nodes themselves",
     )
+
+    @field_validator("slurm")
+    @classmethod
+    def _slurm_release_is_pinned(cls, value: str) -> str:
+        # Lazy: gpufleet.catalog's package imports this module (catalog.model reads Collective, FabricKind).
+        from gpufleet.catalog.slurm import SLURM_RELEASES
+
+        if value not in SLURM_RELEASES:
+            known = ", ".join(sorted(SLURM_RELEASES))
+            raise PydanticCustomError(
+                "slurm_release",
+                "gpufleet builds Slurm from a release whose source checksum it pins, and has none for "
+                "{value}: set software.slurm to one it knows ({known}), or leave it out for the default. A "
+                "newer release is added to src/gpufleet/catalog/slurm.py and roles/slurm/vars/main.yml with "
+                "the sha256 of SchedMD's tag archive (docs/slurm.md)",
+                {"value": value, "known": known},
+            )
+        return value
 
     @field_validator("container_image")
     @classmethod

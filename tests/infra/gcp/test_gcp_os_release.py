@@ -1,5 +1,5 @@
-"""Every VM of a GCP cluster boots one OS release, so one Slurm release (roles/slurm installs the
-distribution's): the head node and CPU groups boot plain Ubuntu of the GPU nodes' release."""
+"""Every VM of a GCP cluster boots one OS release, so one build of the Slurm roles/slurm builds serves them
+all: the head node and CPU groups boot plain Ubuntu of the GPU nodes' release."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ Creates:
   their GPUs, so no ``guest_accelerators`` block is set.
 Invokes ``gcp:compute/getImage`` once per image family, unless ``provider.image`` names the image. Nodes
 without an image of their own (the head node, CPU groups) boot plain Ubuntu of the GPU nodes' OS release,
-so that every node installs the same Slurm (``catalog.gcp.image_family``, ``catalog.os_releases``).
+so that every node shares one userland: one build of Slurm (``catalog.gcp.image_family``,
+``catalog.os_releases``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,76 @@
+"""The Slurm releases gpufleet pins: the catalog's table and the slurm role's are one, and the spec refuses
+a release without a pinned checksum, naming the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.catalog.slurm import DEFAULT_SLURM, SLURM_RELEASES
+from gpufleet.errors import SpecError
+from gpufleet.spec import parse_spec
+from gpufleet.spec.model import Software
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles" / "slurm"
+
+
+def test_the_role_pins_the_catalogs_releases() -> None:
+    role = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__slurm_releases"]
+    assert role == {v: {"tag": r.tag, "sha256": r.sha256} for v, r in SLURM_RELEASES.items()}
+
+
+def test_the_default_is_pinned_everywhere() -> None:
+    defaults = (ROLE / "defaults" / "main.yml").read_text()
+    assert DEFAULT_SLURM in SLURM_RELEASES
+    assert Software().slurm == DEFAULT_SLURM
+    assert f".slurm | default('{DEFAULT_SLURM}')" in defaults
+
+
+def test_sources_in_order_github_then_debian() -> None:
+    release = SLURM_RELEASES["24.11.5"]
+    assert release.urls() == (
+        "https://github.com/SchedMD/slurm/archive/refs/tags/slurm-24-11-5-1.tar.gz",
+        "https://deb.debian.org/debian/pool/main/s/slurm-wlm/slurm-wlm_24.11.5.orig.tar.gz",
+    )
+    assert release.major == "24.11"
+
+
+def spec_with(slurm: str) -> str:
+    return yaml.safe_dump(
+        {
+            "name": "s1",
+            "provider": "local",
+            "node_groups": [
+                {"name": "head", "roles": ["controller", "login"], "instance_type": "local"},
+                {"name": "c", "roles": ["compute"], "instance_type": "local", "count": 2},
+            ],
+            "software": {"slurm": slurm},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("slurm", "words"),
+    [
+        ("24.11.5", None),
+        (
+            "23.11.4",
+            ("has none for 23.11.4", "set software.slurm to one it knows (24.11.5)", "docs/slurm.md"),
+        ),
+        ("distro", ("expected an exact Slurm release such as 24.11.5", "never the distribution's")),
+        ("24.11", ("expected an exact Slurm release",)),
+    ],
+)
+def test_the_spec_takes_only_a_pinned_release(slurm: str, words: tuple[str, ...] | None) -> None:
+    if words is None:
+        assert parse_spec(spec_with(slurm)).software.slurm == slurm
+        return
+    with pytest.raises(SpecError) as raised:
+        parse_spec(spec_with(slurm))
+    said = " ".join(str(raised.value).split())
+    assert "software.slurm" in said, said
+    for word in words:
+        assert word in said, said
