@@ -65,7 +65,8 @@ NOBLE = "'mega' boots Ubuntu 24.04 (noble)"
             lambda: spec(GCP, HEAD, HIGH, MEGA),
             Level.INFO,
             ("'head' boots Ubuntu 22.04 (jammy)", JAMMY, NOBLE,
-             "Every node runs Slurm 24.11.5 (software.slurm)", "2 builds", "For one build:", "provider.image"),
+             "Every node runs Slurm 24.11.5 (software.slurm)", "2 builds", "For one build:",
+             "provider.image"),
         ),
         (
             lambda: spec(GCP, HEAD, MEGA, HIGH),
