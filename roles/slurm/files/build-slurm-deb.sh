@@ -121,7 +121,9 @@ dpkg-deb --root-owner-group -Zgzip --build "$stage" "$deb" >/dev/null
 t4=$(now)
 
 # CPU seconds of every process this script waited for (configure, make, the compilers): bash's `times`.
-cpu=$(times | tail -1 | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } print n }')
+# (Into a file: in a $(...) subshell `times` would count the subshell's children, none.)
+times >"$work/times"
+cpu=$(tail -1 "$work/times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, p, /[ms]/); n += p[1] * 60 + p[2] } printf "%.0f", n }')
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 cat >"$out/build.json" <<EOF
 {

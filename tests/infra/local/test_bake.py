@@ -64,7 +64,7 @@ def test_a_new_role_or_playbook_changes_the_hash(tree: Path) -> None:
 
 def test_pins_change_the_hash(tree: Path) -> None:
     before = key(tree)
-    assert key(tree, software__slurm="23.11") != before
+    assert key(tree, software__nccl_tests="2.19.5") != before
     assert key(tree, software__nccl="2.26.2") != before
     assert key(tree, provider__mirror="http://mirror.example/debian") != before
     assert key(tree, provider__gpu_stack=True) != before
@@ -165,7 +165,7 @@ def test_configure_trusts_a_recorded_hash_only_while_current() -> None:
     assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": "0" * 64}) is None
     assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": None}) is None
     assert baker.baked_and_current(spec, {}) is None
-    pinned = local_spec(software__slurm="23.11")
+    pinned = local_spec(software__nccl_tests="2.19.5")
     assert baker.baked_and_current(pinned, {"gpufleet_baked_image_hash": current}) is None
 
 
