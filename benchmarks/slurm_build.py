@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -57,11 +56,15 @@ def timed(podman: Podman, *argv: str) -> float:
 
 def fresh(podman: Podman, image: str) -> None:
     podman.run("rm", "-f", NAME, check=False, what="removing the benchmark container")
-    podman.run("run", "-d", "--name", NAME, image, "sleep", "infinity", what="starting the benchmark container")
+    podman.run(
+        "run", "-d", "--name", NAME, image, "sleep", "infinity", what="starting the benchmark container"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     release = SLURM_RELEASES[DEFAULT_SLURM]
     parser.add_argument("--tarball", type=Path, default=cache_dir() / "sources" / f"{release.tag}.tar.gz")
     parser.add_argument("--jobs", default="", help="make -j (default: every core)")
@@ -70,7 +73,11 @@ def main() -> None:
     podman = Podman(cache_dir())
     provider = LocalProvider(kind="local")
     image, _ = ensure_node_image(
-        podman, cache_dir(), release=provider.debian_release, mirror=provider.mirror, reporter=SilentReporter()
+        podman,
+        cache_dir(),
+        release=provider.debian_release,
+        mirror=provider.mirror,
+        reporter=SilentReporter(),
     )
     apt = ["exec", "-e", "DEBIAN_FRONTEND=noninteractive", NAME, "apt-get"]
     try:
@@ -78,7 +85,9 @@ def main() -> None:
         timed(podman, *apt, "update", "-q")
         packages = timed(podman, *apt, "install", "-y", "-q", "--no-install-recommends", *values["packages"])
         podman.run("cp", str(args.tarball), f"{NAME}:/root/slurm.tar.gz", what="copying the tarball")
-        podman.run("cp", str(ROLE / "files" / "build-slurm-deb.sh"), f"{NAME}:/root/", what="copying the script")
+        podman.run(
+            "cp", str(ROLE / "files" / "build-slurm-deb.sh"), f"{NAME}:/root/", what="copying the script"
+        )
         env = {
             "SLURM_REQUIRED_PLUGINS": " ".join(values["plugins"]),
             "SLURM_CONFLICTS": ", ".join(values["conflicts"]),
