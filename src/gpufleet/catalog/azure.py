@@ -87,7 +87,8 @@ MARKETPLACE_IMAGES: dict[str, MarketplaceImage] = {
     )
 }
 # The plain Ubuntu a node without an image of its own boots (the head, CPU groups), by OS release and
-# architecture: the GPU nodes' release, so every node installs the same Slurm (catalog.os_releases).
+# architecture: the GPU nodes' release, so every node shares one userland, one build of Slurm
+# (catalog.os_releases).
 PLAIN_UBUNTU: dict[tuple[str, Architecture], str] = {
     (image.os_release, image.architecture): image.urn
     for image in MARKETPLACE_IMAGES.values()

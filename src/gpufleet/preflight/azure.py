@@ -194,7 +194,7 @@ def azure_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 "azure_image",
                 "provider.image.os_release",
                 f"gpufleet does not know the Ubuntu release of {choice.id or choice.urn}; the head node "
-                "boots the same release (one Slurm): set provider.image.os_release (ubuntu-22.04 or "
+                "boots the same release (one build of Slurm): set provider.image.os_release (ubuntu-22.04 or "
                 "ubuntu-24.04)",
             )
         return
