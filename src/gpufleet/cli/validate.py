@@ -62,7 +62,7 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) ->
         judged = "-"
         if verdict.measured_busbw is not None and verdict.measured_bytes is not None:
             judged = f"{verdict.measured_busbw:g} GB/s at {format_bytes(verdict.measured_bytes)}"
-        needs = verdict.mode
+        needs = verdict.mode.value
         if verdict.threshold is not None:
             needs = f"{verdict.threshold:g} GB/s ({verdict.mode})"
         why = "; ".join(check.message for check in verdict.failures) or "-"
