@@ -72,8 +72,10 @@ def test_catalog_facts_import_no_cloud_sdk():
         assert not heavy, f"{path.name} imports {heavy}"
 
 
-PROVIDER_KINDS = frozenset({"aws", "gcp", "local", "baremetal"})
-PROVIDER_MODELS = frozenset({"AwsProvider", "GcpProvider", "LocalProvider", "BaremetalProvider"})
+PROVIDER_KINDS = frozenset({"aws", "gcp", "local", "baremetal", "kubernetes"})
+PROVIDER_MODELS = frozenset(
+    {"AwsProvider", "GcpProvider", "LocalProvider", "BaremetalProvider", "KubernetesProvider"}
+)
 _ONE_PROVIDER = "checks registered for one provider (@check(providers=...)) narrow the spec's model"
 # Where a provider may be named outside the table, and why. Nothing else in src/gpufleet compares a
 # provider kind or asks which provider model a spec holds: it asks the spec's backend.
@@ -83,6 +85,7 @@ MAY_NAME_PROVIDERS = {
     "infra/gcp/": "a provider folder knows its own provider",
     "infra/local/": "a provider folder knows its own provider",
     "infra/baremetal/": "a provider folder knows its own provider",
+    "infra/kubernetes/": "a provider folder knows its own provider",
     "spec/model.py": "the spec owns its discriminated union of providers (per-provider defaults, validation)",
     "catalog/images.py": "catalog data: each image manifest says which cloud it is for",
     "preflight/aws.py": _ONE_PROVIDER,
@@ -90,6 +93,7 @@ MAY_NAME_PROVIDERS = {
     "preflight/gcp.py": _ONE_PROVIDER,
     "preflight/local.py": _ONE_PROVIDER,
     "preflight/baremetal.py": _ONE_PROVIDER,
+    "preflight/kubernetes.py": _ONE_PROVIDER,
     "preflight/common.py": "instance_type_known reads the catalog's section of the spec's provider: only on "
     "bare metal may a site name its own machines",
 }

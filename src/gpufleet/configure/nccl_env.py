@@ -5,8 +5,8 @@ On a Slurm node the fabric role (efa, infiniband, ethernet) hands roles/nccl_env
 roles/nccl_env renders ``templates/nccl.env.j2`` to /etc/gpufleet/nccl.env. Kubernetes pods cannot run the
 role, so ``render`` makes the same file for them (a ConfigMap, ``validate.kubernetes.manifests``): it
 finds the role that serves the fabric (its ``__<role>_fabrics``), loads that role's and roles/nccl_env's
-defaults and vars, and renders the same template with Ansible's own templating and the inventory's facts. One source, two
-renderings: a setting changed in a role's defaults changes both.
+defaults and vars, and renders the same template with Ansible's own templating and the inventory's facts.
+One source, two renderings: a setting changed in a role's defaults changes both.
 
 What a role finds on the node itself is not there (no facts are gathered and nothing runs on a node): EFA's
 plugin folder (the image's own ``LD_LIBRARY_PATH`` stands), the HCAs and GID index of InfiniBand and RoCE

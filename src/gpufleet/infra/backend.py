@@ -93,6 +93,7 @@ BACKENDS: dict[str, _Entry] = {
     "baremetal": _Entry("gpufleet.infra.baremetal", pulumi=False),
     "aws": _Entry("gpufleet.infra.aws", pulumi=True, head_by_default=True),
     "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, head_by_default=True),
+    "kubernetes": _Entry("gpufleet.infra.kubernetes", pulumi=False),
 }
 PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 HEAD_BY_DEFAULT = tuple(kind for kind, entry in BACKENDS.items() if entry.head_by_default)

@@ -139,6 +139,9 @@ class Inventory(BaseModel):
         default_factory=dict, description="the spec's software block: versions the roles install or verify"
     )
     extra_vars: dict[str, Any] = Field(default_factory=dict)
+    scheduler: Literal["slurm", "kubernetes"] = Field(
+        default="slurm", description="what runs the jobs: Slurm (configured by the roles) or Kubernetes"
+    )
 
     def in_group(self, role: Role) -> list[Host]:
         return [host for host in self.hosts if role in host.roles]
@@ -169,6 +172,8 @@ class Inventory(BaseModel):
         }
         if self.software:
             all_vars["gpufleet_software"] = self.software
+        if self.scheduler != "slurm":
+            all_vars["gpufleet_scheduler"] = self.scheduler
         if self.connection.private_key_file:
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
@@ -179,7 +184,7 @@ class Inventory(BaseModel):
         children: dict[str, Any] = {}
         for role, group in GROUP_OF_ROLE.items():
             members = self.in_group(role)
-            if role is Role.LOGIN and not members:
+            if role is Role.LOGIN and not members and self.in_group(Role.CONTROLLER):
                 members = [self.controller]
             children[group] = {"hosts": {host.name: self._host_vars(host) for host in members}}
         return {"all": {"vars": all_vars, "children": children}}
@@ -208,7 +213,10 @@ class Inventory(BaseModel):
                 "{{slurm_controller, slurm_login, compute}}}}'",
                 hint="start from inventories/examples/baremetal.yml",
             ) from None
-        missing = [g for g in ("slurm_controller", "compute") if not (groups.get(g) or {}).get("hosts")]
+        # A Kubernetes cluster handed over has only the nodes to validate (no Slurm controller to configure).
+        kubernetes = all_vars.get("gpufleet_scheduler") == "kubernetes"
+        needed = ("compute",) if kubernetes else ("slurm_controller", "compute")
+        missing = [g for g in needed if not (groups.get(g) or {}).get("hosts")]
         if missing:
             raise SpecError(f"{source}: group(s) {', '.join(missing)} must list at least one host")
         hosts: dict[str, dict[str, Any]] = {}
@@ -247,6 +255,9 @@ class Inventory(BaseModel):
             software=all_vars.pop("gpufleet_software", {}),
             hosts=parsed,
             connection=connection,
+            scheduler="kubernetes"
+            if all_vars.pop("gpufleet_scheduler", "slurm") == "kubernetes"
+            else "slurm",
             extra_vars=all_vars,
         )
 

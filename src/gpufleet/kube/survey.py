@@ -5,9 +5,9 @@
 - the namespace of ``scheduler.kubernetes.namespace``;
 - the MPI Operator's CRD ``mpijobs.kubeflow.org`` serving ``v2beta1``;
 - NVIDIA's GPU Operator: its ``ClusterPolicy`` (``nvidia.com/v1``) and ``status.state`` (``ready``,
-  ``notReady`` or ``ignored``; NVIDIA/gpu-operator@0266f00 api/nvidia/v1/clusterpolicy_types.go, ``State``, read
-  2026-11-27), and whether it runs DCGM's host engine as its own pod (``spec.dcgm.enabled``, on unless set
-  false, same file, ``DCGMSpec.IsEnabled``). A cluster without the operator whose nodes still advertise
+  ``notReady`` or ``ignored``; NVIDIA/gpu-operator@0266f00 api/nvidia/v1/clusterpolicy_types.go, ``State``,
+  read 2026-11-27), and whether it runs DCGM's host engine as its own pod (``spec.dcgm.enabled``, on unless
+  set false, same file, ``DCGMSpec.IsEnabled``). A cluster without the operator whose nodes still advertise
   ``nvidia.com/gpu`` (GKE's own driver installer and device plugin) is accepted;
 - the nodes ``scheduler.kubernetes.node_selector`` picks (default: ``node.kubernetes.io/instance-type`` of the
   compute group), each with its allocatable ``nvidia.com/gpu`` and fabric devices
@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.catalog import Catalog
+from gpufleet.inventory.model import Host
 from gpufleet.kube.api import KubeApi, KubeApiError
-from gpufleet.spec.model import ClusterSpec, FabricKind, KubernetesOptions
+from gpufleet.spec.model import ClusterSpec, FabricKind, KubernetesOptions, Role
 
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
@@ -36,9 +37,9 @@ CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 
 # How to add each piece (docs/kubernetes.md says the same, per cloud). The MPI Operator's install line is its
 # README's (kubeflow/mpi-operator@caa3c47 README.md:21, v0.8.2, read 2026-11-27); the GPU Operator's is
-# NVIDIA's Helm chart (docs.nvidia.com/datacenter/cloud-native/gpu-operator, "Installing the NVIDIA GPU Operator");
-# the EFA device plugin's is AWS's Helm chart (aws/eks-charts, aws-efa-k8s-device-plugin); RDMA's is NVIDIA's
-# Network Operator with its RDMA shared device plugin.
+# NVIDIA's Helm chart (docs.nvidia.com/datacenter/cloud-native/gpu-operator, "Installing the NVIDIA GPU
+# Operator"); the EFA device plugin's is AWS's Helm chart (aws/eks-charts, aws-efa-k8s-device-plugin); RDMA's
+# is NVIDIA's Network Operator with its RDMA shared device plugin.
 FIX_MPI_OPERATOR = (
     "install the MPI Operator: kubectl apply --server-side -f "
     "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/mpi-operator.yaml"
@@ -94,6 +95,23 @@ class Survey:
     @property
     def blocking(self) -> list[Problem]:
         return [problem for problem in self.problems if problem.blocking]
+
+    def hosts(self, instance_type: str) -> list[Host]:
+        """The inventory's compute hosts for the nodes (the catalog's fabric facts for ``instance_type``)."""
+        return [
+            Host(
+                name=node.name,
+                roles=[Role.COMPUTE],
+                address=node.address,
+                private_ip=node.address,
+                instance_type=instance_type,
+                gpus=node.count(GPU),
+                cpus=node.cpus,
+                memory_mb=node.memory_mb,
+                gpu_stack="verify" if node.count(GPU) else "none",  # the image carries the GPU stack
+            )
+            for node in self.nodes
+        ]
 
 
 def _quantity(text: str) -> int:

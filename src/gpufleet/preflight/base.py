@@ -93,4 +93,14 @@ def require_no_errors(spec: ClusterSpec, catalog: Catalog | None = None) -> None
 
 def _load_check_modules() -> None:
     # Imported for their @check registrations. Cloud modules import no cloud SDK.
-    from gpufleet.preflight import aws, baremetal, checkpoint, common, gcp, head_size, local, names  # noqa: F401
+    from gpufleet.preflight import (  # noqa: F401
+        aws,
+        baremetal,
+        checkpoint,
+        common,
+        gcp,
+        head_size,
+        kubernetes,
+        local,
+        names,
+    )

@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.kube.cleanup import LABEL_CLUSTER, LABEL_RUN
+
 Json = dict[str, Any]
 
-LABEL_RUN = "gpufleet.io/run"
-LABEL_CLUSTER = "gpufleet.io/cluster"
 LABEL_PART = "gpufleet.io/part"  # files, health, collective, training
 MPIJOB_API = "kubeflow.org/v2beta1"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -285,6 +285,7 @@ def training_task(
             "OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}",
             f'echo "GPUFLEET_TRAIN_NODE host={NODE_NAME_EXPR} ifname=${{NCCL_SOCKET_IFNAME:-}} '
             'fabric=${GPUFLEET_FABRIC:-}"',
+            f'echo "GPUFLEET_TRAIN_POD pod=$(hostname) node={NODE_NAME_EXPR}"',
             f"export {exports}",
             f"exec torchrun --nnodes={nodes} --nproc-per-node={max(gpus_per_node, 1)} "
             "--node-rank=$OMPI_COMM_WORLD_RANK --rdzv-backend=c10d "
