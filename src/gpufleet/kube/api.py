@@ -99,8 +99,8 @@ class KubeApi:
             _method, url, headers, _body, _post = self._client.param_serialize(
                 method, resource, header_params=headers, auth_settings=["BearerToken"]
             )
-            payload = json.dumps(body) if body is not None else None
-            response = self._client.call_api(method, url, headers, payload, _request_timeout=timeout)
+            # the client's REST layer serializes a JSON body (merge-patch+json included) itself
+            response = self._client.call_api(method, url, headers, body, _request_timeout=timeout)
             data = response.read()
         except ApiException as exc:
             raise self._error(method, path, int(exc.status or 0), exc.reason, exc.body) from None
