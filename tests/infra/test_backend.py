@@ -31,7 +31,7 @@ def _imports(path: Path) -> set[str]:
 def test_every_provider_kind_has_a_backend():
     models = get_args(ClusterSpec.model_fields["provider"].annotation)
     kinds = {get_args(model.model_fields["kind"].annotation)[0] for model in models}
-    assert kinds == {"local", "baremetal", "aws", "gcp"}, kinds
+    assert kinds == {"local", "baremetal", "aws", "gcp", "kubernetes"}, kinds
     assert set(BACKENDS) == kinds
 
 

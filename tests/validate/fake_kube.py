@@ -1,6 +1,7 @@
 """A fake Kubernetes API server for the tests: a real HTTP server that answers only the calls gpufleet's
 Kubernetes adapter makes, in the API's own shapes (kubernetes.io "API Concepts" and the core/v1, batch/v1 and
-apiextensions/v1 references; the MPI Operator's v2beta1 types, kubeflow/mpi-operator@caa3c47; read 2026-11-27):
+apiextensions/v1 references; the MPI Operator's v2beta1 types, kubeflow/mpi-operator@caa3c47; read
+2026-11-27):
 
 - objects carry ``apiVersion``, ``kind``, ``metadata`` (``uid``, ``resourceVersion``, ``creationTimestamp``)
   and ``status``; lists are ``<Kind>List`` with ``items``; errors are a ``Status`` object with ``reason`` and
@@ -80,10 +81,16 @@ def make_node(
         "status": {
             "allocatable": allocatable,
             "capacity": dict(allocatable),
-            "addresses": [{"type": "InternalIP", "address": address or f"10.0.{len(name)}.{abs(hash(name)) % 250}"}],
+            "addresses": [
+                {"type": "InternalIP", "address": address or f"10.0.{len(name)}.{abs(hash(name)) % 250}"}
+            ],
             "conditions": [
-                {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady" if ready else "KubeletNotReady",
-                 "message": "kubelet is posting ready status" if ready else "container runtime is down"}
+                {
+                    "type": "Ready",
+                    "status": "True" if ready else "False",
+                    "reason": "KubeletReady" if ready else "KubeletNotReady",
+                    "message": "kubelet is posting ready status" if ready else "container runtime is down",
+                }
             ],
         },
     }
@@ -143,8 +150,9 @@ class FakeKube:
         self.mpi_operator = mpi_operator
         self.gpu_operator = gpu_operator
         gpus = max((int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in nodes), default=0)
-        self.slurm = FakeSlurm(list(self.nodes), gpus=gpus, fabric=fabric, bad=bad, health=health,
-                               busbw_scale=busbw_scale)  # fmt: skip
+        self.slurm = FakeSlurm(
+            list(self.nodes), gpus=gpus, fabric=fabric, bad=bad, health=health, busbw_scale=busbw_scale
+        )
         self.stuck = stuck or set()
         self.gc_lists = gc_lists
         self.objects: dict[str, dict[str, Json]] = {
@@ -154,6 +162,7 @@ class FakeKube:
         self.pending_gc: list[tuple[int, str, str]] = []  # (lists left, kind, name)
         self.requests: list[tuple[str, str]] = []
         self.mpijobs_made: list[Json] = []
+        self.created: list[Json] = []  # every object gpufleet created, as it sent it
         self.lock = threading.RLock()
 
     # ---- serving ------------------------------------------------------------------------------------
@@ -181,7 +190,9 @@ class FakeKube:
                     code, answer = exc.code, fake.status(exc)
                 data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
+                self.send_header(
+                    "Content-Type", "text/plain" if isinstance(answer, str) else "application/json"
+                )
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -207,7 +218,9 @@ class FakeKube:
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
+                    "clusters": [
+                        {"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}
+                    ],
                     "users": [{"name": "fake", "user": {"token": "fake-token"}}],
                     "contexts": [{"name": context, "context": {"cluster": "fake", "user": "fake"}}],
                     "current-context": context,
@@ -222,12 +235,21 @@ class FakeKube:
 
     @staticmethod
     def status(exc: ApiError) -> Json:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": exc.message, "reason": exc.reason, "code": exc.code}  # fmt: skip
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": exc.message,
+            "reason": exc.reason,
+            "code": exc.code,
+        }
 
     # ---- routing ------------------------------------------------------------------------------------
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any, ctype: str | None) -> tuple[int, Any]:
+    def handle(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, ctype: str | None
+    ) -> tuple[int, Any]:
         with self.lock:
             self.requests.append((method, path))
             selector = (query.get("labelSelector") or [""])[0]
@@ -263,7 +285,9 @@ class FakeKube:
                 return 200, self.logs[name]
             if name is None and method == "GET":
                 self._collect_garbage()
-                return 200, self._list(f"{kind[:-1].capitalize()}List", list(self.objects[kind].values()), selector)
+                return 200, self._list(
+                    f"{kind[:-1].capitalize()}List", list(self.objects[kind].values()), selector
+                )
             if name is None and method == "POST":
                 return 201, self._create(kind, namespace, body)
             if name is not None and method == "GET":
@@ -281,12 +305,19 @@ class FakeKube:
 
     def _crd(self) -> tuple[int, Json]:
         if self.mpi_operator is None:
-            raise ApiError(404, "NotFound", 'customresourcedefinitions.apiextensions.k8s.io "mpijobs.kubeflow.org" not found')
+            raise ApiError(
+                404,
+                "NotFound",
+                'customresourcedefinitions.apiextensions.k8s.io "mpijobs.kubeflow.org" not found',
+            )
         return 200, {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
             "metadata": {"name": "mpijobs.kubeflow.org"},
-            "spec": {"group": "kubeflow.org", "versions": [{"name": self.mpi_operator, "served": True, "storage": True}]},
+            "spec": {
+                "group": "kubeflow.org",
+                "versions": [{"name": self.mpi_operator, "served": True, "storage": True}],
+            },
         }
 
     def _clusterpolicies(self) -> tuple[int, Json]:
@@ -308,7 +339,14 @@ class FakeKube:
             return 200, self.nodes[name]
         if method == "PATCH":
             if ctype != "application/merge-patch+json":
-                raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json ({ctype})")
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, "
+                    "application/apply-patch+yaml, "
+                    f"application/strategic-merge-patch+json ({ctype})",
+                )
             return 200, _merge(self.nodes[name], body)
         raise ApiError(405, "MethodNotAllowed", method)
 
@@ -325,7 +363,11 @@ class FakeKube:
     def _create(self, kind: str, namespace: str, body: Json) -> Json:
         name = body.get("metadata", {}).get("name")
         if body.get("metadata", {}).get("namespace", namespace) != namespace:
-            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
         errors = kube_schemas.problems(body)
         if errors:
             raise ApiError(422, "Invalid", f'{body.get("kind")} "{name}" is invalid: {"; ".join(errors)}')
@@ -333,6 +375,7 @@ class FakeKube:
             raise ApiError(409, "AlreadyExists", f'{kind} "{name}" already exists')
         obj = self._stamp(body)
         self.objects[kind][name] = obj
+        self.created.append(copy.deepcopy(body))
         if kind == "pods":
             self._run_pod(obj)
         elif kind == "mpijobs":
@@ -366,10 +409,9 @@ class FakeKube:
     def _collect_garbage(self) -> None:
         still = []
         for lists, kind, name in self.pending_gc:
-            if lists <= 0:
-                if not any(name.startswith(prefix) for prefix in self.stuck):
-                    self.objects[kind].pop(name, None)
-                    continue
+            if lists <= 0 and not any(name.startswith(prefix) for prefix in self.stuck):
+                self.objects[kind].pop(name, None)
+                continue
             still.append((lists - 1, kind, name))
         self.pending_gc = still
 
@@ -387,7 +429,9 @@ class FakeKube:
         pod["spec"]["nodeName"] = node
         pod["status"] = {
             "phase": "Succeeded",
-            "containerStatuses": [{"name": container["name"], "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+            "containerStatuses": [
+                {"name": container["name"], "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+            ],
         }
 
     # ---- the MPI Operator -----------------------------------------------------------------------------
@@ -405,48 +449,123 @@ class FakeKube:
         worker_template = spec["mpiReplicaSpecs"]["Worker"]["template"]
         launcher_template = spec["mpiReplicaSpecs"]["Launcher"]["template"]
         replicas = spec["mpiReplicaSpecs"]["Worker"]["replicas"]
-        terms = worker_template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        terms = worker_template["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
         wanted = terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
         container = worker_template["spec"]["containers"][0]
         labels = {"app": name}
-        self._put("services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels}})
-        self._put("secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-ssh", "labels": labels}})
-        hostfile = "".join(f"{name}-worker-{i}.{name}.{job['metadata']['namespace']}.svc slots={spec['slotsPerWorker']}\n" for i in range(replicas))
-        self._put("configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-config", "labels": labels}, "data": {"hostfile": hostfile}})
+        self._put(
+            "services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels}}
+        )
+        self._put(
+            "secrets",
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-ssh", "labels": labels}},
+        )
+        hostfile = "".join(
+            f"{name}-worker-{i}.{name}.{job['metadata']['namespace']}.svc slots={spec['slotsPerWorker']}\n"
+            for i in range(replicas)
+        )
+        self._put(
+            "configmaps",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{name}-config", "labels": labels},
+                "data": {"hostfile": hostfile},
+            },
+        )
         placed: list[str] = []
         pending = None
         for index in range(replicas):
-            pod_labels = {**(worker_template["metadata"].get("labels") or {}), "training.kubeflow.org/job-name": name,
-                          "training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": str(index)}  # fmt: skip
-            free = [node for node in wanted if node not in placed and self._fits(node, container.get("resources") or {}) is None]
-            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-worker-{index}", "labels": pod_labels},
-                   "spec": copy.deepcopy(worker_template["spec"])}  # fmt: skip
+            pod_labels = {
+                **(worker_template["metadata"].get("labels") or {}),
+                "training.kubeflow.org/job-name": name,
+                "training.kubeflow.org/job-role": "worker",
+                "training.kubeflow.org/replica-index": str(index),
+            }
+            free = [
+                node
+                for node in wanted
+                if node not in placed and self._fits(node, container.get("resources") or {}) is None
+            ]
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-worker-{index}", "labels": pod_labels},
+                "spec": copy.deepcopy(worker_template["spec"]),
+            }
             if free:
                 placed.append(free[0])
                 pod["spec"]["nodeName"] = free[0]
                 pod["status"] = {"phase": "Running"}
             else:
                 short = {self._fits(node, container.get("resources") or {}) for node in wanted} - {None}
-                message = f"0/{len(self.nodes)} nodes are available: " + ", ".join(f"Insufficient {s}" for s in sorted(short))
-                pod["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}
+                message = f"0/{len(self.nodes)} nodes are available: " + ", ".join(
+                    f"Insufficient {s}" for s in sorted(short)
+                )
+                pod["status"] = {
+                    "phase": "Pending",
+                    "conditions": [
+                        {
+                            "type": "PodScheduled",
+                            "status": "False",
+                            "reason": "Unschedulable",
+                            "message": message,
+                        }
+                    ],
+                }
                 pending = message
             self._put("pods", pod)
         job["status"] = {"conditions": [{"type": "Created", "status": "True"}]}
         if pending:
             return  # the launcher waits for the workers (launcherCreationPolicy WaitForWorkersReady)
         launcher_name = f"{name}-launcher-x7k2p"
-        self._put("jobs", {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"{name}-launcher", "labels": labels}})
+        self._put(
+            "jobs",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": f"{name}-launcher", "labels": labels},
+            },
+        )
         command = launcher_template["spec"]["containers"][0]["command"]
         rc, log = self._launch(name, command, placed)
-        launcher_labels = {**(launcher_template["metadata"].get("labels") or {}), "training.kubeflow.org/job-name": name,
-                           "training.kubeflow.org/job-role": "launcher"}  # fmt: skip
-        self._put("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": launcher_name, "labels": launcher_labels},
-                           "spec": copy.deepcopy(launcher_template["spec"]),
-                           "status": {"phase": "Succeeded" if rc == 0 else "Failed",
-                                      "containerStatuses": [{"name": "launcher", "state": {"terminated": {"exitCode": rc, "reason": "Completed" if rc == 0 else "Error"}}}]}})  # fmt: skip
+        launcher_labels = {
+            **(launcher_template["metadata"].get("labels") or {}),
+            "training.kubeflow.org/job-name": name,
+            "training.kubeflow.org/job-role": "launcher",
+        }
+        self._put(
+            "pods",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": launcher_name, "labels": launcher_labels},
+                "spec": copy.deepcopy(launcher_template["spec"]),
+                "status": {
+                    "phase": "Succeeded" if rc == 0 else "Failed",
+                    "containerStatuses": [
+                        {
+                            "name": "launcher",
+                            "state": {
+                                "terminated": {"exitCode": rc, "reason": "Completed" if rc == 0 else "Error"}
+                            },
+                        }
+                    ],
+                },
+            },
+        )
         self.logs[launcher_name] = log
         done = "Succeeded" if rc == 0 else "Failed"
-        job["status"]["conditions"].append({"type": done, "status": "True", "reason": f"MPIJob{done}", "message": f"MPIJob {name} {done.lower()}"})
+        job["status"]["conditions"].append(
+            {
+                "type": done,
+                "status": "True",
+                "reason": f"MPIJob{done}",
+                "message": f"MPIJob {name} {done.lower()}",
+            }
+        )
 
     def _put(self, kind: str, obj: Json) -> None:
         obj = self._stamp(obj)
@@ -472,18 +591,24 @@ class FakeKube:
         assert ". /gpufleet/nccl.env" in script, script
         env = {**self._env_file(), **dict(re.findall(r"export (\w+)=(\S+?);", script))}
         reports = "".join(
-            f"GPUFLEET_NCCL_ENV host={node} fabric={env['GPUFLEET_FABRIC']} transport={env['GPUFLEET_TRANSPORT']} file=/gpufleet/nccl.env\n"
+            f"GPUFLEET_NCCL_ENV host={node} fabric={env['GPUFLEET_FABRIC']} "
+            f"transport={env['GPUFLEET_TRANSPORT']} file=/gpufleet/nccl.env\n"
             for node in nodes
         )
         rc, out, err = self.slurm._collective(nodes, per_node, task[3:], env)
         return rc, reports + out + err
 
     def _train(self, job: str, nodes: list[str], script: str) -> tuple[int, str]:
-        """A captured two-rank run (examples/jobs/train_ddp.py on the local cluster), its hosts the worker pods'
+        """A captured two-rank run (examples/jobs/train_ddp.py on the local cluster), its hosts the worker
+        pods'
         names, as train_ddp.py prints socket.gethostname() in a pod."""
         assert "--nnodes=2" in script and len(nodes) == 2, "the captured run has two nodes"
         text = TRAINING_LOG.read_text()
-        text = "\n".join(line for line in text.splitlines() if not line.startswith(("GPUFLEET_TRAIN_NODE", "GPUFLEET_TRAIN_JOB")))
+        text = "\n".join(
+            line
+            for line in text.splitlines()
+            if not line.startswith(("GPUFLEET_TRAIN_NODE", "GPUFLEET_TRAIN_JOB"))
+        )
         for index in range(2):
             text = text.replace(f"e2e-compute-{index}", f"{job}-worker-{index}")
         lines = [f"GPUFLEET_TRAIN_NODE host={node} ifname= fabric={self.fabric}" for node in nodes]

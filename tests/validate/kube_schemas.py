@@ -16,8 +16,12 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-KUBERNETES_VERSION = "1.33.0"  # EKS, GKE and AKS all offer 1.33 in 2026; kubernetes-validate ships its schemas
-MPIJOB_SCHEMA = yaml.safe_load((Path(__file__).parent / "data" / "kubernetes" / "mpijob-v2beta1.yaml").read_text())
+KUBERNETES_VERSION = (
+    "1.33.0"  # EKS, GKE and AKS all offer 1.33 in 2026; kubernetes-validate ships its schemas
+)
+MPIJOB_SCHEMA = yaml.safe_load(
+    (Path(__file__).parent / "data" / "kubernetes" / "mpijob-v2beta1.yaml").read_text()
+)
 # validation.go:55-66: "<name>-worker-<replicas - 1>" must be a DNS-1035 label (apimachinery IsDNS1035Label)
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 

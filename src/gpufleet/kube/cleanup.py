@@ -45,11 +45,13 @@ def delete_and_prove(
         for item in api.list(path, selector):
             api.delete(f"{path}/{item['metadata']['name']}")
     deadline = time.monotonic() + deadline_s
+    wait = min(0.1, poll_s)  # the garbage collector often needs a moment only
     while True:
         remaining = left(api, namespace, selector, jobs)
         if not remaining or time.monotonic() >= deadline:
             return remaining
-        sleep(poll_s)
+        sleep(wait)
+        wait = min(wait * 2, poll_s)
 
 
 def left(api: KubeApi, namespace: str, selector: str, jobs: Sequence[str]) -> list[str]:

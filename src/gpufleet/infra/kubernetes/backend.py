@@ -65,7 +65,10 @@ class KubernetesBackend:
         return []
 
     def software_overrides(self, spec: ClusterSpec) -> dict[str, Any]:
-        return {}
+        """No role runs on the cluster's nodes: gpufleet's monitoring stack and enroot/pyxis are not there
+        (the
+        GPU Operator's dcgm-exporter has the GPUs' figures)."""
+        return {"monitoring": False, "containers": False}
 
     def up(
         self,

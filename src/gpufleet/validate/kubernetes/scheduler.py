@@ -24,7 +24,7 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -228,6 +228,7 @@ class KubernetesScheduler:
         deadline = time.monotonic() + self.plan.timeout_s
         ended: dict[str, Json] = {}
         pods: dict[str, Json] = {}
+        waits = _waits(self.poll_s)
         while True:
             for name in names:
                 if name in ended:
@@ -238,7 +239,7 @@ class KubernetesScheduler:
                     ended[name] = pod
             if len(ended) == len(names) or time.monotonic() >= deadline:
                 break
-            self.sleep(self.poll_s)
+            self.sleep(next(waits))
         why = [
             f"pod {name} did not end: {_pod_problem(pods.get(name) or {})}"
             for name in names
@@ -327,11 +328,12 @@ class KubernetesScheduler:
     def _wait_job(self, name: str) -> tuple[Json, str]:
         deadline = time.monotonic() + self.plan.timeout_s
         job: Json = {}
+        waits = _waits(self.poll_s)
         while time.monotonic() < deadline:
             job = self.api.get_or_none(f"{self._path(MPIJOBS)}/{name}") or {}
             if _condition(job, "Succeeded") or _condition(job, "Failed"):
                 return job, ""
-            self.sleep(self.poll_s)
+            self.sleep(next(waits))
         pods = self.api.list(self._path(PODS), f"training.kubeflow.org/job-name={name}")
         stuck = "; ".join(f"{p['metadata']['name']}: {_pod_problem(p)}" for p in pods) or "no pod was created"
         return job, f"MPIJob {name} did not end within {self.plan.timeout_s} s (validation.timeout): {stuck}"
@@ -411,6 +413,15 @@ class KubernetesScheduler:
 
 
 # ---- reading pods and jobs ---------------------------------------------------------------------------
+
+
+def _waits(longest: float) -> Iterator[float]:
+    """Poll intervals: 0.1 s, doubling up to ``longest`` (a job that ends at once is not waited on for
+    long)."""
+    wait = min(0.1, longest)
+    while True:
+        yield wait
+        wait = min(wait * 2, longest)
 
 
 def _condition(job: Json, kind: str) -> bool:
