@@ -122,8 +122,7 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
     from gpufleet.errors import LeftoversError
     from gpufleet.monitoring import util
     from gpufleet.validate.report import append_section
-    from gpufleet.validate.scheduler import scheduler_for
-    from gpufleet.validate.suite import run_suite
+    from gpufleet.validate.suite import run_suite, scheduler_for
 
     kubernetes = spec.scheduler.kind is SchedulerKind.KUBERNETES
     if kubernetes and not ClusterState.for_name(spec.name).inventory_file.exists():

@@ -73,7 +73,13 @@ def write_spec(tmp_path: Path, kubeconfig: Path, **changes) -> Path:
 
 @pytest.fixture(autouse=True)
 def _state(tmp_path, monkeypatch):
+    """A state folder of the test's own, and consoles wide enough that no table folds a message (they take
+    their width once, at import: tests/cli/conftest.py says why)."""
+    from gpufleet.cli import common
+
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    for console in (common.console, common.err_console):
+        monkeypatch.setattr(console, "_width", 2000)
 
 
 def efa_nodes(count: int = 4, **overrides) -> list[dict]:

@@ -19,7 +19,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.catalog.images import Component as GpuComponent
 from gpufleet.catalog.images import Mode as GpuMode
 from gpufleet.errors import SpecError
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import FabricKind, Role, SchedulerKind
 
 if TYPE_CHECKING:
     from gpufleet.inventory.stack import StackOutputs
@@ -139,8 +139,9 @@ class Inventory(BaseModel):
         default_factory=dict, description="the spec's software block: versions the roles install or verify"
     )
     extra_vars: dict[str, Any] = Field(default_factory=dict)
-    scheduler: Literal["slurm", "kubernetes"] = Field(
-        default="slurm", description="what runs the jobs: Slurm (configured by the roles) or Kubernetes"
+    scheduler: SchedulerKind = Field(
+        default=SchedulerKind.SLURM,
+        description="what runs the jobs: Slurm (the roles configure it) or Kubernetes",
     )
 
     def in_group(self, role: Role) -> list[Host]:
@@ -172,8 +173,8 @@ class Inventory(BaseModel):
         }
         if self.software:
             all_vars["gpufleet_software"] = self.software
-        if self.scheduler != "slurm":
-            all_vars["gpufleet_scheduler"] = self.scheduler
+        if self.scheduler is not SchedulerKind.SLURM:
+            all_vars["gpufleet_scheduler"] = self.scheduler.value
         if self.connection.private_key_file:
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
@@ -214,8 +215,14 @@ class Inventory(BaseModel):
                 hint="start from inventories/examples/baremetal.yml",
             ) from None
         # A Kubernetes cluster handed over has only the nodes to validate (no Slurm controller to configure).
-        kubernetes = all_vars.get("gpufleet_scheduler") == "kubernetes"
-        needed = ("compute",) if kubernetes else ("slurm_controller", "compute")
+        named = str(all_vars.pop("gpufleet_scheduler", SchedulerKind.SLURM.value))
+        if named not in {kind.value for kind in SchedulerKind}:
+            raise SpecError(
+                f"{source}: gpufleet_scheduler is '{named}'; it is one of "
+                f"{', '.join(kind.value for kind in SchedulerKind)}"
+            )
+        scheduler = SchedulerKind(named)
+        needed = ("compute",) if scheduler is SchedulerKind.KUBERNETES else ("slurm_controller", "compute")
         missing = [g for g in needed if not (groups.get(g) or {}).get("hosts")]
         if missing:
             raise SpecError(f"{source}: group(s) {', '.join(missing)} must list at least one host")
@@ -255,9 +262,7 @@ class Inventory(BaseModel):
             software=all_vars.pop("gpufleet_software", {}),
             hosts=parsed,
             connection=connection,
-            scheduler="kubernetes"
-            if all_vars.pop("gpufleet_scheduler", "slurm") == "kubernetes"
-            else "slurm",
+            scheduler=scheduler,
             extra_vars=all_vars,
         )
 

@@ -8,23 +8,19 @@ every cluster; a ``Scheduler`` is the part that differs:
   Kubernetes API of a cluster the user hands over.
 
 A scheduler returns each job's output unchanged (``CollectiveRun``: the nccl-tests log as the ranks printed
-it; ``JobRun``: the training job's), so one parser reads both. ``scheduler_for`` picks one from the spec's
-``scheduler.kind``; the Kubernetes client is imported only there, so Slurm runs never load it.
+it; ``JobRun``: the training job's), so one parser reads both. ``suite.scheduler_for`` picks one from the
+spec's ``scheduler.kind``; the Kubernetes client is imported only there, so Slurm runs never load it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from gpufleet.errors import ValidationRunError
 from gpufleet.inventory.model import Host
 from gpufleet.spec.model import FabricKind, TrainingCheck
-
-if TYPE_CHECKING:
-    from gpufleet.inventory.model import Inventory
-    from gpufleet.spec.model import ClusterSpec
 
 
 @dataclass
@@ -166,21 +162,3 @@ def uniform_compute(hosts: Sequence[Host]) -> tuple[int, str]:
             hint="validate each node group on its own",
         )
     return counts.pop(), types.pop()
-
-
-def scheduler_for(spec: ClusterSpec, inventory: Inventory, executor: Any = None) -> Scheduler:
-    """The scheduler the spec's ``scheduler.kind`` names, for the cluster ``inventory`` describes.
-    ``executor``: Slurm's way onto the login node (an ``Executor``; default SSH to the inventory's login)."""
-    from gpufleet.spec.model import SchedulerKind
-
-    if spec.scheduler.kind is SchedulerKind.KUBERNETES:
-        from gpufleet.validate.kubernetes.scheduler import KubernetesScheduler
-
-        return KubernetesScheduler.for_spec(spec, inventory)
-    from gpufleet.validate.slurm import SlurmRunner
-
-    if executor is None:
-        from gpufleet.configure.remote import SshExecutor
-
-        executor = SshExecutor.login(inventory)
-    return SlurmRunner.for_inventory(spec, inventory, executor)

@@ -33,7 +33,7 @@ from typing import Any
 from gpufleet.catalog import Catalog, load_catalog
 from gpufleet.errors import LogParseError
 from gpufleet.inventory.model import Host, Inventory
-from gpufleet.spec.model import ClusterSpec, FabricKind, ValidationSpec
+from gpufleet.spec.model import ClusterSpec, FabricKind, SchedulerKind, ValidationSpec
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
 from gpufleet.validate.gate import FAIL, Check, GateConfig, Verdict, judge
 from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
@@ -483,3 +483,18 @@ def _context(
         if drained.errors:
             context["drain errors"] = "; ".join(drained.errors)
     return context
+
+
+def scheduler_for(spec: ClusterSpec, inventory: Inventory, executor: Executor | None = None) -> Scheduler:
+    """The scheduler the spec's ``scheduler.kind`` names, for the cluster ``inventory`` describes (the
+    Kubernetes client loads only for a Kubernetes spec). ``executor``: Slurm's way onto the login node (an
+    ``Executor``; default SSH to the inventory's login)."""
+    if spec.scheduler.kind is SchedulerKind.KUBERNETES:
+        from gpufleet.validate.kubernetes.scheduler import KubernetesScheduler
+
+        return KubernetesScheduler.for_spec(spec, inventory)
+    if executor is None:
+        from gpufleet.configure.remote import SshExecutor
+
+        executor = SshExecutor.login(inventory)
+    return SlurmRunner.for_inventory(spec, inventory, executor)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import ClusterSpec, KubernetesProvider
+from gpufleet.spec.model import ClusterSpec, KubernetesProvider, SchedulerKind
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class KubernetesBackend:
             provider=self.kind,
             fabric=spec.fabric.kind,
             hosts=found.hosts(spec.compute_groups[0].instance_type),
-            scheduler="kubernetes",
+            scheduler=SchedulerKind.KUBERNETES,
         )
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
