@@ -48,6 +48,24 @@ DRAIN_ANNOTATION = "gpufleet.io/drain-reason"
 LAUNCHER = "mpirun (MPIJob launcher)"
 
 
+# Each rank sources the run's nccl.env (the ConfigMap's), as Slurm's ranks source the node's file; the first
+# rank of each worker reports it with the worker's node name.
+RANK_ENVIRONMENT = TaskEnvironment(
+    env_file=m.NCCL_ENV, host=m.NODE_NAME_EXPR, local_rank="OMPI_COMM_WORLD_LOCAL_RANK"
+)
+
+
+def collective_command(
+    nodes: Sequence[str], collective: str, sweep: Sweep, gpus_per_node: int, nccl_tests_dir: str
+) -> list[str]:
+    """The launcher's mpirun for one collective over ``nodes``: one rank per GPU (one per node without GPUs),
+    each in ``RANK_ENVIRONMENT``, running ``<nccl_tests_dir>/<collective>_perf`` with the sweep's flags."""
+    slots = max(gpus_per_node, 1)
+    binary = f"{nccl_tests_dir.rstrip('/')}/{collective}_perf"
+    task = ["bash", "-c", RANK_ENVIRONMENT.script(), binary, *sweep.args()]
+    return m.mpirun(len(nodes) * slots, slots, task)
+
+
 @dataclass(frozen=True)
 class NodeView:
     """A node's state as the health check shows it (``scheduler.NodeState``)."""
@@ -104,9 +122,7 @@ class KubernetesScheduler:
         self.poll_s, self.cleanup_s, self.sleep = poll_s, cleanup_s, sleep
         self.container_image: str | None = options.image
         self.shared_mount: str | None = m.SHARED_DIR if options.shared_volume else None
-        self.environment = TaskEnvironment(
-            env_file=m.NCCL_ENV, host=m.NODE_NAME_EXPR, local_rank="OMPI_COMM_WORLD_LOCAL_RANK"
-        )
+        self.environment = RANK_ENVIRONMENT
         self._files_made = False
         self._created = _Created()
         self._sequence = 0
@@ -257,11 +273,9 @@ class KubernetesScheduler:
         return name
 
     def collective_command(self, nodes: Sequence[str], collective: str, sweep: Sweep) -> list[str]:
-        """The launcher's mpirun for one collective over ``nodes`` (one rank per GPU)."""
-        slots = max(self.plan.gpus_per_node, 1)
-        binary = f"{self.options.nccl_tests_dir.rstrip('/')}/{collective}_perf"
-        task = ["bash", "-c", self.environment.script(), binary, *sweep.args()]
-        return m.mpirun(len(nodes) * slots, slots, task)
+        return collective_command(
+            nodes, collective, sweep, self.plan.gpus_per_node, self.options.nccl_tests_dir
+        )
 
     def run_collective(
         self,
