@@ -1010,9 +1010,8 @@ class SchedulerSpec(SpecModel):
         if self.kind is SchedulerKind.KUBERNETES and self.kubernetes is None:
             raise PydanticCustomError(
                 "kubernetes_options",
-                "scheduler kubernetes needs its options, at least the image the pods run: "
-                "kubernetes: {{image: <registry>/<nccl-tests image>:<tag>}}",
-                {"at": "kubernetes"},
+                "scheduler kubernetes needs its options, at least the image the pods run: {fix}",
+                {"fix": "kubernetes: {image: <registry>/<nccl-tests image>:<tag>}", "at": "kubernetes"},
             )
         if self.kind is SchedulerKind.SLURM and self.kubernetes is not None:
             raise PydanticCustomError(
@@ -1167,16 +1166,21 @@ class ClusterSpec(SpecModel):
             raise PydanticCustomError(
                 "kubernetes_provider",
                 "scheduler kubernetes runs on a Kubernetes cluster you hand over; gpufleet does not make "
-                "one on '{p}' yet: set provider: {{kind: kubernetes, kubeconfig: ~/.kube/config, context: "
-                "<name>}}",
-                {"p": self.provider.kind, "at": "provider.kind"},
+                "one on '{p}' yet: set {fix}",
+                {
+                    "p": self.provider.kind,
+                    "fix": "provider: {kind: kubernetes, kubeconfig: ~/.kube/config, context: <name>}",
+                    "at": "provider.kind",
+                },
             )
         if self.scheduler.kind is not SchedulerKind.KUBERNETES:
             raise PydanticCustomError(
                 "kubernetes_scheduler",
-                "provider kubernetes runs jobs as pods, not through Slurm: set scheduler: {{kind: "
-                "kubernetes, kubernetes: {{image: <nccl-tests image>:<tag>}}}}",
-                {"at": "scheduler.kind"},
+                "provider kubernetes runs jobs as pods, not through Slurm: set {fix}",
+                {
+                    "fix": "scheduler: {kind: kubernetes, kubernetes: {image: <nccl-tests image>:<tag>}}",
+                    "at": "scheduler.kind",
+                },
             )
         if controllers:
             index = next(i for i, g in enumerate(self.node_groups) if g.name == controllers[0])
