@@ -25,7 +25,8 @@ PLOT_NAME = "busbw.png"
 class Section(Protocol):
     """Something that joins the report: node health results, bisection results."""
 
-    passed: bool
+    @property
+    def passed(self) -> bool: ...
 
     def to_json(self) -> dict[str, Any]: ...
 

@@ -44,9 +44,14 @@ class CollectiveRun:
 class NodeState(Protocol):
     """The scheduler's own view of one node (Slurm's state, Kubernetes' Ready condition and cordon)."""
 
-    node: str
-    state: str
-    reason: str
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
 
     @property
     def usable(self) -> bool: ...

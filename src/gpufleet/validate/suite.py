@@ -304,10 +304,12 @@ def run_suite(
         all_reduce = next((test for test in collectives.tests if test.collective == "all_reduce"), None)
         training = run_training(plan, nodes, all_reduce)
     drained = find_and_drain(plan, nodes, collectives, health, training)
-    sections: dict[str, Section] = {}
-    for name, section in (("health", health), ("training", training), ("bisection", drained.bisection)):
-        if section is not None:
-            sections[name] = section
+    candidates: list[tuple[str, Section | None]] = [
+        ("health", health),
+        ("training", training),
+        ("bisection", drained.bisection),
+    ]
+    sections = {name: section for name, section in candidates if section is not None}
     report = write_report(
         out_dir,
         collectives.tests,
@@ -441,9 +443,9 @@ def find_and_drain(
     bisection = found.bisection
     to_drain: dict[str, str] = {}
     if health is not None:
-        for node in health.nodes:
-            if not node.passed:
-                to_drain[node.node] = f"gpufleet health: {node.problems[0]}"
+        for checked in health.nodes:
+            if not checked.passed:
+                to_drain[checked.node] = f"gpufleet health: {checked.problems[0]}"
     if bisection is not None:
         for node, why in bisection.bad_nodes.items():
             to_drain.setdefault(node, f"gpufleet {bisection.collective}: {why}")

@@ -220,8 +220,8 @@ class KubernetesScheduler:
         ended, why = self._wait_pods(names)
         stdout, rc = "", 0
         for name in names:
-            pod = ended.get(name)
-            code = _exit_code(pod) if pod is not None else None
+            done = ended.get(name)
+            code = _exit_code(done) if done is not None else None
             if code is not None:
                 stdout += self.api.log(self.plan.namespace, name) + "\n"
             rc = max(rc, 124 if code is None else code)
@@ -356,7 +356,8 @@ class KubernetesScheduler:
         selector = f"training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
         pods = self.api.list(self._path(PODS), selector)
         ended = [pod for pod in pods if _exit_code(pod) is not None]
-        return (ended or pods or [None])[-1]
+        chosen = ended or pods
+        return chosen[-1] if chosen else None
 
     # ---- training ----------------------------------------------------------------------------------
 
