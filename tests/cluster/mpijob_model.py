@@ -125,13 +125,7 @@ class MpiJobOnNodes:
         min_bytes: int | None = None,
         max_bytes: int | None = None,
     ) -> CollectiveRun:
-        sweep = self.sweep
-        if min_bytes is not None or max_bytes is not None:
-            low = min_bytes if min_bytes is not None else sweep.min_bytes
-            high = max(max_bytes if max_bytes is not None else sweep.max_bytes, low)
-            sweep = Sweep(
-                low, high, sweep.step_factor, sweep.iterations, sweep.warmup_iterations, sweep.check
-            )
+        sweep = self.sweep.narrowed(min_bytes, max_bytes)
         self._count += 1
         name = f"{self.plan.run_id}-coll{self._count}"
         command = collective_command(nodes, collective, sweep, 0, self.bindir)

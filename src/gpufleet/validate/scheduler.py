@@ -14,7 +14,8 @@ spec's ``scheduler.kind``; the Kubernetes client is imported only there, so Slur
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -167,3 +168,26 @@ def uniform_compute(hosts: Sequence[Host]) -> tuple[int, str]:
             hint="validate each node group on its own",
         )
     return counts.pop(), types.pop()
+
+
+RunOne = Callable[..., CollectiveRun]
+
+
+def side_by_side(
+    run: RunOne,
+    jobs: Iterable[tuple[Sequence[str], str]],
+    min_bytes: int | None,
+    max_bytes: int | None,
+    max_parallel: int = 16,
+) -> list[CollectiveRun]:
+    """``run(nodes, collective, min_bytes=..., max_bytes=...)`` for each job at once, in threads (the jobs'
+    node sets are disjoint, so the scheduler runs them side by side); the results in the jobs' order."""
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(jobs)))) as pool:
+        futures = [
+            pool.submit(run, nodes, collective, min_bytes=min_bytes, max_bytes=max_bytes)
+            for nodes, collective in jobs
+        ]
+        return [future.result() for future in futures]

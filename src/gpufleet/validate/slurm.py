@@ -29,8 +29,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -44,6 +43,7 @@ from gpufleet.validate.scheduler import (
     HealthRun,
     JobRun,
     TrainingRequest,
+    side_by_side,
     uniform_compute,
 )
 from gpufleet.validate.training_job import TrainingJob
@@ -172,6 +172,14 @@ class Sweep:
             iterations=validation.iterations,
             warmup_iterations=validation.warmup_iterations,
         )
+
+    def narrowed(self, min_bytes: int | None, max_bytes: int | None) -> Sweep:
+        """The same sweep from ``min_bytes`` to ``max_bytes`` (a bisection runs the sizes that failed)."""
+        if min_bytes is None and max_bytes is None:
+            return self
+        low = min_bytes if min_bytes is not None else self.min_bytes
+        high = max(max_bytes if max_bytes is not None else self.max_bytes, low)
+        return replace(self, min_bytes=low, max_bytes=high)
 
     def args(self) -> list[str]:
         return [
@@ -368,14 +376,7 @@ class SlurmRunner:
         max_bytes: int | None = None,
     ) -> CollectiveRun:
         """Run one collective across ``nodes``; ``min_bytes``/``max_bytes`` narrow the sweep."""
-        sweep = self.sweep
-        if min_bytes is not None or max_bytes is not None:
-            low = min_bytes if min_bytes is not None else sweep.min_bytes
-            high = max(max_bytes if max_bytes is not None else sweep.max_bytes, low)
-            sweep = Sweep(
-                low, high, sweep.step_factor, sweep.iterations, sweep.warmup_iterations, sweep.check
-            )
-        command = self.command(nodes, collective, sweep)
+        command = self.command(nodes, collective, self.sweep.narrowed(min_bytes, max_bytes))
         started = time.monotonic()
         rc, stdout, stderr = self._run(command, self.timeout)
         return CollectiveRun(
@@ -390,15 +391,7 @@ class SlurmRunner:
         max_bytes: int | None = None,
     ) -> list[CollectiveRun]:
         """Run several collectives at once (on disjoint node sets, so Slurm runs them side by side)."""
-        jobs = list(jobs)
-        if not jobs:
-            return []
-        with ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(jobs)))) as pool:
-            futures = [
-                pool.submit(self.run_collective, nodes, collective, min_bytes=min_bytes, max_bytes=max_bytes)
-                for nodes, collective in jobs
-            ]
-            return [future.result() for future in futures]
+        return side_by_side(self.run_collective, jobs, min_bytes, max_bytes, self.max_parallel)
 
     def run_command(self, command: str, timeout: float) -> tuple[int, str, str]:
         """Any other job's command line (the training check's sbatch), with ``_run``'s handling of a run the

@@ -25,7 +25,6 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +35,7 @@ from gpufleet.kube.cleanup import CONFIGMAPS, MPIJOBS, PODS, delete_and_prove
 from gpufleet.kube.survey import KubeNode, Survey, parse_node
 from gpufleet.spec.model import ClusterSpec, FabricKind, KubernetesOptions
 from gpufleet.validate.kubernetes import manifests as m
-from gpufleet.validate.scheduler import CollectiveRun, HealthRun, JobRun, TrainingRequest
+from gpufleet.validate.scheduler import CollectiveRun, HealthRun, JobRun, TrainingRequest, side_by_side
 from gpufleet.validate.slurm import Sweep, TaskEnvironment, node_health_script, parse_health_output
 
 if TYPE_CHECKING:
@@ -285,14 +284,7 @@ class KubernetesScheduler:
         min_bytes: int | None = None,
         max_bytes: int | None = None,
     ) -> CollectiveRun:
-        sweep = self.sweep
-        if min_bytes is not None or max_bytes is not None:
-            low = min_bytes if min_bytes is not None else sweep.min_bytes
-            high = max(max_bytes if max_bytes is not None else sweep.max_bytes, low)
-            sweep = Sweep(
-                low, high, sweep.step_factor, sweep.iterations, sweep.warmup_iterations, sweep.check
-            )
-        command = self.collective_command(nodes, collective, sweep)
+        command = self.collective_command(nodes, collective, self.sweep.narrowed(min_bytes, max_bytes))
         started = time.monotonic()
         name = self._job_name("collective")
         rc, log, why = self._run_mpijob(
@@ -309,15 +301,8 @@ class KubernetesScheduler:
         min_bytes: int | None = None,
         max_bytes: int | None = None,
     ) -> list[CollectiveRun]:
-        jobs = list(jobs)
-        if not jobs:
-            return []
-        with ThreadPoolExecutor(max_workers=max(1, min(16, len(jobs)))) as pool:
-            futures = [
-                pool.submit(self.run_collective, nodes, name, min_bytes=min_bytes, max_bytes=max_bytes)
-                for nodes, name in jobs
-            ]
-            return [future.result() for future in futures]
+        """A bisection round: one MPIJob per node set, side by side."""
+        return side_by_side(self.run_collective, jobs, min_bytes, max_bytes)
 
     def _run_mpijob(
         self, name: str, part: str, nodes: Sequence[str], command: Sequence[str], *, slots: int
