@@ -40,6 +40,7 @@ CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 # NVIDIA's Helm chart (docs.nvidia.com/datacenter/cloud-native/gpu-operator, "Installing the NVIDIA GPU
 # Operator"); the EFA device plugin's is AWS's Helm chart (aws/eks-charts, aws-efa-k8s-device-plugin); RDMA's
 # is NVIDIA's Network Operator with its RDMA shared device plugin.
+READY_HINT = "add what each line names, then run gpufleet check SPEC (docs/kubernetes.md)"
 FIX_MPI_OPERATOR = (
     "install the MPI Operator: kubectl apply --server-side -f "
     "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/mpi-operator.yaml"
@@ -95,6 +96,13 @@ class Survey:
     @property
     def blocking(self) -> list[Problem]:
         return [problem for problem in self.problems if problem.blocking]
+
+    def refusal(self, host: str) -> str | None:
+        """Why the cluster at ``host`` cannot be validated, each missing piece on a line; None when it can."""
+        if not self.blocking:
+            return None
+        lines = "\n".join(f"  - {problem.what}: {problem.message}" for problem in self.blocking)
+        return f"the Kubernetes cluster at {host} is not ready for validation; nothing was created:\n{lines}"
 
     def hosts(self, instance_type: str) -> list[Host]:
         """The inventory's compute hosts for the nodes (the catalog's fabric facts for ``instance_type``)."""

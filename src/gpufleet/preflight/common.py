@@ -62,6 +62,7 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                     f"known bare-metal types: {', '.join(known)}",
                 )
             elif provider == "kubernetes":
+                # A handed-over cluster's nodes may be of any cloud's type: the closest of all GPU types.
                 known = sorted(i.name for i in catalog.instance_types.values() if i.gpu)
                 close = difflib.get_close_matches(group.instance_type, known, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]}? " if close else ""
@@ -69,9 +70,8 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                     Level.WARNING,
                     "instance_type_known",
                     path,
-                    f"'{group.instance_type}' is not in the catalog: {hint}its GPUs, fabric devices and "
-                    "baseline are unknown, so the nodes' own allocatable counts are taken and bandwidth is "
-                    "judged only against validation.min_busbw",
+                    f"'{group.instance_type}' is not in the catalog: {hint}the nodes' own GPU counts are "
+                    "taken, and bandwidth is judged only against validation.min_busbw",
                 )
             continue
         if item.provider != provider and provider != "kubernetes":  # a handed-over cluster of any cloud

@@ -80,18 +80,14 @@ class KubernetesBackend:
     ) -> Inventory:
         """The cluster's nodes as the inventory (nothing is made; ``baked`` is None: nothing is baked)."""
         from gpufleet.catalog import load_catalog
-        from gpufleet.kube.survey import survey
+        from gpufleet.kube.survey import READY_HINT, survey
 
         api = api_for(spec)
         with reporter.step(f"survey the Kubernetes cluster at {api.host}"):
             found = survey(api, spec, load_catalog())
-        if found.blocking:
-            lines = "\n".join(f"  - {problem.what}: {problem.message}" for problem in found.blocking)
-            raise ProvisionError(
-                f"the Kubernetes cluster at {api.host} is not ready for gpufleet; nothing was "
-                f"created:\n{lines}",
-                hint="add what each line names, then run gpufleet check SPEC (docs/kubernetes.md)",
-            )
+        refusal = found.refusal(api.host)
+        if refusal:
+            raise ProvisionError(refusal, hint=READY_HINT)
         for problem in found.problems:
             reporter.info(f"{problem.what}: {problem.message}")
         return Inventory(

@@ -32,7 +32,7 @@ from gpufleet.errors import ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.kube.api import KubeApi
 from gpufleet.kube.cleanup import CONFIGMAPS, MPIJOBS, PODS, delete_and_prove
-from gpufleet.kube.survey import KubeNode, Survey, parse_node
+from gpufleet.kube.survey import READY_HINT, KubeNode, parse_node
 from gpufleet.spec.model import ClusterSpec, FabricKind, KubernetesOptions
 from gpufleet.validate.kubernetes import manifests as m
 from gpufleet.validate.scheduler import CollectiveRun, HealthRun, JobRun, TrainingRequest, side_by_side
@@ -144,7 +144,9 @@ class KubernetesScheduler:
         assert options is not None
         api = api or api_for(spec)
         found = survey(api, spec, load_catalog())
-        require_ready(found, api)
+        refusal = found.refusal(api.host)
+        if refusal:
+            raise ValidationRunError(refusal, hint=READY_HINT)
         instance_type = spec.compute_groups[0].instance_type
         hosts = found.hosts(instance_type)
         ansible = inventory.to_ansible()["all"]
@@ -476,14 +478,3 @@ def _run_name(run_id: str) -> str:
     add ``-<part><n>-worker-<i>``)."""
     name = re.sub(r"[^a-z0-9-]+", "-", run_id.lower()).strip("-")
     return name[:40].rstrip("-")
-
-
-def require_ready(found: Survey, api: KubeApi) -> None:
-    """Refuse a cluster that lacks a piece, naming each with its fix; nothing has been created yet."""
-    if found.blocking:
-        lines = "\n".join(f"  - {problem.what}: {problem.message}" for problem in found.blocking)
-        raise ValidationRunError(
-            f"the Kubernetes cluster at {api.host} is not ready for validation; nothing was "
-            f"created:\n{lines}",
-            hint="add what each line names, then run gpufleet check SPEC (docs/kubernetes.md)",
-        )
