@@ -186,17 +186,19 @@ class KubernetesScheduler:
         return template.format(ns=self.plan.namespace)
 
     def ensure_files(self) -> None:
-        """The run's ConfigMap (the NCCL environment, the health script, the training job), made once."""
-        if self._files_made:
-            return
+        """The run's ConfigMap (the NCCL environment, the health script, the training job), made once (the
+        bisection's jobs of a round start in threads)."""
         from gpufleet.validate.training_job import SCRIPT, job_dir
 
-        files = {"nccl.env": self.env_file.text, "node_health.py": node_health_script()}
-        # Without examples/jobs here the training check cannot run; it says so when it is asked for.
-        with contextlib.suppress(ValidationRunError):
-            files["train_ddp.py"] = (job_dir() / SCRIPT).read_text(encoding="utf-8")
-        self.api.create(self._path(CONFIGMAPS), m.files_config_map(self.plan, files))
-        self._files_made = True
+        with self._created.lock:
+            if self._files_made:
+                return
+            files = {"nccl.env": self.env_file.text, "node_health.py": node_health_script()}
+            # Without examples/jobs here the training check cannot run; it says so when it is asked for.
+            with contextlib.suppress(ValidationRunError):
+                files["train_ddp.py"] = (job_dir() / SCRIPT).read_text(encoding="utf-8")
+            self.api.create(self._path(CONFIGMAPS), m.files_config_map(self.plan, files))
+            self._files_made = True
 
     # ---- health ------------------------------------------------------------------------------------
 
