@@ -47,7 +47,6 @@ def _namespace(spec: ClusterSpec) -> str:
 
 class KubernetesBackend:
     kind = "kubernetes"
-    baker = None  # the cluster's nodes boot what its node pools say; gpufleet bakes nothing for them
     kept_without_state = ""
 
     def check_credentials(self, spec: ClusterSpec) -> None:
