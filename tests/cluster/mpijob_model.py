@@ -36,7 +36,6 @@ from pathlib import Path
 
 from gpufleet.configure.nccl_env import render
 from gpufleet.inventory.model import Host, Inventory
-from gpufleet.spec.model import FabricKind
 from gpufleet.validate.kubernetes import manifests as m
 from gpufleet.validate.kubernetes.scheduler import LAUNCHER, collective_command
 from gpufleet.validate.scheduler import CollectiveRun, HealthRun, JobRun, TrainingRequest
@@ -222,7 +221,3 @@ class MpiJobOnNodes:
             )
             left += [f"{node}:{path}" for path in still.stdout.split()]
         return left
-
-
-def fabric_of(inventory: Inventory) -> FabricKind:
-    return inventory.fabric
