@@ -399,3 +399,40 @@ def test_down_deletes_what_an_interrupted_run_left_and_lists_again(tmp_path):
     assert ran.code == 0, ran.text
     assert "configmaps/eks-p5-x-files" in ran.document["removed"]
     assert run_label_objects(fake) == []
+
+
+@pytest.mark.parametrize(("token", "code"), [("fake-token", 0), ("expired", ExitCode.FAILED)])
+def test_an_exec_credential_plugin_gives_the_token_as_on_eks(tmp_path, token, code):
+    """EKS, GKE and AKS kubeconfigs get their token from a command (`aws eks get-token`,
+    `gke-gcloud-auth-plugin`, `kubelogin`) that prints an ExecCredential (client.authentication.k8s.io/v1beta1,
+    kubernetes.io "Authenticating", client-go credential plugins): the client runs it, and the survey is made
+    with its token."""
+    fake = FakeKube(efa_nodes())
+    plugin = tmp_path / "get-token"
+    plugin.write_text(
+        "#!/bin/sh\n"
+        'echo \'{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", '
+        f'"status": {{"token": "{token}", "expirationTimestamp": "2099-01-01T00:00:00Z"}}}}\'\n'
+    )
+    plugin.chmod(0o755)
+    with fake.serve(tmp_path) as kubeconfig:
+        config = json.loads(kubeconfig.read_text())
+        config["users"] = [
+            {
+                "name": "fake",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": str(plugin),
+                        "args": ["eks", "get-token", "--cluster-name", "eks-p5"],
+                        "interactiveMode": "Never",
+                    }
+                },
+            }
+        ]
+        kubeconfig.write_text(json.dumps(config))
+        ran = invoke("check", "--json", str(write_spec(tmp_path, kubeconfig)))
+    assert ran.code == code, ran.text
+    assert (("GET", "/api/v1/nodes") in fake.requests) == (code == 0)
+    if code:
+        assert "401 Unauthorized" in ran.text and "permissions gpufleet needs" in ran.text, ran.text
