@@ -404,8 +404,9 @@ def test_down_deletes_what_an_interrupted_run_left_and_lists_again(tmp_path):
 @pytest.mark.parametrize(("token", "code"), [("fake-token", 0), ("expired", ExitCode.FAILED)])
 def test_an_exec_credential_plugin_gives_the_token_as_on_eks(tmp_path, token, code):
     """EKS, GKE and AKS kubeconfigs get their token from a command (`aws eks get-token`,
-    `gke-gcloud-auth-plugin`, `kubelogin`) that prints an ExecCredential (client.authentication.k8s.io/v1beta1,
-    kubernetes.io "Authenticating", client-go credential plugins): the client runs it, and the survey is made
+    `gke-gcloud-auth-plugin`, `kubelogin`) that prints an ExecCredential
+    (client.authentication.k8s.io/v1beta1, kubernetes.io "Authenticating", client-go credential plugins): the
+    client runs it, and the survey is made
     with its token."""
     fake = FakeKube(efa_nodes())
     plugin = tmp_path / "get-token"
