@@ -23,6 +23,9 @@ the binaries says why (e.g. "CUDA driver version is insufficient for CUDA runtim
 (``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread with a deadline, so a
 hung network filesystem is reported, not waited on forever).
 
+``--skip KEY,...`` leaves checks out (a Kubernetes pod skips ``services``); in a pod, the node's name comes
+from ``GPUFLEET_NODE_NAME`` and DCGM's host engine from ``GPUFLEET_DCGM_HOST`` (``validate.kubernetes``).
+
 The rules that turn a report into a verdict live here too (``judge``), so that the node itself and
 gpufleet judge alike: ``health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same file,
 installed on every GPU node by the ``gpu_health`` role as ``/usr/local/sbin/gpufleet-node-check``, runs
@@ -275,7 +278,10 @@ def xids() -> dict[str, object]:
 
 
 def dcgm() -> dict[str, object]:
-    rc, out = run(["dcgmi", "diag", "-r", "1", "-j"], timeout=600)
+    # In a pod, the GPU Operator's DCGM host engine on the node's address (GPUFLEET_DCGM_HOST, set by
+    # validate.kubernetes where the operator runs one), else dcgmi's own default (the local host engine).
+    host = os.environ.get("GPUFLEET_DCGM_HOST")
+    rc, out = run(["dcgmi", "diag", "-r", "1", "-j", *(["--host", host] if host else [])], timeout=600)
     if rc == 127:
         return {"present": False, "note": "dcgmi not present"}
     text = out.strip()
@@ -732,6 +738,8 @@ def _judge_size(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
 
 
 def _judge_services(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    if "services" not in raw:  # not collected (--skip services: a Kubernetes pod runs no munge or slurmd)
+        return []
     checks = []
     services = raw.get("services") or {}
     for name in ("munge", "slurmd"):
@@ -810,7 +818,10 @@ def collect(
     nvlink: tuple[int, int] | None = None,
 ) -> dict[str, object]:
     report: dict[str, object] = {
-        "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
+        # The node's name: Slurm's, or the one a Kubernetes pod is told (its own host name is the pod's).
+        "hostname": os.environ.get("SLURMD_NODENAME")
+        or os.environ.get("GPUFLEET_NODE_NAME")
+        or socket.gethostname().split(".")[0],
         "fqdn": socket.getfqdn(),
     }
     checks = {
@@ -902,6 +913,7 @@ def main(argv: list[str]) -> int:
     gpus, size = _option(argv, "--nvlink-gpus"), _option(argv, "--nvlink-bytes")
     report = collect(
         str(_option(argv, "--fabric", "ethernet")),
+        tuple(filter(None, str(_option(argv, "--skip", "")).split(","))),
         mount_point=_option(argv, "--mount"),
         bindir=_option(argv, "--nccl-tests"),
         nvlink=(int(gpus), int(size)) if gpus and size else None,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpufleet.spec.units import format_bytes
-from gpufleet.validate.gate import FAIL, PASS, WARN, Verdict
+from gpufleet.validate.gate import FAIL, PASS, WARN, GateMode, Verdict
 from gpufleet.validate.models import TestResult
 
 JSON_NAME = "validation-report.json"
@@ -25,7 +25,8 @@ PLOT_NAME = "busbw.png"
 class Section(Protocol):
     """Something that joins the report: node health results, bisection results."""
 
-    passed: bool
+    @property
+    def passed(self) -> bool: ...
 
     def to_json(self) -> dict[str, Any]: ...
 
@@ -116,9 +117,9 @@ def _measured(verdict: Verdict) -> str:
 
 
 def _threshold(verdict: Verdict) -> str:
-    if verdict.mode == "floor":
+    if verdict.mode is GateMode.FLOOR:
         return f"floor {verdict.floor:g} GB/s"
-    if verdict.mode == "baseline" and verdict.baseline:
+    if verdict.mode is GateMode.BASELINE and verdict.baseline:
         return f"{verdict.threshold:.4g} GB/s ({verdict.margin:g} x {verdict.baseline['busbw']:g})"
     return "correctness only"
 
@@ -275,7 +276,7 @@ def plot_busbw(
         color = colors[index % len(colors)]
         label = names[index] + (f" ({Path(test.file).name})" if names[index] in repeated else "")
         label += " - PASS" if verdict.passed else " - FAIL"
-        if verdict.passed and verdict.mode == "correctness-only":
+        if verdict.passed and verdict.mode is GateMode.CORRECTNESS_ONLY:
             label += " (correctness only)"
         xs, ys = zip(*points, strict=True)
         sizes.extend(xs)
@@ -314,7 +315,7 @@ def plot_busbw(
         shared = len(mark["colors"]) > 1
         color = "0.3" if shared else mark["colors"][0]
         who = "/".join(sorted(set(mark["names"])))
-        kind = "floor" if verdict.mode == "floor" else f"{verdict.margin:g} x baseline"
+        kind = "floor" if verdict.mode is GateMode.FLOOR else f"{verdict.margin:g} x baseline"
         axes.hlines(verdict.threshold, start, 2**high, colors=[color], linestyles="dashed", linewidth=1.2)
         axes.annotate(
             f"{who} {kind}: {verdict.threshold:.4g}",
