@@ -384,9 +384,9 @@ def run_suite(
     if validation.drain_bad_nodes:
         to_drain: dict[str, str] = {}
         if health is not None:
-            for node in health.nodes:
-                if not node.passed:
-                    to_drain[node.node] = f"gpufleet health: {node.problems[0]}"
+            for checked in health.nodes:
+                if not checked.passed:
+                    to_drain[checked.node] = f"gpufleet health: {checked.problems[0]}"
         if bisection is not None:
             for node, why in bisection.bad_nodes.items():
                 to_drain.setdefault(node, f"gpufleet {bisection.collective}: {why}")
