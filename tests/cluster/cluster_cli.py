@@ -85,3 +85,15 @@ _PACKAGE_STATE = (
 def package_state(node: str) -> list[str]:
     """Checksums of apt's history and dpkg's status, and package-list files newer than the status."""
     return podman("exec", node, "bash", "-c", _PACKAGE_STATE)
+
+
+def slurm_on(node: str) -> dict[str, object]:
+    """What Slurm ``node`` runs: the versions ``slurmd -V`` and ``sinfo -V`` print, the gpufleet-slurm
+    package (roles/slurm's build from SchedMD's release) and Debian's own Slurm packages, if any."""
+    script = (
+        "slurmd -V; sinfo -V; dpkg-query -W -f '${Package} ${Version}\\n' gpufleet-slurm; "
+        "dpkg-query -W -f '${db:Status-Abbrev}${Package}\\n' slurmd slurmctld slurm-client "
+        "slurm-wlm-basic-plugins 2>/dev/null | awk '$1 == \"ii\" {print $2}' || true"
+    )
+    lines = podman("exec", node, "bash", "-c", script)
+    return {"slurmd": lines[0], "sinfo": lines[1], "package": lines[2], "debian": lines[3:]}

@@ -31,7 +31,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_cli import podman
+from cluster_cli import podman, slurm_on
+
+from gpufleet.catalog.slurm import DEFAULT_SLURM, SLURM_RELEASES
 
 pytestmark = [pytest.mark.usefixtures("baked_image"), pytest.mark.cluster, pytest.mark.timeout(3600)]
 
@@ -191,6 +193,12 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     # ... and configure run again completes.
     assert fleet("configure", "--json", str(spec)).returncode == 0
     assert fleet.phase(name, "configure") == "done"
+    # The act runs on the Slurm the slurm role built from SchedMD's release (docs/slurm.md).
+    for node in (f"{name}-controller", *nodes):
+        slurm = slurm_on(node)
+        release = SLURM_RELEASES[DEFAULT_SLURM].version
+        assert slurm["slurmd"] == slurm["sinfo"] == f"slurm {release}", (node, slurm)
+        assert str(slurm["package"]).startswith(f"gpufleet-slurm {release}-1+gf"), (node, slurm)
 
     # The slow node: its link capped at 50 Mbit/s, as gpufleet run --slow-node does it.
     from gpufleet.infra.local.faults import slow_link

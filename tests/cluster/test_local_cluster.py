@@ -32,8 +32,10 @@ from cluster_cli import (
     package_state,
     podman,
     require_local_backend,
+    slurm_on,
 )
 
+from gpufleet.catalog.slurm import DEFAULT_SLURM, SLURM_RELEASES
 from gpufleet.inventory.model import Inventory
 from gpufleet.monitoring.prometheus import PrometheusClient, prometheus_url
 
@@ -109,6 +111,13 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     inventory = yaml.safe_load((state / NAME / "inventory.yml").read_text())
     assert inventory["all"]["vars"]["gpufleet_baked_image_hash"] == baked_image["hash"]
     packages = {node: package_state(node) for node in nodes}
+    # Every node runs the one Slurm the slurm role built from SchedMD's release (docs/slurm.md), baked in.
+    release = SLURM_RELEASES[DEFAULT_SLURM].version
+    for node in nodes:
+        slurm = slurm_on(node)
+        assert slurm["slurmd"] == slurm["sinfo"] == f"slurm {release}", (node, slurm)
+        assert str(slurm["package"]).startswith(f"gpufleet-slurm {release}-1+gf"), (node, slurm)
+        assert slurm["debian"] == [], (node, slurm)
 
     first = cli.json("configure", str(spec))
     assert first["ok"] is True and first["changed"] > 0
