@@ -71,8 +71,8 @@ class Cli:
         )
         return done
 
-    def json(self, *args: str, expect: int = 0) -> dict:
-        return json.loads(self(*args, "--json", expect=expect).stdout)
+    def json(self, *args: str, expect: int = 0, timeout: float = 1800) -> dict:
+        return json.loads(self(*args, "--json", expect=expect, timeout=timeout).stdout)
 
 
 # What a package install changes on a Debian node: apt's history, dpkg's database, the package lists.
