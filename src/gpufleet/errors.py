@@ -19,7 +19,7 @@ class ExitCode(IntEnum):
     PROVISION = 4  # bringing up or tearing down infrastructure failed
     CONFIGURE = 5  # the Ansible run failed
     VALIDATE = 6  # the validation run could not be carried out (not the same as a failed gate)
-    STATE = 7  # no such cluster, or its state folder is inconsistent
+    STATE = 7  # no such cluster, its state folder is inconsistent, or the spec differs from the cluster's
     ENVIRONMENT = 8  # a host prerequisite is missing (podman, debootstrap, root, ...)
     LEFTOVERS = 9  # teardown finished but something tagged for the cluster is still there
     BUSY = 10  # another gpufleet command holds the cluster's lock
@@ -72,6 +72,10 @@ class LogParseError(GpufleetError):
 
 class StateError(GpufleetError):
     exit_code = ExitCode.STATE
+
+
+class SpecDrift(StateError):
+    """The spec differs from the one the cluster was made from, where the command cannot apply it."""
 
 
 class EnvironmentProblem(GpufleetError):

@@ -18,7 +18,7 @@ from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.infra.software import with_software
 from gpufleet.inventory.model import Inventory
-from gpufleet.lifecycle import known, teardown
+from gpufleet.lifecycle import drift, known, teardown
 from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.phases import tracked
 from gpufleet.progress import Reporter
@@ -34,11 +34,24 @@ if TYPE_CHECKING:
 
 
 def up(
-    spec: ClusterSpec, reporter: Reporter, spec_path: Path | None = None
+    spec: ClusterSpec, reporter: Reporter, spec_path: Path | None = None, *, replace: bool = False
 ) -> tuple[ClusterState, Inventory]:
-    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
+    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory. A spec that differs
+    from the one the cluster was made from is shown and applied where the backend changes it in place, and
+    refused elsewhere, or from another file, unless ``replace`` (``lifecycle.drift``): then a cluster whose
+    machines must change is taken down first and made again."""
     hold_cluster_lock(spec.name, "up")
     state = ClusterState.for_name(spec.name)
+    changed = drift.check_up(spec, state, spec_path, replace=replace)
+    if changed is not None and changed.remade:
+        reporter.info(
+            f"--replace: cluster {spec.name} is taken down and made again for:\n"
+            + "\n".join(f"  {c}" for c in changed.remade)
+        )
+        down(changed.recorded_spec(), reporter).raise_for_leftovers()
+        state = ClusterState.for_name(spec.name)
+    elif changed is not None and changed.in_place:
+        reporter.info("changes applied in place:\n" + "\n".join(f"  {c}" for c in changed.in_place))
     state.begin(spec, spec_path)
     state.ensure_munge_key()
     with tracked(state, "up"):
@@ -48,14 +61,19 @@ def up(
         baked = baker.newest(spec, reporter) if baker is not None else None
         inventory = with_software(backend_for(spec).up(spec, state, reporter, spec_path, baked=baked), spec)
         inventory.write(state.inventory_file)
-    state.mark("up", "done", hosts=len(inventory.hosts))
+    applied = [str(c) for c in changed.in_place] if changed is not None and not changed.remade else []
+    state.mark("up", "done", hosts=len(inventory.hosts), **({"applied": applied} if applied else {}))
     return state, inventory
 
 
-def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
-    """The state and inventory of a cluster that is up, or ``StateError``."""
+def load_inventory(spec: ClusterSpec, command: str | None = None) -> tuple[ClusterState, Inventory]:
+    """The state and inventory of a cluster that is up, or ``StateError``. ``command`` (configure,
+    validate: what acts on the cluster as ``up`` made it): also ``SpecDrift`` when ``spec`` differs from the
+    cluster's but for the run's own settings, naming what differs and the command that applies it."""
     state = ClusterState.for_name(spec.name)
     state.load()
+    if command is not None:
+        drift.require_same(spec, state, command)
     if not state.inventory_file.exists():
         raise StateError(
             f"cluster '{spec.name}' has no inventory yet (its 'up' did not finish)",
@@ -72,7 +90,7 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
 
     choice = relay.chosen()  # GPUFLEET_CONFIGURE_FROM: auto, here or head (docs/architecture.md)
     hold_cluster_lock(spec.name, "configure")
-    state, inventory = load_inventory(spec)
+    state, inventory = load_inventory(spec, "gpufleet configure")
     baked = baked_and_current(spec, inventory.extra_vars)
     on_head = relay.runs_on_head(choice, inventory, baked)
     if baked:
@@ -115,7 +133,7 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
     from gpufleet.validate.suite import run_suite
 
     hold_cluster_lock(spec.name, "validate")
-    state, inventory = load_inventory(spec)
+    state, inventory = load_inventory(spec, "gpufleet validate")
     collectives = ", ".join(c.value for c in spec.validation.collectives)
     started = time.time()
     with tracked(state, "validate"), reporter.step(f"validate: {collectives} through Slurm"):
@@ -197,11 +215,12 @@ def run(
     spec_path: Path | None = None,
     keep: bool = False,
     bake: bool = False,
+    replace: bool = False,
     view: RunView | None = None,
 ) -> RunResult:
     """The whole job: (bake,) check, up, configure, validate, then down (also when a step fails, unless
     ``keep``). ``bake``: first bake the roles' install phase into a node image where the backend's baker
-    does so in a run (local), if none matches."""
+    does so in a run (local), if none matches. ``replace``: as ``up``'s."""
     from gpufleet.errors import GpufleetError
     from gpufleet.preflight import require_no_errors
 
@@ -212,7 +231,7 @@ def run(
         view.baked(baker.build(spec, reporter))
     try:
         require_no_errors(spec)
-        state, inventory = up(spec, reporter, spec_path)
+        state, inventory = up(spec, reporter, spec_path, replace=replace)
         view.up(state, inventory)
         view.configured(configure(spec, reporter))
         view.before_validate()

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import EnvironmentProblem, StateError
+from gpufleet.spec.drift import fingerprint, recordable
 from gpufleet.spec.model import ClusterSpec
 
 
@@ -116,7 +117,9 @@ class ClusterState:
         return record
 
     def begin(self, spec: ClusterSpec, spec_path: Path | None) -> dict[str, Any]:
-        """Create (or re-open) the record for ``spec``; the creation time is kept across re-runs."""
+        """Create (or re-open) the record for ``spec``; the creation time is kept across re-runs. The
+        record holds the spec's content (``spec``, and its ``spec_sha256``): what later commands compare
+        the spec they are given with (``gpufleet.lifecycle.drift``)."""
         record = self.load() if self.exists() else {}
         if record and record.get("provider") != spec.provider.kind:
             raise StateError(
@@ -133,6 +136,8 @@ class ClusterState:
             created_at=created,
             expires_at=expires.isoformat(),
             spec_path=str(spec_path.resolve()) if spec_path else record.get("spec_path"),
+            spec=recordable(spec),
+            spec_sha256=fingerprint(recordable(spec)),
         )
         record.setdefault("phases", {})
         self.save(record)

@@ -149,6 +149,7 @@ def run(
         ),
     ] = True,
     verbose: cluster_cmd.VerboseOpt = False,
+    replace: cluster_cmd.ReplaceOpt = False,
     slow_node: Annotated[
         bool,
         typer.Option(
@@ -174,6 +175,7 @@ def run(
         spec_path=spec_path,
         keep=keep,
         bake=bake,
+        replace=replace,
         view=view,
     )
     passed = run_result.passed
