@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.bake.baker import baker_for
-from gpufleet.errors import StateError
+from gpufleet.errors import StateError, writing
 from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.infra.software import with_software
@@ -60,7 +60,8 @@ def up(
         baker = baker_for(spec)
         baked = baker.newest(spec, reporter) if baker is not None else None
         inventory = with_software(backend_for(spec).up(spec, state, reporter, spec_path, baked=baked), spec)
-        inventory.write(state.inventory_file)
+        with writing("the cluster's inventory", state.inventory_file):
+            inventory.write(state.inventory_file)
     applied = [str(c) for c in changed.in_place] if changed is not None and not changed.remade else []
     state.mark("up", "done", hosts=len(inventory.hosts), **({"applied": applied} if applied else {}))
     return state, inventory
@@ -129,16 +130,21 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
     """Run the validation suite through Slurm on the login node; the report goes to ``out``."""
     from gpufleet.configure.remote import SshExecutor
     from gpufleet.monitoring import util
-    from gpufleet.validate.report import append_section
+    from gpufleet.validate.report import append_section, require_room
     from gpufleet.validate.suite import run_suite
 
     hold_cluster_lock(spec.name, "validate")
     state, inventory = load_inventory(spec, "gpufleet validate")
+    require_room(out)
     collectives = ", ".join(c.value for c in spec.validation.collectives)
     started = time.time()
-    with tracked(state, "validate"), reporter.step(f"validate: {collectives} through Slurm"):
+    with (
+        tracked(state, "validate"),
+        reporter.step(f"validate: {collectives} through Slurm"),
+        writing("the validation report", out),
+    ):
         result = run_suite(spec, inventory, SshExecutor.login(inventory), out)
-    append_section(result.report, "utilization", util.during(inventory, started, time.time()))
+        append_section(result.report, "utilization", util.during(inventory, started, time.time()))
     state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
     return result
 

@@ -108,9 +108,8 @@ def test_a_local_cluster_refuses_what_needs_new_nodes(state_dir: Path, tmp_path:
         cluster_drift.check_up(load_spec(other), state, other, replace=False)
     message = str(refused.value)
     assert f"made from {(ROOT / 'examples' / 'local.yaml').resolve()}, not from {other}" in message
-    assert "provider.node_memory_mb: 1024 -> 2048" in message and "filesystem.mount_point: /shared -> /data" in (
-        message
-    )
+    assert "provider.node_memory_mb: 1024 -> 2048" in message
+    assert "filesystem.mount_point: /shared -> /data" in message
     assert "gpufleet up --replace" in message
     assert state.state_file.read_text() == before  # nothing recorded from the refused spec
     # The same file edited the same way: refused too, naming what needs new nodes.
@@ -147,7 +146,9 @@ def test_up_records_the_spec_and_shows_what_it_changes_in_place(state_dir: Path,
     assert record["spec"]["software"]["cuda"] == "12.8"
 
 
-def test_up_refuses_another_inventory_and_another_file_unless_replace(state_dir: Path, tmp_path: Path) -> None:
+def test_up_refuses_another_inventory_and_another_file_unless_replace(
+    state_dir: Path, tmp_path: Path
+) -> None:
     spec = write_spec(tmp_path / "lab.yaml")
     assert invoke("up", str(spec))[0] == 0
     other_inventory = tmp_path / "site.yml"
@@ -156,8 +157,9 @@ def test_up_refuses_another_inventory_and_another_file_unless_replace(state_dir:
     code, out, _ = invoke("up", str(spec))
     assert code == ExitCode.STATE, out
     assert out["error"]["type"] == "SpecDrift"
-    assert f"provider.inventory: {ROOT}/inventories/examples/baremetal.yml -> {other_inventory}" in (
-        out["error"]["message"]
+    assert (
+        f"provider.inventory: {ROOT}/inventories/examples/baremetal.yml -> {other_inventory}"
+        in (out["error"]["message"])
     )
     assert "gpufleet up --replace SPEC" in out["error"]["hint"]
 
@@ -180,7 +182,8 @@ def test_configure_and_validate_stop_on_a_spec_the_cluster_was_not_brought_up_wi
     211 s, changed nothing and exited 0."""
     spec = write_spec(tmp_path / "lab.yaml")
     assert invoke("up", str(spec))[0] == 0
-    changed = write_spec(tmp_path / "image.yaml", **{"software.container_image": "nvcr.io#nvidia/pytorch:25.01-py3"})
+    image = "nvcr.io#nvidia/pytorch:25.01-py3"
+    changed = write_spec(tmp_path / "image.yaml", **{"software.container_image": image})
     for command in ("configure", "validate"):
         code, out, _ = invoke(command, str(changed))
         assert code == ExitCode.STATE, out

@@ -48,8 +48,8 @@ class Drift:
             raise StateError(
                 f"the spec recorded for cluster '{self.cluster}' no longer validates ({exc}), so it cannot "
                 "be taken down to be made again",
-                hint=f"run 'gpufleet down' with the spec it was made from ({self.recorded_path or 'unknown'}) "
-                "first",
+                hint="run 'gpufleet down' with the spec it was made from "
+                f"({self.recorded_path or 'unknown'}) first",
             ) from None
 
 
@@ -88,8 +88,8 @@ def check_up(
             + drift.listed(found.changes)
         )
         hint = (
-            "a cluster of its own needs a name of its own: change 'name' in this spec; if this file is now the "
-            f"cluster's spec, run 'gpufleet up --replace {spec_path}'"
+            "a cluster of its own needs a name of its own: change 'name' in this spec; if this file is now "
+            f"the cluster's spec, run 'gpufleet up --replace {spec_path}'"
         )
     else:
         message = (

@@ -63,7 +63,7 @@ class Change:
 
 def _keyed(items: Sequence[Any]) -> dict[str, Any] | None:
     """A list of blocks with unique names (node groups) as {name: block}; None for any other list."""
-    if not items or not all(isinstance(item, Mapping) and isinstance(item.get("name"), str) for item in items):
+    if not items or not all(isinstance(i, Mapping) and isinstance(i.get("name"), str) for i in items):
         return None
     named = {str(item["name"]): item for item in items}
     return named if len(named) == len(items) else None
