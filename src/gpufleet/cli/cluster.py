@@ -190,4 +190,6 @@ def _print_teardown(teardown: Teardown) -> None:
     console.print(f"removed {len(teardown.removed)} item(s) of {escape(teardown.named())}:")
     for item in teardown.removed:
         console.print(f"  - {escape(item)}")
+    if teardown.logs:
+        console.print(f"the logs of the failed phase(s) are kept in {escape(teardown.logs)}")
     console.print("nothing left" if not teardown.leftovers else f"[red]left: {teardown.leftovers}[/]")

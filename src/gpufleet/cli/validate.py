@@ -72,6 +72,8 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) ->
         console.print(f"[red]unhealthy nodes:[/] {', '.join(result.health.failed_nodes)}")
     if result.bisection is not None and result.bisection.bad_nodes:
         console.print(f"[red]bad nodes:[/] {', '.join(result.bisection.bad_nodes)}")
+    for line in result.taken_out.lines() if result.taken_out is not None else []:
+        console.print(f"[red]{escape(line)}[/]")
     if result.training is not None:
         style = "green" if result.training.passed else "bold red"
         console.print(f"[{style}]{escape(result.training.summary)}[/]")

@@ -267,6 +267,58 @@ class SlurmState:
         return base in ("idle", "allocated", "mixed", "completing") and not self.state.endswith("*")
 
 
+def resume_command(node: str) -> str:
+    return shlex.join(["scontrol", "update", f"nodename={node}", "state=resume"])
+
+
+@dataclass
+class TakenOut:
+    """Nodes Slurm took out of service while the run went on (drained or down, not by gpufleet): a report
+    section. A run can pass its collectives and still leave a node no job will land on, e.g. drained with
+    "SlurmdSpoolDir is full" when the node's disk filled."""
+
+    states: dict[str, SlurmState]
+
+    @property
+    def passed(self) -> bool:
+        return not self.states
+
+    def lines(self) -> list[str]:
+        return [
+            f"Slurm took {node} out during the run: {state.state}"
+            + (f" ({state.reason})" if state.reason and state.reason != "none" else "")
+            + f"; once its cause is fixed, return it with: {resume_command(node)}"
+            for node, state in sorted(self.states.items())
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "nodes": {
+                node: {"state": state.state, "reason": state.reason, "resume": resume_command(node)}
+                for node, state in sorted(self.states.items())
+            },
+        }
+
+    def markdown(self) -> list[str]:
+        return ["## Nodes Slurm took out during the run: **FAIL**", "", *(f"- {line}" for line in self.lines())]
+
+
+def taken_out(
+    before: dict[str, SlurmState], after: dict[str, SlurmState], drained_by_us: Iterable[str]
+) -> TakenOut:
+    """The nodes usable (or not seen) before the run that Slurm holds unusable after it, less those gpufleet
+    drained itself."""
+    ours = set(drained_by_us)
+    return TakenOut(
+        {
+            node: state
+            for node, state in after.items()
+            if not state.usable and node not in ours and (node not in before or before[node].usable)
+        }
+    )
+
+
 class SlurmRunner:
     """Submits collectives, health checks and drains through ``executor`` on the login node."""
 

@@ -41,10 +41,13 @@ from gpufleet.validate.slurm import (
     CollectiveRun,
     Executor,
     SlurmRunner,
+    SlurmState,
     Sweep,
+    TakenOut,
     TaskEnvironment,
     parse_env_reports,
     parse_missing_env,
+    taken_out,
 )
 from gpufleet.validate.training import TrainingResult, judge_training, parse_training_log, plot_training
 from gpufleet.validate.training_job import TrainingJob
@@ -62,6 +65,7 @@ class SuiteResult:
     report: ReportFiles
     nodes: list[str] = field(default_factory=list)
     training: TrainingResult | None = None
+    taken_out: TakenOut | None = None  # nodes Slurm drained or downed during the run
 
     @property
     def summary(self) -> str:
@@ -73,6 +77,8 @@ class SuiteResult:
             parts.append(f"bad nodes: {', '.join(self.bisection.bad_nodes)}")
         if self.training is not None:
             parts.append(self.training.summary)
+        if self.taken_out is not None:
+            parts.extend(self.taken_out.lines())
         return f"{word}: " + " | ".join(parts)
 
 
@@ -279,6 +285,7 @@ def run_suite(
 
     nodes = [host.name for host in hosts]
     health: HealthReport | None = None
+    before: dict[str, SlurmState] = {}
     if validation.health_checks:
         filesystem = inventory.filesystem
         mounted = filesystem.get("kind", "none") != "none" and filesystem.get("mount_point")
@@ -293,6 +300,7 @@ def run_suite(
         health = evaluate_health(
             hosts, health_run, filesystem, driver_branch=driver_branch(inventory.software)
         )
+        before = health_run.states
         unusable = {
             node.node
             for node in health.nodes
@@ -409,7 +417,12 @@ def run_suite(
 
     if bisection is not None:
         sections["bisection"] = bisection
-    if bisection is not None or drained:
+    # Slurm may take a node out while the run goes on (a full SlurmdSpoolDir, a node that stops answering):
+    # the run's verdicts may pass and leave a node no job will land on.
+    taken = taken_out(before, runner.slurm_states([host.name for host in hosts]), drained)
+    if taken.states:
+        sections["slurm_took_out"] = taken
+    if bisection is not None or drained or taken.states:
         report = write_report(
             out_dir,
             tests,
@@ -423,8 +436,11 @@ def run_suite(
         and all(v.passed for v in verdicts)
         and (health is None or health.passed)
         and (training is None or training.passed)
+        and taken.passed
     )
-    return SuiteResult(passed, tests, verdicts, runs, health, bisection, drained, report, nodes, training)
+    return SuiteResult(
+        passed, tests, verdicts, runs, health, bisection, drained, report, nodes, training, taken
+    )
 
 
 def run_training(
