@@ -150,7 +150,11 @@ def test_baremetal_known_and_generic_types_do_not_warn(tmp_path) -> None:
     ("image", "level", "words"),
     [
         ("/nonexistent/job.sqsh", Level.ERROR, "/nonexistent/job.sqsh does not exist on this machine"),
-        ("{tmp}/not-squashfs.sqsh", Level.ERROR, "is not a squashfs image (it starts with b'PK\\x03\\x04'"),
+        (
+            "{tmp}/not-squashfs.sqsh",
+            Level.ERROR,
+            "is not a squashfs image (it starts with b'PK\\x03\\x04', not squashfs's 'hsqs')",
+        ),
         ("{tmp}", Level.ERROR, "is not a file"),
         ("nvcr.io/nvidia/pytorch:25.01-py3", Level.ERROR, "Write it nvcr.io#nvidia/pytorch:25.01-py3"),
         ("ghcr.io/team/job@sha256:" + "a" * 64, Level.ERROR, "Write it ghcr.io#team/job@sha256:aaaa"),

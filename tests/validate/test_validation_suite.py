@@ -335,8 +335,8 @@ def test_a_node_slurm_drains_during_the_run_is_reported_with_its_reason_and_the_
     inventory = _inventory(2, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
     result = run_suite(spec, inventory, fake, tmp_path)
     assert not result.passed
-    line = "Slurm took gpu-001 out during the run: drained (SlurmdSpoolDir is full); once its cause is fixed, "
-    line += "return it with: scontrol update nodename=gpu-001 state=resume"
+    line = "Slurm took gpu-001 out during the run: drained (SlurmdSpoolDir is full); once its cause is "
+    line += "fixed, return it with: scontrol update nodename=gpu-001 state=resume"
     assert result.taken_out is not None and result.taken_out.lines() == [line]
     assert line in result.summary
     document = json.loads((tmp_path / JSON_NAME).read_text())

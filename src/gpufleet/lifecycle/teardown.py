@@ -86,7 +86,8 @@ def down(
     report.leftovers = backend.leftovers(spec, state, reporter)
     if not report.leftovers:
         report.removed.extend(backend.forget(spec, state))
-        report.logs = keep_failed_logs(state, Path(str(report.utilization.get("dir") or reports_dir(spec.name))))
+        beside = Path(str(report.utilization.get("dir") or reports_dir(spec.name)))
+        report.logs = keep_failed_logs(state, beside)
         if report.logs:
             reporter.info(f"the logs of the failed phase(s) are kept in {report.logs}")
         report.removed.extend(state.remove())

@@ -297,7 +297,8 @@ def container_image_usable(spec: ClusterSpec, catalog: Catalog) -> Iterator[Find
 
 
 def _squashfs_problem(image: Path) -> str | None:
-    made = "make it (docs/containers.md: podman export, then mksquashfs from squashfs-tools) or correct the path"
+    made = "make it (docs/containers.md: podman export, then mksquashfs of squashfs-tools), or fix the path"
+    magic = SQUASHFS_MAGIC.decode()
     if not image.exists():
         return f"{image} does not exist on this machine, from which configure copies it to the nodes: {made}"
     if not image.is_file():
@@ -308,5 +309,5 @@ def _squashfs_problem(image: Path) -> str | None:
     except OSError as exc:
         return f"{image} cannot be read here ({exc.strerror}): configure copies it from this machine"
     if head != SQUASHFS_MAGIC:
-        return f"{image} is not a squashfs image (it starts with {head!r}, not squashfs's magic 'hsqs'): {made}"
+        return f"{image} is not a squashfs image (it starts with {head!r}, not squashfs's '{magic}'): {made}"
     return None

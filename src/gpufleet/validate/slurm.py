@@ -301,7 +301,8 @@ class TakenOut:
         }
 
     def markdown(self) -> list[str]:
-        return ["## Nodes Slurm took out during the run: **FAIL**", "", *(f"- {line}" for line in self.lines())]
+        lines = [f"- {line}" for line in self.lines()]
+        return ["## Nodes Slurm took out during the run: **FAIL**", "", *lines]
 
 
 def taken_out(
