@@ -125,9 +125,10 @@ def _stderr_cause(stderr: str) -> str:
 def _failed_run_test(run: CollectiveRun, name: str, why: str) -> TestResult:
     """A stand-in result for a run whose output holds no table, so the report and the gate show it."""
     test = TestResult(file=name, collective=run.collective, collective_source="test name")
+    # The cause first: a reader of the verdict table sees why before srun's bookkeeping.
     cause = _stderr_cause(run.stderr)
-    detail = f"; stderr: {cause}" if cause else ""
-    test.failures.append(f"srun exit code {run.rc}, no nccl-tests table in the output ({why}){detail}")
+    said = f"srun exit code {run.rc}, no nccl-tests table in the output ({why})"
+    test.failures.append(f"{cause} ({said})" if cause else said)
     return test
 
 
