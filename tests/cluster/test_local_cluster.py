@@ -340,6 +340,35 @@ def test_a_full_checkpoint_filesystem_and_a_node_slurm_drains_are_named(cluster,
     assert _sh(ctl, f"sinfo -h -n {c1} -o %t")[-1] in ("idle", "mix", "alloc"), "the test returned the node"
 
 
+def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(cluster, tmp_path) -> None:
+    """torchrun's rendezvous port blocked on the head node (iptables in its network namespace, from the
+    host): the join check names the ranks, the nodes where torchrun ran without a worker starting, the
+    rendezvous's node, and each node's own error from the job log (it named both nodes and hid the timeout,
+    quoting sbatch's stderr instead of the job log)."""
+    cli, spec, _state = cluster
+    c0, c1 = f"{NAME}-compute-0", f"{NAME}-compute-1"
+    data = yaml.safe_load(spec.read_text())
+    data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
+    data["validation"]["find_bad_nodes"] = False
+    data["validation"]["training"].update(steps=10, join_timeout="15s")
+    blocked = spec.with_name("blocked.yaml")
+    blocked.write_text(yaml.safe_dump(data))
+    pid = podman("inspect", "-f", "{{.State.Pid}}", c0)[0]
+    rule = ["INPUT", "-i", "eth0", "-p", "tcp", "--dport", "29500", "-j", "DROP"]
+    subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-I", *rule], check=True)
+    try:
+        report = cli.json("validate", str(blocked), "--out", str(tmp_path / "report"), expect=1)
+    finally:
+        subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-D", *rule], check=True)
+    log = (tmp_path / "report" / "logs" / "training.log").read_text()
+    print(f"\nthe blocked rendezvous's job log:\n{log[-4000:]}")
+    join = next(c for c in report["training"]["checks"] if c["name"] == "join")
+    assert join["status"] == "fail", join
+    assert join["message"].startswith("rank(s) 0-1 of 2 did not join; "), join
+    assert f"no worker started there (its rendezvous on {c0} did not complete)" in join["message"], join
+    assert "; the job log says " in join["message"] and "Error" in join["message"], join
+
+
 # ---- recovery of a training job (issue 19, docs/training.md) -----------------------------------------
 
 

@@ -43,6 +43,10 @@ _NODE_LINE = re.compile(
 # RendezvousTimeoutError, DistNetworkError, ...).
 _LABEL = re.compile(r"^\s*(?P<task>\d+): (?P<text>.*)$")
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)(?:: .*)?$")
+# What a node prints when srun stops its task because another node's failed (a consequence, not a cause):
+# torch's SignalException ("Process 123 got signal: 15").
+_STOPPED_BY_OTHERS = re.compile(r"SignalException|got signal: \d+")
+_JOB_LINE = re.compile(r"GPUFLEET_TRAIN_JOB .*\bhead=(?P<head>\S+)")
 
 
 @dataclass
@@ -61,6 +65,7 @@ class TrainingLog:
     no_torchrun: dict[str, str] = field(default_factory=dict)  # host -> the torchrun it could not find
     errors: dict[str, str] = field(default_factory=dict)  # host (or "task N") -> the last error it printed
     no_space: dict[str, Any] | None = None  # the job's no_space event: its checkpoints would not fit
+    head: str = ""  # the node that hosts torchrun's rendezvous (train.sbatch's GPUFLEET_TRAIN_JOB line)
 
 
 _PART_LINE = re.compile(
@@ -120,8 +125,12 @@ def parse_training_log(text: str) -> TrainingLog:
     errors: dict[str, str] = {}  # task -> the last exception line it printed
     for line in text.splitlines():
         labelled = _LABEL.match(line)
-        if labelled and _ERROR_LINE.match(labelled["text"].strip()):
-            errors[labelled["task"]] = labelled["text"].strip()[:300]
+        said = labelled["text"].strip() if labelled else ""
+        if labelled and _ERROR_LINE.match(said) and not _STOPPED_BY_OTHERS.search(said):
+            errors[labelled["task"]] = said[:300]
+        job = _JOB_LINE.search(line)
+        if job:
+            log.head = job["head"]
         if _parts(line, parts, log):
             continue
         node = _NODE_LINE.search(line)
@@ -310,8 +319,9 @@ def judge_training(
             parts.append(f"rank(s) {_ranges(missing)} of {expected} did not join")
         if waited:
             parts.append(
-                f"torchrun ran on {', '.join(waited)} but no worker started there (its rendezvous did not "
-                "complete)"
+                f"torchrun ran on {', '.join(waited)} but no worker started there (its rendezvous"
+                + (f" on {log.head}" if log.head else "")
+                + " did not complete)"
             )
         if late:
             parts.append(
