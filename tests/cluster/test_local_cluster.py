@@ -346,7 +346,7 @@ def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(clus
     rendezvous's node, and each node's own error from the job log (it named both nodes and hid the timeout,
     quoting sbatch's stderr instead of the job log)."""
     cli, spec, _state = cluster
-    c0, c1 = f"{NAME}-compute-0", f"{NAME}-compute-1"
+    c0 = f"{NAME}-compute-0"
     data = yaml.safe_load(spec.read_text())
     data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
     data["validation"]["find_bad_nodes"] = False
