@@ -100,7 +100,8 @@ def split(found: Iterable[Change], in_place: Iterable[str]) -> tuple[list[Change
     """(changes applied in place, changes that need the cluster made again) for a backend that changes
     ``in_place`` (its own fields) besides ``IN_PLACE`` on a running cluster."""
     prefixes = (*IN_PLACE, *in_place)
-    kept, remade = [], []
+    kept: list[Change] = []
+    remade: list[Change] = []
     for change in found:
         (kept if under(change.path, prefixes) else remade).append(change)
     return kept, remade

@@ -278,10 +278,10 @@ class TakenOut:
     "SlurmdSpoolDir is full" when the node's disk filled."""
 
     states: dict[str, SlurmState]
+    passed: bool = True  # no node taken out (set from ``states``)
 
-    @property
-    def passed(self) -> bool:
-        return not self.states
+    def __post_init__(self) -> None:
+        self.passed = not self.states
 
     def lines(self) -> list[str]:
         return [
