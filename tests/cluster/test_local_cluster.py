@@ -350,7 +350,7 @@ def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(clus
     data = yaml.safe_load(spec.read_text())
     data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
     data["validation"]["find_bad_nodes"] = False
-    data["validation"]["training"].update(steps=10, join_timeout="15s")
+    data["validation"]["training"].update(steps=10, join_timeout=15)  # seconds
     blocked = spec.with_name("blocked.yaml")
     blocked.write_text(yaml.safe_dump(data))
     pid = podman("inspect", "-f", "{{.State.Pid}}", c0)[0]
