@@ -19,7 +19,17 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = str(ROOT / "tests" / "validate" / "data" / "mpi-perf-all_gather-4rank-tagged.log")
-BLOCKED = ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_tls", "boto3", "botocore", "google.cloud")
+BLOCKED = (
+    "pulumi",
+    "pulumi_aws",
+    "pulumi_gcp",
+    "pulumi_azure_native",
+    "pulumi_tls",
+    "boto3",
+    "botocore",
+    "google.cloud",
+    "azure",
+)
 
 RUN = """
 import json, sys
