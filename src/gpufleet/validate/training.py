@@ -358,13 +358,13 @@ def judge_training(
 
     if log.no_space is not None:
         room = log.no_space
-        free, needed = about_bytes(int(room.get("available", 0))), about_bytes(int(room.get("needed", 0)))
+        free, wanted = about_bytes(int(room.get("available", 0))), about_bytes(int(room.get("needed", 0)))
         each = about_bytes(int(room.get("checkpoint_bytes", 0)))
         checks.append(
             Check(
                 "checkpoint",
                 FAIL,
-                f"{room.get('path')} has {free} free; the job's checkpoints need {needed} "
+                f"{room.get('path')} has {free} free; the job's checkpoints need {wanted} "
                 f"({room.get('keep')} kept and one being written, {each} each): the job stopped before its "
                 "first step; free space on that filesystem",
             )
@@ -374,13 +374,13 @@ def judge_training(
     if len(summaries) < expected:
         absent = sorted(set(range(expected)) - set(summaries))
         garbled = [rank for rank in absent if rank in log.lost]
-        silent = [rank for rank in absent if rank not in log.lost]
-        if silent:
+        quiet = [rank for rank in absent if rank not in log.lost]
+        if quiet:
             checks.append(
                 Check(
                     "finish",
                     FAIL,
-                    f"rank(s) {_ranges(silent)} printed no summary (the job exit code {rc}); see the job log",
+                    f"rank(s) {_ranges(quiet)} printed no summary (the job exit code {rc}); see the job log",
                 )
             )
         if garbled:
@@ -469,8 +469,8 @@ def judge_training(
         else:
             computes = statistics.median(float(summaries[r]["compute_s"]) for r in own)
             sends = statistics.median(float(broadcast[r]) for r in own)
-            for rank, value in sorted(own.items(), key=lambda item: -item[1]):
-                if value <= config.max_step_spread * middle:
+            for rank, own_s in sorted(own.items(), key=lambda item: -item[1]):
+                if own_s <= config.max_step_spread * middle:
                     continue
                 host = str(summaries[rank].get("host"))
                 compute, send = float(summaries[rank]["compute_s"]), float(broadcast[rank])
@@ -481,7 +481,7 @@ def judge_training(
                     if send - sends >= compute - computes
                     else f"its compute: forward+backward {compute:.3g} s (median rank {computes:.3g} s)"
                 )
-                why = f"rank {rank}: own step {value:.3g} s, {value / middle:.1f} x the median rank's; {part}"
+                why = f"rank {rank}: own step {own_s:.3g} s, {own_s / middle:.1f} x the median rank's; {part}"
                 result.stragglers.setdefault(host, why)
             named = "; ".join(f"{host} ({why})" for host, why in result.stragglers.items())
             checks.append(
