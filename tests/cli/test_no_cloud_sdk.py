@@ -29,6 +29,7 @@ BLOCKED = (
     "botocore",
     "google.cloud",
     "azure",
+    "kubernetes",  # the Kubernetes scheduler's client: only a Kubernetes spec loads it
 )
 
 RUN = """
