@@ -125,6 +125,30 @@ def test_a_local_cluster_refuses_what_needs_new_nodes(state_dir: Path, tmp_path:
     assert found.recorded_spec() == made
 
 
+def test_a_kubernetes_cluster_takes_what_up_surveys_again_and_refuses_another_namespace(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """A handed-over Kubernetes cluster: up makes no node, so node counts and the pods' image change in place
+    (the next survey and validate read them); another namespace is another cluster's objects."""
+    path = ROOT / "examples" / "kubernetes-eks-p5.yaml"
+    made = load_spec(path)
+    state = ClusterState.for_name(made.name)
+    state.begin(made, path)
+    data = yaml.safe_load(path.read_text())
+    data["node_groups"][0]["count"] = 4
+    data["scheduler"]["kubernetes"]["image"] = "public.ecr.aws/hpc-cloud/nccl-tests:v2"
+    grown = tmp_path / "grown.yaml"
+    grown.write_text(yaml.safe_dump(data))
+    found = cluster_drift.check_up(load_spec(grown), state, path, replace=False)
+    assert found is not None and found.remade == []
+    assert sorted(c.path for c in found.in_place) == ["node_groups[gpu].count", "scheduler.kubernetes.image"]
+    data["scheduler"]["kubernetes"]["namespace"] = "elsewhere"
+    grown.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecDrift) as refused:
+        cluster_drift.check_up(load_spec(grown), state, path, replace=False)
+    assert "scheduler.kubernetes.namespace: gpufleet -> elsewhere" in str(refused.value)
+
+
 # ---- through the CLI -------------------------------------------------------------------------------------
 
 

@@ -107,7 +107,13 @@ BACKENDS: dict[str, _Entry] = {
     "aws": _Entry("gpufleet.infra.aws", pulumi=True, bakes_in_cloud=True, head_by_default=True),
     "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, bakes_in_cloud=True, head_by_default=True),
     "azure": _Entry("gpufleet.infra.azure", pulumi=True),
-    "kubernetes": _Entry("gpufleet.infra.kubernetes", pulumi=False),
+    # Kubernetes makes no node either: up surveys the handed-over cluster again, and each validate makes its
+    # pods from the spec (the image); another kubeconfig, context (provider) or namespace is another cluster.
+    "kubernetes": _Entry(
+        "gpufleet.infra.kubernetes",
+        pulumi=False,
+        in_place=("node_groups", "fabric", "filesystem", "access", "scheduler.kubernetes.image"),
+    ),
 }
 PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 HEAD_BY_DEFAULT = tuple(kind for kind, entry in BACKENDS.items() if entry.head_by_default)
