@@ -1,5 +1,5 @@
-"""What the exporters of a gpufleet cluster emit, and what Prometheus stores of each scrape: the series the real
-engine reads in the tests (test_util_engine.py through the HTTP API, test_rules.py through promtool).
+"""What the exporters of a gpufleet cluster emit, and what Prometheus stores of each scrape: the series the
+real engine reads in the tests (test_util_engine.py through the HTTP API, test_rules.py through promtool).
 
 The exporters, each with the label set it really emits:
 - NVIDIA's dcgm-exporter (``dcgm_exposition``), rendered as its own template renders a GPU's fields
@@ -40,6 +40,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import re
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -48,11 +51,10 @@ from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from tests.monitoring.real_prometheus import Stored
 
 from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
 from gpufleet.monitoring import slurm_exporter
-from tests.monitoring.real_prometheus import Stored
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "monitoring"
@@ -102,7 +104,8 @@ def dcgm_exposition(hostname: str, gpus: Mapping[int, Mapping[str, float]], mode
             value = gpus[index][name]
             text = f"{value:f}" if name in DOUBLE_FIELDS else f"{int(value):d}"
             labels = (
-                f'gpu="{index}",UUID="{gpu_uuid(hostname, index)}",pci_bus_id="00000000:{0x18 + 16 * index:02X}:00.0",'
+                f'gpu="{index}",UUID="{gpu_uuid(hostname, index)}",'
+                f'pci_bus_id="00000000:{0x18 + 16 * index:02X}:00.0",'
                 f'device="nvidia{index}",modelName="{model}",Hostname="{hostname}"'
             )
             if name == "DCGM_FI_DEV_XID_ERRORS":
@@ -116,8 +119,8 @@ def dcgm_exposition(hostname: str, gpus: Mapping[int, Mapping[str, float]], mode
 
 @dataclass(frozen=True)
 class Allocation:
-    """Job ``jobid`` holds GPUs ``gpus`` of ``node`` from ``start`` to ``end`` (unix seconds), each at SM-active
-    ``busy`` while it runs."""
+    """Job ``jobid`` holds GPUs ``gpus`` of ``node`` from ``start`` to ``end`` (unix seconds), each at
+    SM-active ``busy`` while it runs."""
 
     jobid: str
     node: str
@@ -309,12 +312,29 @@ def scrape_targets(config: Mapping[str, Any]) -> list[Target]:
 
 @cache
 def _parsed(text: str) -> tuple[tuple[tuple[tuple[str, str], ...], float], ...]:
-    """The samples of an exposition, as Prometheus's parser reads them: ((name and labels), value)."""
-    return tuple(
-        ((("__name__", sample.name), *sorted(sample.labels.items())), float(sample.value))
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    )
+    """The samples of a text exposition (format 0.0.4) as Prometheus reads them
+    (``model/textparse/promparse.go``): every line that is not a comment is ``name{labels} value
+    [timestamp]``, the name taken as written (prometheus_client's parser, by contrast, renames a counter's
+    samples, ``X`` to ``X_total``); label values unescape ``\\``, ``\"`` and ``\n``."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _SAMPLE.fullmatch(line.strip())
+        assert match is not None, f"not a sample line: {line!r}"
+        labels = {
+            name: re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+            for name, value in _LABEL.findall(match["labels"] or "")
+        }
+        out.append(((("__name__", match["name"]), *sorted(labels.items())), float(match["value"])))
+    return tuple(out)
+
+
+_SAMPLE = re.compile(
+    r'(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?'
+    r" (?P<value>\S+)(?: -?\d+)?"
+)
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?')
 
 
 Exposer = Callable[[Target, float], str | None]  # the target's page at that time; None: the scrape fails
@@ -336,13 +356,14 @@ class Scrapes:
 
     interval_ms: int
     keep: Callable[[str], bool] | None = None
+    aligned: bool = False  # every target at the multiples of the interval (no offset)
     series: dict[SeriesKey, Stored] = field(default_factory=dict)
     dropped: set[SeriesKey] = field(default_factory=set)
 
     def run(self, targets: Iterable[Target], expose: Exposer, start: float, end: float) -> list[Stored]:
         """Every scrape of ``targets`` from ``start`` to ``end`` (unix seconds)."""
         for target in targets:
-            phase = target.phase_ms(self.interval_ms)
+            phase = 0 if self.aligned else target.phase_ms(self.interval_ms)
             first = math.ceil((start * 1000 - phase) / self.interval_ms)
             last = math.floor((end * 1000 - phase) / self.interval_ms)
             previous: set[SeriesKey] = set()
@@ -374,45 +395,94 @@ class Scrapes:
 
 # ---- a GPU cluster running Slurm jobs -------------------------------------------------------------------
 
+Fields = Callable[[str, int, float], Mapping[str, float]]  # (node, GPU, time) -> dcgm fields
+Ports = Callable[[str, float], Mapping[tuple[str, str], Mapping[str, float]]]  # (node, time) -> IB counters
+Processes = Callable[[str, float], Sequence[slurm_exporter.Proc]]  # (node, time) -> the jobs' processes
+
 
 @dataclass
 class GpuCluster:
     """``inventory``'s cluster with ``allocations``: the Slurm exporter lists them, each node's dcgm-exporter
-    shows its GPUs at the SM-active of the job holding them (0 when none does)."""
+    shows its GPUs at the SM-active of the job holding them (0 when none does), XID 0.
+
+    What a case adds (each optional): more dcgm fields per GPU (``dcgm_fields``), node_exporter's
+    infiniband counters (``infiniband``), the jobs' processes (``processes``, read by gpufleet's job
+    exporter, its own ``NodeJobsCollector``) and the heartbeats they touch (``heartbeats``: jobid -> time),
+    Slurm's state of a node where it is not what the allocations make it (``slurm_state``), and times a
+    node answers no scrape (``unreachable``)."""
 
     inventory: Inventory
-    allocations: list[Allocation]
-    _pages: dict[tuple[Target, tuple[int, ...]], str | None] = field(default_factory=dict, repr=False)
+    allocations: list[Allocation] = field(default_factory=list)
+    dcgm_fields: Fields | None = None
+    infiniband: Ports | None = None
+    processes: Processes | None = None
+    heartbeats: Callable[[str, float], Mapping[str, float]] | None = None
+    slurm_state: Callable[[str, float], str | None] | None = None
+    unreachable: Callable[[str, float], bool] | None = None
+    _pages: dict[tuple[object, ...], str] = field(default_factory=dict, repr=False)
+    _job_exporters: dict[str, tuple[slurm_exporter.NodeJobsCollector, Path, list[slurm_exporter.Proc]]] = (
+        field(default_factory=dict, repr=False)
+    )
 
     def expose(self, target: Target, t: float) -> str | None:
-        running = tuple(i for i, a in enumerate(self.allocations) if a.holds(t))
-        key = (target, running)
-        if key not in self._pages:
-            self._pages[key] = self._page(target, tuple(self.allocations[i] for i in running))
-        return self._pages[key]
-
-    def _page(self, target: Target, running: tuple[Allocation, ...]) -> str | None:
+        if target.node is not None and self.unreachable is not None and self.unreachable(target.node, t):
+            return None
+        running = tuple(a for a in self.allocations if a.holds(t))
         if target.job == "slurm":
             nodes = tuple(
-                (h.name, "allocated" if any(a.node == h.name for a in running) else "idle", h.gpus)
-                for h in self.inventory.compute
+                (h.name, self._slurm_state(h.name, running, t), h.gpus) for h in self.inventory.compute
             )
-            return slurm_exposition(running, nodes)
-        if target.job == "dcgm" and target.node is not None:
+            return self._cached(("slurm", running, nodes), lambda: slurm_exposition(running, nodes))
+        assert target.node is not None, target
+        if target.job == "dcgm":
             host = next(h for h in self.inventory.compute if h.name == target.node)
-            gpus: dict[int, dict[str, float]] = {}
-            for index in range(host.gpus):
-                held = [a.busy_of(index) for a in running if a.node == host.name and index in a.gpus]
-                busy = held[0] if held else 0.0
-                gpus[index] = {
-                    "DCGM_FI_PROF_SM_ACTIVE": busy,
-                    "DCGM_FI_DEV_GPU_UTIL": 100.0 if busy else 0.0,
-                    "DCGM_FI_DEV_XID_ERRORS": 0.0,
-                }
-            return dcgm_exposition(host.name, gpus)
+            gpus = tuple(
+                (i, tuple(sorted(self._gpu(host.name, i, running, t).items()))) for i in range(host.gpus)
+            )
+            return self._cached(
+                ("dcgm", host.name, gpus), lambda: dcgm_exposition(host.name, {i: dict(v) for i, v in gpus})
+            )
         if target.job == "node":
-            return node_exposition({})
-        return None  # the job exporters: util reads none of their series
+            ports = self.infiniband(target.node, t) if self.infiniband else {}
+            key = tuple(sorted((port, tuple(sorted(c.items()))) for port, c in ports.items()))
+            return self._cached(("node", key), lambda: node_exposition(ports))
+        return self._job_page(target.node, t)
+
+    def _cached(self, key: tuple[object, ...], page: Callable[[], str]) -> str:
+        if key not in self._pages:
+            self._pages[key] = page()
+        return self._pages[key]
+
+    def _slurm_state(self, node: str, running: tuple[Allocation, ...], t: float) -> str:
+        own = self.slurm_state(node, t) if self.slurm_state else None
+        return own or ("allocated" if any(a.node == node for a in running) else "idle")
+
+    def _gpu(self, node: str, index: int, running: tuple[Allocation, ...], t: float) -> dict[str, float]:
+        held = [a.busy_of(index) for a in running if a.node == node and index in a.gpus]
+        busy = held[0] if held else 0.0
+        fields = {
+            "DCGM_FI_PROF_SM_ACTIVE": busy,
+            "DCGM_FI_DEV_GPU_UTIL": round(busy * 100),
+            "DCGM_FI_DEV_XID_ERRORS": 0.0,
+        }
+        return {**fields, **(self.dcgm_fields(node, index, t) if self.dcgm_fields else {})}
+
+    def _job_page(self, node: str, t: float) -> str:
+        """gpufleet's job exporter on ``node`` (one collector per node: it keeps the jobs' CPU time)."""
+        if node not in self._job_exporters:
+            folder = Path(tempfile.mkdtemp(prefix=f"gpufleet-heartbeat-{node}-"))
+            now: list[slurm_exporter.Proc] = []
+            collector = slurm_exporter.NodeJobsCollector(node, procs=lambda: list(now), heartbeat_dir=folder)
+            self._job_exporters[node] = (collector, folder, now)
+        collector, folder, now = self._job_exporters[node]
+        now[:] = self.processes(node, t) if self.processes else ()
+        for jobid, beat in (self.heartbeats(node, t) if self.heartbeats else {}).items():
+            path = folder / jobid
+            path.touch()
+            os.utime(path, (beat, beat))
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector)  # type: ignore[arg-type]
+        return generate_latest(registry).decode()
 
     def stored(
         self,
@@ -422,9 +492,30 @@ class GpuCluster:
         interval: float = 15.0,
         keep: Callable[[str], bool] | None = None,
         jobs: frozenset[str] = frozenset({"node", "slurm", "dcgm"}),
+        aligned: bool = False,
     ) -> list[Stored]:
         """What the cluster's Prometheus holds after scraping the targets of ``jobs`` (by default all but the
-        job exporters, whose series util does not read) every ``interval`` s from ``start`` to ``end``."""
+        job exporters, whose series util does not read) every ``interval`` s from ``start`` to ``end``;
+        ``aligned``: every target scraped on the multiples of the interval (promtool's input series)."""
         config = render_prometheus_config(self.inventory, folder)
         targets = [t for t in scrape_targets(config) if t.job in jobs]
-        return Scrapes(round(interval * 1000), keep).run(targets, self.expose, start, end)
+        return Scrapes(round(interval * 1000), keep, aligned=aligned).run(targets, self.expose, start, end)
+
+
+ALL_JOBS = frozenset({"node", "slurm", "dcgm", "gpufleet-jobs"})
+
+
+def promtool_input_series(stored: Sequence[Stored], interval_ms: int, count: int) -> list[dict[str, str]]:
+    """``stored`` (scraped ``aligned`` from time 0) as promtool's ``input_series``: one value per interval,
+    ``_`` where the series has no sample, ``stale`` for a staleness marker (promtool's expanding notation,
+    docs/configuration/unit_testing_rules.md)."""
+    out = []
+    for series in sorted(stored, key=lambda s: sorted(s.labels.items())):
+        values = ["_"] * count
+        for t_ms, value in series.samples:
+            index, rest = divmod(t_ms, interval_ms)
+            assert rest == 0 and 0 <= index < count, (series.labels, t_ms)
+            values[index] = "stale" if value is None else repr(value)
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(series.labels.items()) if k != "__name__")
+        out.append({"series": f"{series.name}{{{labels}}}", "values": " ".join(values)})
+    return out

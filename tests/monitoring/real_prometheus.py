@@ -1,5 +1,5 @@
-"""A real Prometheus for tests: Debian's ``prometheus`` (2.42 on bookworm, the version the clusters run), started
-on a free local port with an empty data folder, and fed what its scrapes would have stored.
+"""A real Prometheus for tests: Debian's ``prometheus`` (2.42 on bookworm, the version the clusters run),
+started on a free local port with an empty data folder, and fed what its scrapes would have stored.
 
 The series go in through Prometheus's own remote-write receiver (``--web.enable-remote-write-receiver``,
 ``POST /api/v1/write``), which appends them to the TSDB as a scrape does, at the times given, with
@@ -168,7 +168,7 @@ def real_prometheus(evaluation_interval: str = "15s") -> Iterator[RealPrometheus
                 f"--storage.tsdb.path={folder / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--web.enable-remote-write-receiver",
-                "--storage.tsdb.retention.time=100y",  # the tests' series lie years from now
+                "--storage.tsdb.retention.time=100y",  # keep the tests' series, whatever their age
                 "--log.level=warn",
             ],
             stdin=subprocess.DEVNULL,

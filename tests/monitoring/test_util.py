@@ -153,8 +153,9 @@ def short_jobs(starts: list[float], seconds: float, interval: float = 15.0) -> A
 
 def test_jobs_shorter_than_a_step_get_their_gpu_hours_under_prometheus_3() -> None:
     """Prometheus 3.x's left-open ranges (test_util_engine.py has 2.x's, on the engine). A week's window: a
-    step of 60 s (55 s from step_for, up to a multiple of the 15 s scrape). Jobs busy for 20 s each are seen by one or two scrapes; one sample per step (the code before) missed most of
-    them. Their GPU-hours are what Prometheus recorded: the scrapes that saw them x 15 s."""
+    step of 60 s (55 s from step_for, up to a multiple of the 15 s scrape). Jobs busy for 20 s each are seen
+    by one or two scrapes; one sample per step (the code before) missed most of them. Their GPU-hours are what
+    Prometheus recorded: the scrapes that saw them x 15 s."""
     week = 7 * 24 * HOUR
     starts = [T0 + day * 24 * HOUR + 1000 + 11 * day for day in range(7)]
     with fake_prometheus(short_jobs(starts, 20), left_open=True) as (url, seen):

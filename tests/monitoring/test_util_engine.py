@@ -1,7 +1,7 @@
-"""gpufleet util, the validation report's utilization and the report ``down`` writes, read from a real Prometheus
-(tests/monitoring/real_prometheus.py) that holds what its scrapes of the real exporters would have stored:
-dcgm-exporter's and the Slurm exporter's own label sets, the targets and labels of the monitoring role's
-scrape config, staleness when a job ends (tests/monitoring/exporters.py). util's PromQL is evaluated by
+"""gpufleet util, the validation report's utilization and the report ``down`` writes, read from a real
+Prometheus (tests/monitoring/real_prometheus.py) that holds what its scrapes of the real exporters would have
+stored: dcgm-exporter's and the Slurm exporter's own label sets, the targets and labels of the monitoring
+role's scrape config, staleness when a job ends (tests/monitoring/exporters.py). util's PromQL is evaluated by
 Prometheus's own engine: a query that asks the wrong thing gets the wrong numbers here."""
 
 from __future__ import annotations
