@@ -207,5 +207,5 @@ def test_the_program_fails_under_the_mocks_where_azure_would(record):
             {"name": "gpu", "roles": ["compute"], "instance_type": "Standard_ND96isr_H100_v5", "count": 101},
         ],
     )
-    rec = record(spec)
+    rec = record(spec, raises=True)
     assert rec.error is not None and "single placement group holds 100 VMs" in str(rec.error), rec.error

@@ -307,7 +307,7 @@ def test_ethernet_fabric_gets_host_nics_only(record):
     ids=["lustre-step", "nic-count", "placement-limit"],
 )
 def test_invalid_specs_fail_before_any_resource_is_registered(record, changes, message):
-    rec = record(gcp_spec(**changes))
+    rec = record(gcp_spec(**changes), raises=True)
     assert isinstance(rec.error, SpecError), f"expected SpecError, got {rec.error!r}"
     assert message in str(rec.error), str(rec.error)
     assert rec.resources == [], f"registered before failing: {[r.urn for r in rec.resources]}"
