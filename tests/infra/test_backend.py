@@ -31,7 +31,7 @@ def _imports(path: Path) -> set[str]:
 def test_every_provider_kind_has_a_backend():
     models = get_args(ClusterSpec.model_fields["provider"].annotation)
     kinds = {get_args(model.model_fields["kind"].annotation)[0] for model in models}
-    assert kinds == {"local", "baremetal", "aws", "gcp", "azure"}, kinds
+    assert kinds == {"local", "baremetal", "aws", "gcp", "azure", "kubernetes"}, kinds
     assert set(BACKENDS) == kinds
 
 
@@ -75,9 +75,16 @@ def test_catalog_facts_import_no_cloud_sdk():
         assert not heavy, f"{path.name} imports {heavy}"
 
 
-PROVIDER_KINDS = frozenset({"aws", "gcp", "azure", "local", "baremetal"})
+PROVIDER_KINDS = frozenset({"aws", "gcp", "azure", "local", "baremetal", "kubernetes"})
 PROVIDER_MODELS = frozenset(
-    {"AwsProvider", "GcpProvider", "AzureProvider", "LocalProvider", "BaremetalProvider"}
+    {
+        "AwsProvider",
+        "GcpProvider",
+        "AzureProvider",
+        "LocalProvider",
+        "BaremetalProvider",
+        "KubernetesProvider",
+    }
 )
 _ONE_PROVIDER = "checks registered for one provider (@check(providers=...)) narrow the spec's model"
 # Where a provider may be named outside the table, and why. Nothing else in src/gpufleet compares a
@@ -89,6 +96,7 @@ MAY_NAME_PROVIDERS = {
     "infra/azure/": "a provider folder knows its own provider",
     "infra/local/": "a provider folder knows its own provider",
     "infra/baremetal/": "a provider folder knows its own provider",
+    "infra/kubernetes/": "a provider folder knows its own provider",
     "spec/model.py": "the spec owns its discriminated union of providers (per-provider defaults, validation)",
     "catalog/images.py": "catalog data: each image manifest says which cloud it is for",
     "preflight/aws.py": _ONE_PROVIDER,
@@ -97,6 +105,7 @@ MAY_NAME_PROVIDERS = {
     "preflight/azure.py": _ONE_PROVIDER,
     "preflight/local.py": _ONE_PROVIDER,
     "preflight/baremetal.py": _ONE_PROVIDER,
+    "preflight/kubernetes.py": _ONE_PROVIDER,
     "preflight/common.py": "instance_type_known reads the catalog's section of the spec's provider: only on "
     "bare metal may a site name its own machines",
 }

@@ -93,7 +93,8 @@ def reap(
     }
     stacks = _stacks(destroy_stacks, cloud, reporter, dry_run) if destroy_stacks is not None else []
     pruned = _pruned(aws_region or [], gcp_project or [], dry_run) if prune_images else []
-    failed = [item for item in [*items, *stacks, *pruned] if item.action.startswith("failed")]
+    acted: list[ReapItem | PrunedImage] = [*items, *stacks, *pruned]
+    failed = [item for item in acted if item.action.startswith("failed")]
     if json_out:
         images = {"images": [item.to_json() for item in pruned]} if prune_images else {}
         made = {"stacks": [item.to_json() for item in stacks]} if destroy_stacks is not None else {}

@@ -97,6 +97,7 @@ BACKENDS: dict[str, _Entry] = {
     "aws": _Entry("gpufleet.infra.aws", pulumi=True, bakes_in_cloud=True, head_by_default=True),
     "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, bakes_in_cloud=True, head_by_default=True),
     "azure": _Entry("gpufleet.infra.azure", pulumi=True),
+    "kubernetes": _Entry("gpufleet.infra.kubernetes", pulumi=False),
 }
 PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 HEAD_BY_DEFAULT = tuple(kind for kind, entry in BACKENDS.items() if entry.head_by_default)

@@ -101,6 +101,7 @@ def _load_check_modules() -> None:
         common,
         gcp,
         head_size,
+        kubernetes,
         local,
         names,
     )

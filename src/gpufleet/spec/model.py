@@ -155,6 +155,7 @@ class ProviderKind(StrEnum):
     GCP = "gcp"
     AZURE = "azure"
     BAREMETAL = "baremetal"
+    KUBERNETES = "kubernetes"
 
 
 class LocalProvider(SpecModel):
@@ -385,8 +386,32 @@ class BaremetalProvider(SpecModel):
         return str(path) if value.startswith("~") else value
 
 
+class KubernetesProvider(SpecModel):
+    """A Kubernetes cluster that already exists (EKS, GKE, AKS, CoreWeave, on-premises with NVIDIA's GPU
+    Operator), handed over as a kubeconfig and a context; gpufleet makes no machine. Its jobs run as pods and
+    MPIJobs: ``scheduler: {kind: kubernetes, ...}`` (docs/kubernetes.md)."""
+
+    kind: Literal["kubernetes"] = "kubernetes"
+    kubeconfig: str | None = Field(
+        default=None,
+        description="the kubeconfig file, relative to the spec file; default: $KUBECONFIG, else "
+        "~/.kube/config",
+    )
+    context: Annotated[str, StringConstraints(min_length=1, max_length=253)] | None = Field(
+        default=None, description="the kubeconfig context to use; default: its current-context"
+    )
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _relative_to_spec(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A relative path is read from the spec file's folder, wherever gpufleet is run from."""
+        if value is None:
+            return None
+        return BaremetalProvider._relative_to_spec(value, info)
+
+
 Provider = Annotated[
-    LocalProvider | AwsProvider | GcpProvider | AzureProvider | BaremetalProvider,
+    LocalProvider | AwsProvider | GcpProvider | AzureProvider | BaremetalProvider | KubernetesProvider,
     Field(discriminator="kind"),
 ]
 
@@ -755,6 +780,7 @@ FILESYSTEMS_BY_PROVIDER: dict[str, tuple[str, ...]] = {
     "aws": ("none", "fsx_lustre"),
     "gcp": ("none", "managed_lustre", "filestore"),
     "azure": ("none", "azure_lustre"),
+    "kubernetes": ("none",),  # pods see a PersistentVolumeClaim instead: scheduler.kubernetes.shared_volume
 }
 
 
@@ -1074,6 +1100,116 @@ class ValidationSpec(SpecModel):
 
 
 # --------------------------------------------------------------------------------------------------
+# Scheduler
+
+
+class SchedulerKind(StrEnum):
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+
+
+# A Kubernetes namespace or object name (RFC 1123 label; kubernetes.io "Object Names and IDs").
+K8sName = Annotated[
+    str,
+    _pattern(
+        r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        "expected 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit "
+        "(a Kubernetes name), e.g. gpufleet",
+    ),
+]
+# A container image reference with a tag or a digest (the OCI distribution spec's reference grammar, in
+# short): gpufleet pins no image of its own, so the one the user names must say which build it is.
+OciImage = Annotated[
+    str,
+    _pattern(
+        r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+        r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}(@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$",
+        "expected an image reference with a tag or a digest, such as "
+        "public.ecr.aws/hpc-cloud/nccl-tests:latest or registry.example.com/team/nccl-tests@sha256:<64 hex>",
+    ),
+]
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+class KubernetesOptions(SpecModel):
+    """How the validation's pods and MPIJobs run on a Kubernetes cluster (docs/kubernetes.md)."""
+
+    image: OciImage = Field(
+        description="the image every pod runs: nccl-tests under nccl_tests_dir, Open MPI's mpirun, sshd, "
+        "python3 (and torchrun for the training check), with the fabric's NCCL plugin (EFA: aws-ofi-nccl)",
+    )
+    namespace: K8sName = Field(
+        default="default", description="the namespace the pods and MPIJobs go to (it must exist)"
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels that pick the nodes to validate; default: node.kubernetes.io/instance-type set "
+        "to the compute group's instance_type",
+    )
+    job_api: Literal["mpijob"] = Field(
+        default="mpijob",
+        description="the job API of the collectives and the training check: the MPI "
+        "Operator's kubeflow.org/v2beta1 MPIJob",
+    )
+    nccl_tests_dir: AbsolutePath = Field(
+        default="/opt/nccl-tests/build", description="where the image keeps the nccl-tests binaries"
+    )
+    shared_volume: K8sName | None = Field(
+        default=None,
+        description="a ReadWriteMany PersistentVolumeClaim in the namespace, mounted on every worker at "
+        "/gpufleet-shared: where the training check writes its checkpoint (needed for validation.training)",
+    )
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not _LABEL_KEY.match(key):
+                raise PydanticCustomError(
+                    "label_key",
+                    "node_selector key '{key}' is not a Kubernetes label key ([prefix/]name, name 1-63 "
+                    "characters of letters, digits, '-', '_' and '.'), e.g. node.kubernetes.io/instance-type",
+                    {"key": key},
+                )
+            if not _LABEL_VALUE.match(str(item)):
+                raise PydanticCustomError(
+                    "label_value",
+                    "node_selector '{key}': '{value}' is not a Kubernetes label value (at most 63 letters, "
+                    "digits, '-', '_' and '.', starting and ending with a letter or digit)",
+                    {"key": key, "value": item},
+                )
+        return value
+
+
+class SchedulerSpec(SpecModel):
+    """What runs the validation's jobs: Slurm (gpufleet configures it) or Kubernetes (the cluster's own)."""
+
+    kind: SchedulerKind = Field(default=SchedulerKind.SLURM, description="slurm or kubernetes")
+    kubernetes: KubernetesOptions | None = Field(
+        default=None, description="kind kubernetes: the image, namespace and nodes of the validation's pods"
+    )
+
+    @model_validator(mode="after")
+    def _options_match_kind(self) -> SchedulerSpec:
+        if self.kind is SchedulerKind.KUBERNETES and self.kubernetes is None:
+            raise PydanticCustomError(
+                "kubernetes_options",
+                "scheduler kubernetes needs its options, at least the image the pods run: {fix}",
+                {"fix": "kubernetes: {image: <registry>/<nccl-tests image>:<tag>}", "at": "kubernetes"},
+            )
+        if self.kind is SchedulerKind.SLURM and self.kubernetes is not None:
+            raise PydanticCustomError(
+                "kubernetes_unused",
+                "scheduler.kubernetes is read only with kind: kubernetes; set kind: kubernetes or drop it",
+                {"at": "kubernetes"},
+            )
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
 # The cluster
 
 
@@ -1085,9 +1221,16 @@ class ClusterSpec(SpecModel):
     """A whole cluster: where, what, how it is wired, what it runs, who reaches it, how long it lives."""
 
     name: ClusterName = Field(description="the cluster's name, part of every host and resource name")
-    provider: Annotated[Provider, Field(description="where: local, aws, gcp, azure or baremetal (by 'kind')")]
+    provider: Annotated[
+        Provider, Field(description="where: local, aws, gcp, azure, baremetal or kubernetes (by 'kind')")
+    ]
+    scheduler: SchedulerSpec = Field(
+        default=SchedulerSpec(), description="what runs the jobs: slurm (default) or kubernetes (by 'kind')"
+    )
     node_groups: list[NodeGroup] = Field(
-        min_length=2, description="one controller group (count 1) and at least one compute group"
+        min_length=1,
+        description="slurm: one controller group (count 1) and at least one compute group; kubernetes: the "
+        "compute groups to validate",
     )
     fabric: Fabric = Field(default=Fabric(), description="'efa' is short for {kind: efa}")
     filesystem: Filesystem = Field(default=NoFilesystem(), description="a shared filesystem, by 'kind'")
@@ -1104,6 +1247,7 @@ class ClusterSpec(SpecModel):
     )
 
     _shorthand_provider = field_validator("provider", mode="before")(_kind_shorthand)
+    _shorthand_scheduler = field_validator("scheduler", mode="before")(_kind_shorthand)
     _shorthand_fabric = field_validator("fabric", mode="before")(_kind_shorthand)
     _shorthand_fs = field_validator("filesystem", mode="before")(_kind_shorthand)
 
@@ -1138,7 +1282,9 @@ class ClusterSpec(SpecModel):
                 {"names": ", ".join(repeated)},
             )
         controllers = [g.name for g in self.node_groups if Role.CONTROLLER in g.roles]
-        if len(controllers) != 1:
+        if self.provider.kind == "kubernetes" or self.scheduler.kind is SchedulerKind.KUBERNETES:
+            self._kubernetes_shape(controllers)
+        elif len(controllers) != 1:
             raise PydanticCustomError(
                 "controller_groups",
                 "exactly one node group must have the controller role (found {n}: {names})",
@@ -1183,7 +1329,7 @@ class ClusterSpec(SpecModel):
                         "capacity mode '{mode}' applies to clouds only; drop capacity or use on_demand",
                         {"mode": group.capacity.mode.value, "at": f"node_groups.{index}.capacity.mode"},
                     )
-        if self.validation.training.enabled:
+        if self.validation.training.enabled and self.scheduler.kind is SchedulerKind.SLURM:
             if self.software.pytorch is None:
                 raise PydanticCustomError(
                     "training_needs_pytorch",
@@ -1199,6 +1345,61 @@ class ClusterSpec(SpecModel):
                     {"at": "filesystem.kind"},
                 )
         return self
+
+    def _kubernetes_shape(self, controllers: list[str]) -> None:
+        """A Kubernetes cluster handed over: provider and scheduler both kubernetes, no Slurm controller, a
+        fabric whose pods need no vendor sidecar, the image in scheduler.kubernetes."""
+        if self.provider.kind != "kubernetes":
+            raise PydanticCustomError(
+                "kubernetes_provider",
+                "scheduler kubernetes runs on a Kubernetes cluster you hand over; gpufleet does not make "
+                "one on '{p}' yet: set {fix}",
+                {
+                    "p": self.provider.kind,
+                    "fix": "provider: {kind: kubernetes, kubeconfig: ~/.kube/config, context: <name>}",
+                    "at": "provider.kind",
+                },
+            )
+        if self.scheduler.kind is not SchedulerKind.KUBERNETES:
+            raise PydanticCustomError(
+                "kubernetes_scheduler",
+                "provider kubernetes runs jobs as pods, not through Slurm: set {fix}",
+                {
+                    "fix": "scheduler: {kind: kubernetes, kubernetes: {image: <nccl-tests image>:<tag>}}",
+                    "at": "scheduler.kind",
+                },
+            )
+        if controllers:
+            index = next(i for i, g in enumerate(self.node_groups) if g.name == controllers[0])
+            raise PydanticCustomError(
+                "kubernetes_controller",
+                "a Kubernetes cluster has no Slurm controller to make: drop the group '{g}' and list only "
+                "the compute nodes to validate",
+                {"g": controllers[0], "at": f"node_groups.{index}.roles"},
+            )
+        if self.fabric.kind in (FabricKind.TCPX, FabricKind.TCPXO):
+            raise PydanticCustomError(
+                "kubernetes_fabric",
+                "fabric '{f}' needs Google's receive-datapath manager beside every NCCL process, which "
+                "gpufleet's pods do not run yet on Kubernetes: validate it with scheduler slurm on gcp",
+                {"f": self.fabric.kind.value, "at": "fabric.kind"},
+            )
+        if self.software.container_image is not None:
+            raise PydanticCustomError(
+                "kubernetes_container_image",
+                "on Kubernetes every pod runs scheduler.kubernetes.image; software.container_image (an "
+                "enroot image for Slurm's pyxis) is not read: drop it",
+                {"at": "software.container_image"},
+            )
+        options = self.scheduler.kubernetes
+        if self.validation.training.enabled and (options is None or options.shared_volume is None):
+            raise PydanticCustomError(
+                "training_needs_volume",
+                "validation.training writes its checkpoint to a volume every worker shares: set "
+                "scheduler.kubernetes.shared_volume to a ReadWriteMany PersistentVolumeClaim, or set "
+                "validation.training.enabled: false",
+                {"at": "scheduler.kubernetes.shared_volume"},
+            )
 
     # ---- derived views used by every later stage ------------------------------------------------
 

@@ -36,7 +36,7 @@ from gpufleet.validate.fabric_facts import (
 )
 from gpufleet.validate.gate import FAIL, PASS, Check
 from gpufleet.validate.node_health import SERIOUS_XIDS, judge
-from gpufleet.validate.slurm import HealthRun
+from gpufleet.validate.scheduler import HealthRun
 
 __all__ = [
     "SERIOUS_XIDS",
@@ -155,6 +155,11 @@ def driver_branch(software: dict[str, Any]) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+# How each scheduler's node-state check and health job are named in the messages (the check's name is the
+# scheduler's: "slurm", "kubernetes").
+_STATE_WORDS = {"slurm": ("Slurm state", "srun"), "kubernetes": ("Kubernetes node", "pod")}
+
+
 def evaluate_node(
     host: Host,
     run: HealthRun,
@@ -165,20 +170,21 @@ def evaluate_node(
     result = NodeHealth(host.name)
     checks = result.checks
     state = run.states.get(host.name)
+    words, job = _STATE_WORDS.get(run.scheduler, (run.scheduler, "job"))
     if state is not None:
         if state.usable:
-            checks.append(Check("slurm", PASS, f"Slurm state {state.state}"))
+            checks.append(Check(run.scheduler, PASS, f"{words} {state.state}"))
         else:
             reason = f" ({state.reason})" if state.reason and state.reason != "none" else ""
             checks.append(
-                Check("slurm", FAIL, f"Slurm state {state.state}{reason}: the node cannot run jobs")
+                Check(run.scheduler, FAIL, f"{words} {state.state}{reason}: the node cannot run jobs")
             )
     raw = run.answers.get(host.name) or run.answers.get(host.name.split(".")[0])
     if raw is None:
         detail = f": {run.stderr.strip().splitlines()[-1][:200]}" if run.stderr.strip() else ""
         if state is None or state.usable:
             checks.append(
-                Check("answer", FAIL, f"no health report from the node (srun exit {run.rc}){detail}")
+                Check("answer", FAIL, f"no health report from the node ({job} exit {run.rc}){detail}")
             )
         return result
     result.raw = raw

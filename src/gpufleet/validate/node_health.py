@@ -23,6 +23,9 @@ the binaries says why (e.g. "CUDA driver version is insufficient for CUDA runtim
 (``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread with a deadline, so a
 hung network filesystem is reported, not waited on forever).
 
+``--skip KEY,...`` leaves checks out (a Kubernetes pod skips ``services``); in a pod, the node's name comes
+from ``GPUFLEET_NODE_NAME`` and DCGM's host engine from ``GPUFLEET_DCGM_HOST`` (``validate.kubernetes``).
+
 The rules that turn a report into a verdict live here too (``judge``), so that the node itself and
 gpufleet judge alike: ``health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same file,
 installed on every GPU node by the ``gpu_health`` role as ``/usr/local/sbin/gpufleet-node-check``, runs
@@ -96,6 +99,12 @@ def _value(text: str | None) -> str | None:
     return None if text in _NA else text
 
 
+def _yes(text: str | None) -> bool | None:
+    """``Yes`` or ``No`` as a bool; None where nvidia-smi reports nothing."""
+    value = _value(text)
+    return None if value is None else value == "Yes"
+
+
 def _count(text: str | None) -> int | None:
     value = _value(text)
     return int(value) if value is not None and value.isdigit() else None
@@ -167,8 +176,8 @@ def parse_smi_xml(text: str) -> dict[str, object]:
                     (gpu.findtext("ecc_mode/current_ecc") or "").strip()
                 ),
                 "uncorrected_volatile": _ecc_uncorrected(gpu),
-                "remap_failure": None if _value(failure) is None else failure.strip() == "Yes",
-                "remap_pending": None if _value(pending) is None else pending.strip() == "Yes",
+                "remap_failure": _yes(failure),
+                "remap_pending": _yes(pending),
             }
         )
     attached = _count(root.findtext("attached_gpus"))
@@ -237,14 +246,15 @@ def ecc() -> dict[str, object]:
         return {"present": False, "note": "nvidia-smi not present"}
     if rc != 0:
         return {"present": True, "error": out.strip()[-300:]}
-    per_gpu = []
+    per_gpu: list[dict[str, object]] = []
+    uncorrected: list[int] = []
     for line in out.splitlines():
         parts = [part.strip() for part in line.split(",")]
         if len(parts) == 3:
-            per_gpu.append(
-                {"gpu": parts[0], "uncorrected": _int_or_none(parts[1]), "corrected": _int_or_none(parts[2])}
-            )
-    uncorrected = [item["uncorrected"] for item in per_gpu if item["uncorrected"] is not None]
+            errors = _int_or_none(parts[1])
+            per_gpu.append({"gpu": parts[0], "uncorrected": errors, "corrected": _int_or_none(parts[2])})
+            if errors is not None:
+                uncorrected.append(errors)
     result: dict[str, object] = {
         "present": True,
         "uncorrected": sum(uncorrected) if uncorrected else None,  # None: ECC off or not reported
@@ -275,13 +285,17 @@ def xids() -> dict[str, object]:
 
 
 def dcgm() -> dict[str, object]:
-    rc, out = run(["dcgmi", "diag", "-r", "1", "-j"], timeout=600)
+    # In a pod, the GPU Operator's DCGM host engine on the node's address (GPUFLEET_DCGM_HOST, set by
+    # validate.kubernetes where the operator runs one), else dcgmi's own default (the local host engine).
+    host = os.environ.get("GPUFLEET_DCGM_HOST")
+    rc, out = run(["dcgmi", "diag", "-r", "1", "-j", *(["--host", host] if host else [])], timeout=600)
     if rc == 127:
         return {"present": False, "note": "dcgmi not present"}
     text = out.strip()
     parsed = parse_dcgm_diag(text)
     failed = rc != 0 or '"Fail"' in text or '"fail"' in text or bool(parsed and parsed["failed"])
     if parsed and parsed["failed"]:
+        # parse_dcgm_diag's "failed" is its list of failed test names (the document is dict[str, object]).
         summary = "failed: " + ", ".join(parsed["failed"])  # type: ignore[arg-type]
     elif parsed is None:
         summary = text[-400:]
@@ -298,9 +312,9 @@ def persistence() -> dict[str, object]:
         return {"present": True, "error": out.strip()[-300:]}
     rows = parse_query_csv(out, ["index", "persistence_mode"])
     modes = {
-        row["index"]: row["persistence_mode"]
+        index: row["persistence_mode"]
         for row in rows
-        if row["persistence_mode"] in ("Enabled", "Disabled")
+        if (index := row["index"]) is not None and row["persistence_mode"] in ("Enabled", "Disabled")
     }
     return {
         "present": True,
@@ -732,6 +746,8 @@ def _judge_size(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
 
 
 def _judge_services(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    if "services" not in raw:  # not collected (--skip services: a Kubernetes pod runs no munge or slurmd)
+        return []
     checks = []
     services = raw.get("services") or {}
     for name in ("munge", "slurmd"):
@@ -810,7 +826,10 @@ def collect(
     nvlink: tuple[int, int] | None = None,
 ) -> dict[str, object]:
     report: dict[str, object] = {
-        "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
+        # The node's name: Slurm's, or the one a Kubernetes pod is told (its own host name is the pod's).
+        "hostname": os.environ.get("SLURMD_NODENAME")
+        or os.environ.get("GPUFLEET_NODE_NAME")
+        or socket.gethostname().split(".")[0],
         "fqdn": socket.getfqdn(),
     }
     checks = {
@@ -902,6 +921,7 @@ def main(argv: list[str]) -> int:
     gpus, size = _option(argv, "--nvlink-gpus"), _option(argv, "--nvlink-bytes")
     report = collect(
         str(_option(argv, "--fabric", "ethernet")),
+        tuple(filter(None, str(_option(argv, "--skip", "")).split(","))),
         mount_point=_option(argv, "--mount"),
         bindir=_option(argv, "--nccl-tests"),
         nvlink=(int(gpus), int(size)) if gpus and size else None,
