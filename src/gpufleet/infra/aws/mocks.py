@@ -431,10 +431,10 @@ _VOLUME_TYPES = frozenset({"standard", "io1", "io2", "gp2", "gp3", "sc1", "st1"}
 
 def _refuse_what_ec2_refuses(type_: str, name: str, inputs: Mapping[str, Any]) -> None:
     problems: list[str] = []
-    for key, value in dict(inputs.get("tags") or {}).items():
-        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or len(str(value)) > 256:
+    for key, tag in dict(inputs.get("tags") or {}).items():
+        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or len(str(tag)) > 256:
             problems.append(
-                f"tag {key!r}={str(value)[:40]!r}: keys 1-128 characters not starting 'aws:', values <= 256"
+                f"tag {key!r}={str(tag)[:40]!r}: keys 1-128 characters not starting 'aws:', values <= 256"
             )
     for path, allowed in _ENUMS.get(type_, ()):
         value: Any = inputs
