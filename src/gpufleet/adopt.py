@@ -169,6 +169,8 @@ def adopt(
     times = _times(spec, exported)
     if times is not None:
         state.update(created_at=times[0].isoformat(), expires_at=times[1].isoformat())
+    if exported.get(stack_access.CLUSTER_ID_OUTPUT):  # the stack's id, tagged on its resources
+        state.update(cluster_id=str(exported[stack_access.CLUSTER_ID_OUTPUT]))
     state.update(**{RECORD_KEY: project.to_record()})
     state.ensure_munge_key()
     with tracked(state, "up"):

@@ -252,7 +252,7 @@ def test_configure_validate_status_and_down_work_on_an_adopted_cluster(
 
     listed: list[str] = []
 
-    def find_leftovers(self, spec_):
+    def find_leftovers(self, spec_, cluster_id=None):
         listed.append(spec_.name)
         return []
 

@@ -28,6 +28,7 @@ from gpufleet.infra import outputs as stack_outputs
 from gpufleet.infra.images import BakedRecord, BakeSource, CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover, settle
 from gpufleet.infra.pulumi_command import pulumi_cli
+from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from gpufleet.infra.plan import MockCloud
 
 PROJECT = "gpufleet"
+CLUSTER_ID_CONFIG = "gpufleet:clusterId"  # the cluster's id in the stack's config (gpufleet.state)
 
 
 def backend_url(state: ClusterState) -> str:
@@ -63,6 +65,17 @@ def known_hosts_args(state: ClusterState) -> str:
 
 def _created_at(state: ClusterState) -> datetime:
     return state.created_at if state.exists() else datetime.now(UTC).replace(microsecond=0)
+
+
+def _cluster_id(state: ClusterState) -> str:
+    """The cluster's id from its state (``ClusterState.begin`` made it at the first up)."""
+    found = state.cluster_id
+    if found is None:
+        raise StateError(
+            f"cluster '{state.name}' has no id in {state.state_file}",
+            hint="run 'gpufleet up SPEC' (it records one); a state made by an older gpufleet gets one there",
+        )
+    return found
 
 
 def _stack_name(spec: ClusterSpec, state: ClusterState) -> str:
@@ -102,10 +115,12 @@ class PulumiBackend(abc.ABC):
         created_at: datetime,
         ssh_keys: Sequence[str],
         baked: CloudImage | None = None,
+        cluster_id: str = PLAN_CLUSTER_ID,
     ) -> dict[str, Any]:
         """Register the cluster's component in the current Pulumi stack; return its outputs.
 
-        ``baked``: the baked image of the spec's roles and pins, which every node boots."""
+        ``baked``: the baked image of the spec's roles and pins, which every node boots; ``cluster_id``:
+        the cluster's id (``gpufleet.state``), tagged on every resource (the plan's placeholder offline)."""
 
     @abc.abstractmethod
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
@@ -132,8 +147,9 @@ class PulumiBackend(abc.ABC):
         """How Ansible reaches the nodes (user, key, SSH options, the cloud's tunnel)."""
 
     @abc.abstractmethod
-    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
-        """What the cloud still holds tagged (labelled) for the cluster."""
+    def find_leftovers(self, spec: ClusterSpec, cluster_id: str | None = None) -> list[Leftover]:
+        """What the cloud still holds tagged (labelled) for the cluster; with ``cluster_id``, not what
+        another cluster of the same name holds (``tags.same_cluster``)."""
 
     expiry_scope = ""  # what find_expired searches one of: "region" (AWS), "project" (GCP)
 
@@ -152,9 +168,16 @@ class PulumiBackend(abc.ABC):
 
     # ---- the stack ----------------------------------------------------------------------------------
 
-    def stack_config(self, spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
-        """The stack's config: where the default provider points, and when the cluster was made."""
-        return {"gpufleet:createdAt": created_at.astimezone(UTC).isoformat(), **self.provider_config(spec)}
+    def stack_config(
+        self, spec: ClusterSpec, created_at: datetime, cluster_id: str | None = None
+    ) -> dict[str, str]:
+        """The stack's config: where the default provider points, when the cluster was made, its id."""
+        ids = {CLUSTER_ID_CONFIG: cluster_id} if cluster_id else {}
+        return {
+            "gpufleet:createdAt": created_at.astimezone(UTC).isoformat(),
+            **ids,
+            **self.provider_config(spec),
+        }
 
     def select_stack(
         self,
@@ -185,12 +208,13 @@ class PulumiBackend(abc.ABC):
             # The stack holds no secret; the file backend still wants a passphrase for its secrets manager.
             env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
         keys = (cluster_key(state),)
+        cluster_id = state.cluster_id if program is None else None
 
         def run() -> None:
             if program is not None:
                 program(created_at, keys)
                 return
-            stack_outputs.export_outputs(self.program(spec, created_at, keys, baked))
+            stack_outputs.export_outputs(self.program(spec, created_at, keys, baked, _cluster_id(state)))
 
         try:
             stack = auto.create_or_select_stack(
@@ -207,7 +231,10 @@ class PulumiBackend(abc.ABC):
                 ),
             )
             stack.set_all_config(
-                {key: auto.ConfigValue(value) for key, value in self.stack_config(spec, created_at).items()}
+                {
+                    key: auto.ConfigValue(value)
+                    for key, value in self.stack_config(spec, created_at, cluster_id).items()
+                }
             )
         except auto.CommandError as exc:
             raise ProvisionError(f"cannot open Pulumi stack '{spec.name}' at {url}: {_tail(exc)}") from None
@@ -342,7 +369,8 @@ class PulumiBackend(abc.ABC):
     def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
         """What is still listed once two reads in a row agree (the listing APIs lag a destroy)."""
         with reporter.step("looking for leftovers"):
-            settled = settle(lambda: self.find_leftovers(spec), note=reporter.info)
+            cluster_id = state.cluster_id
+            settled = settle(lambda: self.find_leftovers(spec, cluster_id), note=reporter.info)
             reporter.info(settled.summary())
             return [str(item) for item in settled.leftovers]
 

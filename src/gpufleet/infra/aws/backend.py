@@ -18,7 +18,7 @@ from gpufleet.infra.aws.images import AwsImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
-from gpufleet.infra.tags import AWS_CLUSTER_TAG
+from gpufleet.infra.tags import AWS_CLUSTER_TAG, PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.spec.model import AwsProvider, ClusterSpec
@@ -58,10 +58,13 @@ class AwsBackend(PulumiBackend):
         created_at: datetime,
         ssh_keys: Sequence[str],
         baked: CloudImage | None = None,
+        cluster_id: str = PLAN_CLUSTER_ID,
     ) -> dict[str, Any]:
         from gpufleet.infra.aws.component import GpuClusterAws, GpuClusterAwsArgs
 
-        args = GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
+        args = GpuClusterAwsArgs(
+            spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked, cluster_id=cluster_id
+        )
         return GpuClusterAws(spec.name, args).stack_outputs
 
     def check_tools(self, spec: ClusterSpec) -> None:
@@ -150,10 +153,10 @@ class AwsBackend(PulumiBackend):
 
         return leftovers.find_expired(scope)
 
-    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
+    def find_leftovers(self, spec: ClusterSpec, cluster_id: str | None = None) -> list[Leftover]:
         from gpufleet.infra.aws import leftovers
 
-        return leftovers.find_leftovers(spec.name, _provider(spec).region)
+        return leftovers.find_leftovers(spec.name, _provider(spec).region, cluster_id=cluster_id)
 
 
 # The table's row: the type checker holds it to the ``Backend`` protocol.

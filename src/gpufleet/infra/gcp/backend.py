@@ -20,6 +20,7 @@ from gpufleet.infra.gcp.images import GcpImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
 from gpufleet.spec.model import ClusterSpec, GcpProvider
@@ -57,10 +58,13 @@ class GcpBackend(PulumiBackend):
         created_at: datetime,
         ssh_keys: Sequence[str],
         baked: CloudImage | None = None,
+        cluster_id: str = PLAN_CLUSTER_ID,
     ) -> dict[str, Any]:
         from gpufleet.infra.gcp.component import GpuClusterGcp, GpuClusterGcpArgs
 
-        args = GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
+        args = GpuClusterGcpArgs(
+            spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked, cluster_id=cluster_id
+        )
         return GpuClusterGcp(spec.name, args).stack_outputs
 
     # Its baked images (``gpufleet.bake`` drives them): the base and builder of a bake, and the look-ups.
@@ -110,10 +114,10 @@ class GcpBackend(PulumiBackend):
 
         return leftovers.find_expired(scope)
 
-    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
+    def find_leftovers(self, spec: ClusterSpec, cluster_id: str | None = None) -> list[Leftover]:
         from gpufleet.infra.gcp import leftovers
 
-        return leftovers.find_leftovers(spec.name, _provider(spec).project)
+        return leftovers.find_leftovers(spec.name, _provider(spec).project, cluster_id=cluster_id)
 
 
 # The table's row: the type checker holds it to the ``Backend`` protocol.
