@@ -118,6 +118,31 @@ def _cluster_id(stack: auto.Stack, config: dict[str, auto.ConfigValue]) -> str:
     return new_cluster_id()
 
 
+@dataclass(frozen=True)
+class StackRecord:
+    """What a project's stack says of the cluster it holds (its outputs): the authority on when that
+    cluster expires and which cluster it is, whatever tags older resources still carry."""
+
+    cluster: str
+    cluster_id: str | None  # None: a stack brought up before ids
+    expires_at: datetime | None
+
+
+def stack_record(adopted: AdoptedStack) -> StackRecord | None:
+    """The cluster the stack holds now, from its outputs (rewritten by every ``pulumi up``); None when it
+    holds none (never brought up, or destroyed)."""
+    outputs = read_outputs(adopted)
+    if not outputs.get("hosts") or not outputs.get("cluster"):
+        return None
+    expires = outputs.get("expires_at")
+    held = outputs.get(stack_access.CLUSTER_ID_OUTPUT)
+    return StackRecord(
+        cluster=str(outputs["cluster"]),
+        cluster_id=str(held) if held else None,
+        expires_at=stack_access.created_at(str(expires)) if expires else None,
+    )
+
+
 def pin_created_at(stack_name: str, project_dir: Path, now: datetime) -> tuple[str, str]:
     """Write ``gpufleet:createdAt`` into the stack's config (the stack is made when new); return the value
     and where it came from: "config", "stack output" or "first up"."""

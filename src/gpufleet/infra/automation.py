@@ -37,6 +37,7 @@ from gpufleet.state import ClusterState
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
+    from gpufleet.infra.adopted import AdoptedStack
     from gpufleet.infra.plan import MockCloud
 
 PROJECT = "gpufleet"
@@ -152,6 +153,10 @@ class PulumiBackend(abc.ABC):
         another cluster of the same name holds (``tags.same_cluster``)."""
 
     expiry_scope = ""  # what find_expired searches one of: "region" (AWS), "project" (GCP)
+
+    def expiry_scope_of(self, spec: ClusterSpec) -> str:
+        """The region (project, subscription) a spec's cluster lives in: where ``find_expired`` finds it."""
+        return str(getattr(spec.provider, self.expiry_scope))
 
     @abc.abstractmethod
     def find_expired(self, scope: str) -> list[ExpiredCluster]:
@@ -348,28 +353,50 @@ class PulumiBackend(abc.ABC):
         program: Callable[[datetime, tuple[str, ...]], None] | None = None,
     ) -> list[str]:
         """``destroy``, of the cluster's stack or of ``program``'s (the image builder's)."""
-        from pulumi import automation as auto
-
         pulumi_cli()
         self.check_credentials(spec)
         stack = self.select_stack(spec, state, program)
         name = _stack_name(spec, state) if program is None else spec.name
+        hint = (
+            "run 'gpufleet down' again; resources still tagged for the cluster are listed by the leftover "
+            "check"
+        )
+        return self._destroy(stack, name, spec, reporter, hint)
+
+    def destroy_project_stack(
+        self, spec: ClusterSpec, project: AdoptedStack, reporter: Reporter
+    ) -> list[str]:
+        """``pulumi destroy`` of a project's stack that no state on this machine records (the reaper's
+        ``--destroy-stacks``, ``gpufleet down --stack``): the project's own program, config and backend."""
+        from gpufleet.infra import adopted
+
+        pulumi_cli()
+        self.check_credentials(spec)
+        hint = f"run 'pulumi destroy --stack {project.stack}' in {project.project_dir} and read its error"
+        return self._destroy(adopted.select(project), project.stack, spec, reporter, hint)
+
+    @staticmethod
+    def _destroy(stack: auto.Stack, name: str, spec: ClusterSpec, reporter: Reporter, hint: str) -> list[str]:
+        from pulumi import automation as auto
+
         with reporter.step(f"pulumi destroy: stack {name}"):
             try:
                 result = stack.destroy(color="never", on_output=lambda line: reporter.info(line.rstrip()))
             except auto.CommandError as exc:
                 raise ProvisionError(
-                    f"pulumi destroy of cluster '{spec.name}' failed:\n{_tail(exc)}",
-                    hint="run 'gpufleet down' again; resources still tagged for the cluster are listed by "
-                    "the leftover check",
+                    f"pulumi destroy of cluster '{spec.name}' (stack '{name}') failed:\n{_tail(exc)}",
+                    hint=hint,
                 ) from None
         deleted = (result.summary.resource_changes or {}).get("delete", 0)
         return [f"Pulumi stack {name}: {deleted} resource(s) destroyed"]
 
     def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
         """What is still listed once two reads in a row agree (the listing APIs lag a destroy)."""
+        return self.settled_leftovers(spec, state.cluster_id, reporter)
+
+    def settled_leftovers(self, spec: ClusterSpec, cluster_id: str | None, reporter: Reporter) -> list[str]:
+        """``leftovers`` of the cluster whose id is ``cluster_id`` (None: every cluster of the name)."""
         with reporter.step("looking for leftovers"):
-            cluster_id = state.cluster_id
             settled = settle(lambda: self.find_leftovers(spec, cluster_id), note=reporter.info)
             reporter.info(settled.summary())
             return [str(item) for item in settled.leftovers]
