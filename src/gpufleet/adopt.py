@@ -62,6 +62,14 @@ def check_outputs(spec: ClusterSpec, stack: str, exported: dict[str, Any], sourc
             hint=f"run 'gpufleet stack-pin --stack {stack}' and 'pulumi up --stack {stack}' in its project "
             "first",
         )
+    lost = [str(host.get("name")) for host in exported["hosts"] if not host.get("private_ip")]
+    if lost:
+        raise StateError(
+            f"stack '{stack}' has host(s) without an address: {', '.join(lost)} (their instance is no longer "
+            "running: a spot interruption, a manual termination); configure would fail on them",
+            hint="replace their fleet: 'pulumi up --replace URN --stack "
+            f"{stack}' with the fleet's URN ('pulumi stack --show-urns'), then adopt again",
+        )
     cluster, provider = exported.get("cluster"), exported.get("provider")
     if cluster != spec.name:
         raise StateError(

@@ -308,6 +308,21 @@ def test_outputs_of_another_cluster_or_without_the_key_are_refused(env, monkeypa
     assert not ClusterState.for_name(spec.name).root.exists(), "nothing is written for a refused stack"
 
 
+def test_a_stack_with_a_lost_node_is_refused_with_the_command_that_replaces_it(env, monkeypatch):
+    """AWS audit 2026-11-27 M7: a lost fleet node has an empty address in the outputs; adopt wrote it into
+    the inventory and configure failed on a host with no address. Failed on main at bc3d77c."""
+    config, spec, spec_path = stack("p5-fsx")
+    exported = run_stack("p5-fsx", AwsMockCloud(spec), config, monkeypatch).outputs
+    lost = exported["hosts"][-1]["name"]
+    exported["hosts"][-1] = {**exported["hosts"][-1], "private_ip": ""}
+    file = outputs_file(env / "outputs.json", exported)
+    result = runner.invoke(app, ["adopt", str(spec_path), "--stack", "p5-fsx", "--outputs", str(file)])
+    assert result.exit_code == ExitCode.STATE, result.output
+    said = " ".join(result.output.split())
+    assert f"host(s) without an address: {lost}" in said and "pulumi up --replace" in said, said
+    assert not ClusterState.for_name(spec.name).root.exists(), "nothing is written for a refused stack"
+
+
 def test_a_cluster_gpufleet_up_made_is_not_overwritten_by_an_adoption(env, monkeypatch):
     config, spec, spec_path = stack("p5-fsx")
     exported = run_stack("p5-fsx", AwsMockCloud(spec), config, monkeypatch).outputs

@@ -133,6 +133,7 @@ def test_nodes_authorize_the_cluster_key_and_the_users_key(spec, state):
 
 
 def test_outputs_to_inventory_through_ssm(spec, state):
+    state.begin(spec, None)  # the cluster's id is made here
     outputs = plan_spec(spec, CREATED).outputs
     inventory = backend_for(spec).inventory_from_outputs(spec, state, outputs)
     assert [h.name for h in inventory.compute] == ["llm-p5-gpu-0", "llm-p5-gpu-1"]
@@ -145,6 +146,8 @@ def test_outputs_to_inventory_through_ssm(spec, state):
     text = script.read_text(encoding="utf-8")
     assert "aws ssm start-session --region us-east-1" in text
     assert "Name=tag:gpufleet:cluster,Values=llm-p5" in text
+    # another cluster of the name (the same subnet range) is never the target (AWS audit 2026-11-27 M5)
+    assert f"Name=tag:gpufleet:cluster-id,Values={state.cluster_id}" in text, text
     assert script.stat().st_mode & 0o777 == 0o700
 
 

@@ -165,6 +165,16 @@ FLEX_START_QUEUE = timedelta(hours=2)
 # provider's wait for RUNNING (docs/gcp.md, "Flex-start").
 FLEX_START_TIMEOUT = FLEX_START_QUEUE + timedelta(minutes=10)
 
+# The spec fields whose change replaces a group's VMs rather than updating them (gpufleet plan prints them,
+# GCP audit 2026-11-27 M6): ForceNew inputs of terraform-provider-google e03b7622's compute instance
+# (resource_compute_instance.go): scheduling.provisioning_model :1138, preemptible :1115, max_run_duration
+# :1169 and reservation_affinity :1518 (capacity: its mode, reservation, max_run_duration); the network
+# interfaces :653 (fabric: the NIC layout); the zone. A VM keeps its name, so it is deleted before its
+# replacement is made; on reserved or flex-start capacity it may not come back. A machine type of the same
+# series is updated in place (the VM stopped and started: instance_type is not listed); count adds or
+# removes VMs and keeps the others.
+REPLACING_FIELDS = ("capacity", "fabric", "provider.zone")
+
 
 # VMs one compact placement policy holds at each max distance, as slurm-gcp sizes its placement groups
 # (resume.py, calculate_chunk_size: 22 at 1; 256 for A3 machine types and 150 for others at 2; 1500 at 3).

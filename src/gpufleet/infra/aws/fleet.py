@@ -233,14 +233,18 @@ def _nth(
     count: int,
     fleet: str,
     errors: Callable[[], list[str]] = list,
+    urn: str = "",
 ) -> str:
     if len(ids) < count:
         reasons = errors()
         said = "; EC2 says: " + " | ".join(reasons) if reasons else ""
+        # From a Pulumi project (stacks/, CI) nothing replaces the short fleet on its own: say how.
+        replace = f"; from a Pulumi project: pulumi up --replace '{urn}'" if urn else ""
         raise RuntimeError(
             f"EC2 Fleet {fleet} launched {len(ids)} of {count} instances{said}. gpufleet needs every node "
             f"(an instant fleet's minimum target capacity stops at {rules.FLEET_MIN_TARGET_CAPACITY_MAX}); "
-            "fix the cause and run 'gpufleet up' again (it replaces the short fleet), or split the group"
+            f"fix the cause and run 'gpufleet up' again (it replaces the short fleet){replace}; or split "
+            "the group"
         )
     return ids[index]
 
@@ -316,7 +320,8 @@ def _address(ips: list[str] | None, host: str, fleet: str) -> str:
         return ips[0]
     pulumi.log.warn(
         f"{host}: its instance in EC2 Fleet {fleet} is no longer running (a spot interruption or a manual "
-        "termination); 'gpufleet up' replaces the fleet, and until then the host has no address"
+        "termination); 'gpufleet up' replaces the fleet (from a Pulumi project: pulumi up --replace with the "
+        "fleet's URN, 'pulumi stack --show-urns'), and until then the host has no address"
     )
     return ""
 
@@ -345,15 +350,17 @@ def fleet_hosts(
 
         return read
 
-    sets = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets)
-    ids = sets.apply(lambda both: (both[0], sorted_instance_ids(both[1])))
+    sets = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets, fleet.urn)
+    ids = sets.apply(lambda got: (got[0], sorted_instance_ids(got[1]), got[2]))
     released = fleet_release(
         fleet_name, region=region, fleet_id=fleet.id, instance_ids=ids.apply(lambda got: got[1]), opts=opts
     )
     tag_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[released]))
     found: list[FleetHost] = []
     for index, host in enumerate(hosts):
-        instance_id = ids.apply(lambda got, i=index: _nth(got[1], i, len(hosts), fleet_name, errors(got[0])))
+        instance_id = ids.apply(
+            lambda got, i=index: _nth(got[1], i, len(hosts), fleet_name, errors(got[0]), got[2])
+        )
         aws.ec2.Tag(
             f"{host}-expires", resource_id=instance_id, key=AWS_EXPIRES_TAG, value=expires_at, opts=tag_opts
         )

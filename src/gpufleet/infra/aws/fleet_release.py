@@ -46,26 +46,14 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
+from gpufleet.infra.aws.lost import instance_states
+
 RELEASE_TYPE = "pulumi-python:dynamic/gpufleet:FleetRelease"
 # A p5.48xlarge takes minutes to shut down (33 network interfaces to detach); 40 minutes for a fleet of
 # them is far beyond what a healthy termination takes and short of the job's own timeouts.
 RELEASE_TIMEOUT_S = 2400.0
 RELEASE_POLL_S = 15.0
 GONE_STATES = ("terminated",)
-
-
-def instance_states(client: Any, ids: Sequence[str]) -> dict[str, str]:
-    """The state EC2 reports for each id it still lists (a filter, not ``InstanceIds``: a gone id is not
-    an error, it is simply absent)."""
-    states: dict[str, str] = {}
-    paginator = client.get_paginator("describe_instances")
-    for start in range(0, len(ids), 200):  # a filter takes at most 200 values
-        chunk = list(ids[start : start + 200])
-        for page in paginator.paginate(Filters=[{"Name": "instance-id", "Values": chunk}]):
-            for reservation in page.get("Reservations", []):
-                for instance in reservation.get("Instances", []):
-                    states[instance["InstanceId"]] = instance["State"]["Name"]
-    return states
 
 
 def release(

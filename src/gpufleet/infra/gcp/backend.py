@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.catalog.gcp import REPLACING_FIELDS
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.gcp.images import GcpImages
@@ -51,6 +52,7 @@ def credentials_present() -> bool:
 
 class GcpBackend(PulumiBackend):
     kind = "gcp"
+    replacing_fields = REPLACING_FIELDS
 
     def program(
         self,
@@ -66,6 +68,14 @@ class GcpBackend(PulumiBackend):
             spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked, cluster_id=cluster_id
         )
         return GpuClusterGcp(spec.name, args).stack_outputs
+
+    def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
+        """VMs that are gone or stopped by a Spot preemption (``lost.lost_vms``): the next up makes them
+        again, as the check says it does."""
+        from gpufleet.infra.gcp.leftovers import session_get
+        from gpufleet.infra.gcp.lost import lost_vms
+
+        return lost_vms(deployment, session_get())
 
     # Its baked images (``gpufleet.bake`` drives them): the base and builder of a bake, and the look-ups.
     images = GcpImages()
