@@ -18,6 +18,7 @@ way (config, else the ``cluster_id`` output, else a new id: ``gpufleet.state.new
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -105,7 +106,7 @@ def read_outputs(adopted: AdoptedStack) -> dict[str, Any]:
         raise ProvisionError(f"cannot read the outputs of {adopted}: {_tail(exc)}") from None
 
 
-def _cluster_id(stack: auto.Stack, config: dict[str, auto.ConfigValue]) -> str:
+def _cluster_id(stack: auto.Stack, config: Mapping[str, auto.ConfigValue]) -> str:
     """The stack's cluster id: its config's, else its ``cluster_id`` output (a later up), else a new one
     (the first up, or the first after a destroy: a cluster made again is another cluster)."""
     from gpufleet.state import new_cluster_id

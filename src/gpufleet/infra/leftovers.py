@@ -72,9 +72,9 @@ def expired_clusters(tags: list[ExpiryTag], now: datetime) -> list[ExpiredCluste
         seen[key] = (live, other, count + 1)
     found = []
     for (name, cluster_id), (live, other, count) in seen.items():
-        when = live if live is not None else other
-        if when is not None and when <= now:
-            found.append(ExpiredCluster(name, when, count, cluster_id))
+        expiry = live if live is not None else other
+        if expiry is not None and expiry <= now:
+            found.append(ExpiredCluster(name, expiry, count, cluster_id))
     return sorted(found, key=lambda c: (c.expires_at, c.cluster))
 
 
