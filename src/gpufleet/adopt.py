@@ -177,8 +177,9 @@ def adopt(
     times = _times(spec, exported)
     if times is not None:
         state.update(created_at=times[0].isoformat(), expires_at=times[1].isoformat())
-    if exported.get(stack_access.CLUSTER_ID_OUTPUT):  # the stack's id, tagged on its resources
-        state.update(cluster_id=str(exported[stack_access.CLUSTER_ID_OUTPUT]))
+    # The stack's id, tagged on its resources; none for a stack brought up before ids (then no id is made
+    # up here: the leftover check counts every resource of the name, never fewer than the cluster's).
+    state.update(cluster_id=str(exported.get(stack_access.CLUSTER_ID_OUTPUT) or "") or None)
     state.update(**{RECORD_KEY: project.to_record()})
     state.ensure_munge_key()
     with tracked(state, "up"):

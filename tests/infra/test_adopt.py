@@ -151,6 +151,8 @@ def test_adopted_stack_gives_the_inventory_gpufleet_up_writes(env, monkeypatch, 
     record = state.load()
     assert record["adopted"] == {"stack": name, "project_dir": str(STACKS)}, record
     assert record["created_at"] == "2026-11-24T09:00:00+00:00" and record["phases"]["up"]["status"] == "done"
+    # the stack's id (tagged on its resources) is the cluster's, never one made up here
+    assert record["cluster_id"] == exported[stack_access.CLUSTER_ID_OUTPUT], record
     assert state.munge_key.exists()
 
 
@@ -254,6 +256,7 @@ def test_configure_validate_status_and_down_work_on_an_adopted_cluster(
 
     def find_leftovers(self, spec_, cluster_id=None):
         listed.append(spec_.name)
+        assert cluster_id == exported[stack_access.CLUSTER_ID_OUTPUT], "leftovers of the stack's own id"
         return []
 
     monkeypatch.setattr(AwsBackend, "find_leftovers", find_leftovers)  # the cloud's listing API
