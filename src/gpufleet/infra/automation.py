@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import os
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -208,7 +209,13 @@ class PulumiBackend(abc.ABC):
         url = backend_url(state)
         work_dir = state.backend_dir("pulumi")
         work_dir.mkdir(parents=True, exist_ok=True)
-        env: dict[str, str] = {}
+        # The engine serves a Python dynamic resource (the AWS fleet release) from a process of its own,
+        # `python3 -m pulumi.dynamic` found on PATH when the project names no virtualenv (the
+        # pulumi-resource-pulumi-python plugin): this interpreter's folder goes first, so it imports the
+        # gpufleet that runs this inline program.
+        env: dict[str, str] = {
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+        }
         if url.startswith("file:") and not os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
             # The stack holds no secret; the file backend still wants a passphrase for its secrets manager.
             env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
