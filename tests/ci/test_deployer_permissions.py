@@ -398,8 +398,13 @@ def _second_up_needs(kind: str, before: dict, after: dict) -> tuple[dict[str, li
 EDITS = ["head resize", "ttl edit", "tags edit", "placement added", "count changed"]
 
 
+# The edits are planned on AWS and GCP (the readings' clouds); Azure's role covers its creations and
+# deletes (docs/azure.md says what its second ups call).
+EDITED = [path for path in EXAMPLES if load_spec(path).provider.kind in ("aws", "gcp")]
+
+
 @pytest.mark.parametrize("edit", EDITS)
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EDITED, ids=lambda p: p.name)
 def test_every_call_of_a_second_up_after_an_edit_is_allowed(path: Path, edit: str, tmp_path: Path):
     """GCP audit 2026-11-27 H2 (test-honesty M5): the role covered creations only; a head resize stopped
     the controller and failed on setMachineType, leaving it stopped, a ttl edit failed on the address

@@ -204,8 +204,10 @@ def test_the_reaper_outlasts_its_longest_teardown_from_a_protected_environment(c
         (creds,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith(CREDENTIALS[0])]
         assert creds["with"]["role-duration-seconds"] >= job["timeout-minutes"] * 60, creds
         assert "reaper-policy.json" in text and "gpufleet-reaper" in creds["with"]["role-to-assume"]
-    else:
+    elif cloud == "gcp":
         assert "reaper-role.yaml" in text and "gpufleet-reaper@" in script + str(job["steps"])
+    else:  # Azure: no destroy-only role yet (docs/azure.md says so); its own app registration
+        assert "gpufleet-reaper" in text and "no destroy-only role is written yet" in text
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)

@@ -222,7 +222,8 @@ def test_reap_finds_azure_clusters_by_subscription_and_destroys_their_stack(proj
 
     monkeypatch.setattr(leftovers, "find_expired", find_expired)
     called: list[str] = []
-    monkeypatch.setattr(reap_cli, "project_stack_destroy", lambda folder, reporter: _destroyed(called))
+    monkeypatch.setattr(reap_cli, "project_stack_destroy", lambda *_: _destroyed(called))
+    monkeypatch.setattr(reap_cli, "project_record", lambda folder: _holding())
     subscription = "00000000-1111-2222-3333-444444444444"
     args = ["reap", "--json", "--azure-subscription", subscription, "--destroy-stacks", str(project)]
     result = CliRunner().invoke(app, args)
@@ -230,7 +231,13 @@ def test_reap_finds_azure_clusters_by_subscription_and_destroys_their_stack(proj
     assert asked == [subscription] and called == ["nd-h100-lustre"], (asked, called)
     document = json.loads(result.stdout)
     assert document["azure"] == [
-        {"subscription": subscription, "cluster": "ndh100", "expires_at": WHEN, "resources": 19}
+        {
+            "subscription": subscription,
+            "cluster": "ndh100",
+            "cluster_id": None,
+            "expires_at": WHEN,
+            "resources": 19,
+        }
     ], document
     (item,) = document["stacks"]
     assert (
