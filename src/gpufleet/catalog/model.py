@@ -176,7 +176,8 @@ class Catalog(CatalogModel):
             for figure, source in item.sources.items():
                 if source not in self.sources:
                     raise ValueError(f"{name}: sources.{figure} names unknown source '{source}'")
-            for baseline in [*item.baselines, *item.node_floors]:
+            figures: list[Baseline | NodeFloor] = [*item.baselines, *item.node_floors]
+            for baseline in figures:
                 if baseline.source not in self.sources:
                     raise ValueError(f"{name}: a baseline names unknown source '{baseline.source}'")
         return self

@@ -109,7 +109,8 @@ def reap(
         else []
     )
     pruned = _pruned(scopes["aws"], scopes["gcp"], dry_run) if prune_images else []
-    failed = [item for item in [*items, *stacks, *pruned] if item.action.startswith("failed")]
+    acted: list[ReapItem | PrunedImage] = [*items, *stacks, *pruned]
+    failed = [item for item in acted if item.action.startswith("failed")]
     if json_out:
         images = {"images": [item.to_json() for item in pruned]} if prune_images else {}
         made = {"stacks": [item.to_json() for item in stacks]} if destroy_stacks is not None else {}

@@ -50,8 +50,8 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             ):
                 # A site may name its own machines, but a typo of a catalog type silently drops the
                 # bandwidth gate (no catalog figure to gate on): say which known type is closest.
-                known = sorted(i.name for i in catalog.for_provider("baremetal"))
-                close = difflib.get_close_matches(group.instance_type, known, n=1, cutoff=0.6)
+                named = sorted(i.name for i in catalog.for_provider("baremetal"))
+                close = difflib.get_close_matches(group.instance_type, named, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]}? " if close else ""
                 yield Finding(
                     Level.WARNING,
@@ -59,12 +59,12 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                     path,
                     f"'{group.instance_type}' is not in the catalog: {hint}Without a catalog entry there "
                     "is no fabric or bandwidth figure, so validation gates no bandwidth for this group; "
-                    f"known bare-metal types: {', '.join(known)}",
+                    f"known bare-metal types: {', '.join(named)}",
                 )
             elif provider == "kubernetes":
                 # A handed-over cluster's nodes may be of any cloud's type: the closest of all GPU types.
-                known = sorted(i.name for i in catalog.instance_types.values() if i.gpu)
-                close = difflib.get_close_matches(group.instance_type, known, n=1, cutoff=0.6)
+                gpu_types = sorted(i.name for i in catalog.instance_types.values() if i.gpu)
+                close = difflib.get_close_matches(group.instance_type, gpu_types, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]}? " if close else ""
                 yield Finding(
                     Level.WARNING,

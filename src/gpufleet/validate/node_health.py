@@ -99,6 +99,12 @@ def _value(text: str | None) -> str | None:
     return None if text in _NA else text
 
 
+def _yes(text: str | None) -> bool | None:
+    """``Yes`` or ``No`` as a bool; None where nvidia-smi reports nothing."""
+    value = _value(text)
+    return None if value is None else value == "Yes"
+
+
 def _count(text: str | None) -> int | None:
     value = _value(text)
     return int(value) if value is not None and value.isdigit() else None
@@ -170,8 +176,8 @@ def parse_smi_xml(text: str) -> dict[str, object]:
                     (gpu.findtext("ecc_mode/current_ecc") or "").strip()
                 ),
                 "uncorrected_volatile": _ecc_uncorrected(gpu),
-                "remap_failure": None if _value(failure) is None else failure.strip() == "Yes",
-                "remap_pending": None if _value(pending) is None else pending.strip() == "Yes",
+                "remap_failure": _yes(failure),
+                "remap_pending": _yes(pending),
             }
         )
     attached = _count(root.findtext("attached_gpus"))
@@ -240,14 +246,15 @@ def ecc() -> dict[str, object]:
         return {"present": False, "note": "nvidia-smi not present"}
     if rc != 0:
         return {"present": True, "error": out.strip()[-300:]}
-    per_gpu = []
+    per_gpu: list[dict[str, object]] = []
+    uncorrected: list[int] = []
     for line in out.splitlines():
         parts = [part.strip() for part in line.split(",")]
         if len(parts) == 3:
-            per_gpu.append(
-                {"gpu": parts[0], "uncorrected": _int_or_none(parts[1]), "corrected": _int_or_none(parts[2])}
-            )
-    uncorrected = [item["uncorrected"] for item in per_gpu if item["uncorrected"] is not None]
+            errors = _int_or_none(parts[1])
+            per_gpu.append({"gpu": parts[0], "uncorrected": errors, "corrected": _int_or_none(parts[2])})
+            if errors is not None:
+                uncorrected.append(errors)
     result: dict[str, object] = {
         "present": True,
         "uncorrected": sum(uncorrected) if uncorrected else None,  # None: ECC off or not reported
@@ -288,6 +295,7 @@ def dcgm() -> dict[str, object]:
     parsed = parse_dcgm_diag(text)
     failed = rc != 0 or '"Fail"' in text or '"fail"' in text or bool(parsed and parsed["failed"])
     if parsed and parsed["failed"]:
+        # parse_dcgm_diag's "failed" is its list of failed test names (the document is dict[str, object]).
         summary = "failed: " + ", ".join(parsed["failed"])  # type: ignore[arg-type]
     elif parsed is None:
         summary = text[-400:]
@@ -304,9 +312,9 @@ def persistence() -> dict[str, object]:
         return {"present": True, "error": out.strip()[-300:]}
     rows = parse_query_csv(out, ["index", "persistence_mode"])
     modes = {
-        row["index"]: row["persistence_mode"]
+        index: row["persistence_mode"]
         for row in rows
-        if row["persistence_mode"] in ("Enabled", "Disabled")
+        if (index := row["index"]) is not None and row["persistence_mode"] in ("Enabled", "Disabled")
     }
     return {
         "present": True,

@@ -9,7 +9,7 @@ its instance name. The leftover finder is ``gpufleet.infra.gcp.leftovers`` (Clou
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,7 +69,7 @@ class GcpBackend(PulumiBackend):
         )
         return GpuClusterGcp(spec.name, args).stack_outputs
 
-    def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
+    def replace_before_up(self, deployment: Mapping[str, Any]) -> dict[str, str]:
         """VMs that are gone or stopped by a Spot preemption (``lost.lost_vms``): the next up makes them
         again, as the check says it does."""
         from gpufleet.infra.gcp.leftovers import session_get
