@@ -206,8 +206,8 @@ def test_the_reaper_outlasts_its_longest_teardown_from_a_protected_environment(c
         assert "reaper-policy.json" in text and "gpufleet-reaper" in creds["with"]["role-to-assume"]
     elif cloud == "gcp":
         assert "reaper-role.yaml" in text and "gpufleet-reaper@" in script + str(job["steps"])
-    else:  # Azure: no destroy-only role yet (docs/azure.md says so); its own app registration
-        assert "gpufleet-reaper" in text and "no destroy-only role is written yet" in text
+    else:  # Azure: its own app registration, holding the destroy-only role
+        assert "reaper-role.json" in text and "gpufleet-reaper" in text
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
