@@ -305,7 +305,9 @@ def _edited(path: Path, kind: str, edit: str, tmp: Path) -> Path | None:
     head = next(g for g in raw["node_groups"] if "controller" in g["roles"])
     compute = next(g for g in raw["node_groups"] if g["roles"] == ["compute"])
     if edit == "head resize":  # what the head_size check recommends
-        head["instance_type"] = {"aws": "m7i.4xlarge", "gcp": "n2-standard-16"}[kind]
+        head["instance_type"] = {"aws": "m7i.4xlarge", "gcp": "n2-standard-16", "azure": "Standard_D16s_v5"}[
+            kind
+        ]
     elif edit == "ttl edit":
         raw["lifetime"] = {**raw.get("lifetime", {}), "ttl": "48h"}
     elif edit == "tags edit":
@@ -368,7 +370,14 @@ def _changed(before: Any, after: Any, prefix: str = "") -> list[str]:
 
 
 def _update_calls(kind: str, type_: str, changed: str) -> list[str] | str | None:
-    """The table's calls for a changed input path (its longest entry that covers it), or None."""
+    """The table's calls for a changed input path (its longest entry that covers it), or None. On Azure
+    an update is the resource's PUT again (azure-native's Update sends the whole resource), so it needs
+    what its create needs, less the delete; the table names only the inputs that replace instead."""
+    if kind == "azure":
+        replacing = NEEDS["azure"]["updates"].get(type_, {})
+        if any(changed == key or changed.startswith(key + ".") for key in replacing):
+            return "replace"
+        return [c for c in NEEDS["azure"]["resources"][type_] if not c.endswith("/delete")]
     fields = NEEDS[kind]["updates"].get(type_, {})
     covering = [key for key in fields if changed == key or changed.startswith(key + ".")]
     return fields[max(covering, key=len)] if covering else None
@@ -401,9 +410,7 @@ def _second_up_needs(kind: str, before: dict, after: dict) -> tuple[dict[str, li
 EDITS = ["head resize", "ttl edit", "tags edit", "placement added", "count changed"]
 
 
-# The edits are planned on AWS and GCP (the readings' clouds); Azure's role covers its creations and
-# deletes (docs/azure.md says what its second ups call).
-EDITED = [path for path in EXAMPLES if load_spec(path).provider.kind in ("aws", "gcp")]
+EDITED = EXAMPLES
 
 
 @pytest.mark.parametrize("edit", EDITS)
@@ -426,12 +433,7 @@ def test_every_call_of_a_second_up_after_an_edit_is_allowed(path: Path, edit: st
         f"{what}: {permission}"
         for what, permissions in needed.items()
         for permission in permissions
-        if not (
-            _aws_allows(permission)
-            if kind == "aws"
-            else permission in GCP_ROLE["includedPermissions"]
-            or permission in NEEDS["gcp"]["service_account_user"]
-        )
+        if not {"aws": _aws_allows, "gcp": _gcp_allows, "azure": _azure_allows}[kind](permission)
     ]
     assert not missing, f"{path.name}, {edit}: the deployer lacks " + "; ".join(missing)
 
@@ -457,6 +459,13 @@ def test_the_edits_reach_what_they_are_about():
         p5 = ROOT / "examples" / "aws-p5.yaml"
         needed, _ = _second_up_needs("aws", _compared(p5), _compared(_edited(p5, "aws", "ttl edit", tmp)))
         assert any("defaultTags" in what for what in needed), needed
+        nd = ROOT / "examples" / "azure-nd-h100.yaml"
+        needed, _ = _second_up_needs(
+            "azure", _compared(nd), _compared(_edited(nd, "azure", "head resize", tmp))
+        )
+        assert any("vmSize" in what for what in needed), needed
+        needed, _ = _second_up_needs("azure", _compared(nd), _compared(_edited(nd, "azure", "ttl edit", tmp)))
+        assert any("tags" in what for what in needed), needed
 
 
 # ---- the reapers: every destroy, nothing created ------------------------------------------------------
