@@ -19,6 +19,7 @@ hex digits: a tag value and a GCP label value alike.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -29,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufleet.errors import EnvironmentProblem, StateError
+from gpufleet.errors import EnvironmentProblem, StateError, writing
+from gpufleet.spec.drift import fingerprint, recordable
 from gpufleet.spec.model import ClusterSpec
 
 CLUSTER_ID_KEY = "cluster_id"
@@ -39,6 +41,11 @@ CLUSTER_ID_LENGTH = 12  # hex digits: 48 random bits, unique among the clusters 
 def new_cluster_id() -> str:
     """A fresh cluster id (see the module doc): ``secrets.token_hex``, twelve lower-case hex digits."""
     return secrets.token_hex(CLUSTER_ID_LENGTH // 2)
+
+
+# The record is padded to a whole block of this size (``ClusterState.save``): 4 KiB, the block of ext4 and
+# XFS, and a tmpfs page on x86-64.
+_BLOCK = 4096
 
 
 def state_root() -> Path:
@@ -122,10 +129,40 @@ class ClusterState:
         return record
 
     def save(self, record: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Write the record (a new file renamed over the old one). The file is padded with blanks to a
+        whole block, which costs no space (a file takes whole blocks), so that on a full disk the record can
+        still be rewritten in the blocks it holds: a phase that failed because the disk filled is recorded
+        as failed, not left ``running``."""
+        data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+        data += b" " * (-len(data) % _BLOCK)
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(self.state_file)
+        with writing("the cluster's state record", self.state_file):
+            self.root.mkdir(parents=True, exist_ok=True)
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(self.state_file)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self._overwrite(data):
+                    raise
+
+    def _overwrite(self, data: bytes) -> bool:
+        """Rewrite the record in the blocks the file holds (no new block is needed); False when the
+        record has grown past them or there is no record."""
+        try:
+            size = self.state_file.stat().st_size
+        except FileNotFoundError:
+            return False
+        data = data.rstrip(b" ")
+        if len(data) > size:
+            return False
+        fd = os.open(self.state_file, os.O_WRONLY)
+        try:
+            os.write(fd, data + b" " * (size - len(data)))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
 
     def update(self, **changes: Any) -> dict[str, Any]:
         record = self.load() if self.exists() else {}
@@ -135,7 +172,9 @@ class ClusterState:
 
     def begin(self, spec: ClusterSpec, spec_path: Path | None) -> dict[str, Any]:
         """Create (or re-open) the record for ``spec``; the creation time and the cluster's id are kept
-        across re-runs (the id is made here, at the first ``up``)."""
+        across re-runs (the id is made here, at the first ``up``). The record holds the spec's content
+        (``spec``, and its ``spec_sha256``): what later commands compare the spec they are given with
+        (``gpufleet.lifecycle.drift``)."""
         record = self.load() if self.exists() else {}
         if record and record.get("provider") != spec.provider.kind:
             raise StateError(
@@ -152,6 +191,8 @@ class ClusterState:
             created_at=created,
             expires_at=expires.isoformat(),
             spec_path=str(spec_path.resolve()) if spec_path else record.get("spec_path"),
+            spec=recordable(spec),
+            spec_sha256=fingerprint(recordable(spec)),
         )
         record.setdefault(CLUSTER_ID_KEY, new_cluster_id())
         record.setdefault("phases", {})

@@ -358,3 +358,28 @@ def test_scrape_interval_from_the_inventory_or_the_role_default() -> None:
     with pytest.raises(PrometheusUnavailable, match="monitoring_scrape_interval cannot be read") as failure:
         util.scrape_interval(inv)
     assert "15s" in (failure.value.hint or "")
+
+
+def test_an_allocated_node_idle_now_reads_idle_and_util_says_when_the_alert_fires() -> None:
+    """Issue 38: a 5-minute average hid an idle node right after busy work, and util did not say the idle
+    alert's window or delay. A job busy for 58 minutes of an hour and idle for the last 2: its busy ratio is
+    high, the rules' 5-minute average is still above the idle threshold, and util's 'now' reads idle."""
+    end = T0 + HOUR
+    busy_until = end - 120
+    held = {"jobid": "9", "node": "n1", "gpu": "0"}
+    answers = {
+        util.ALLOCATED: [(held, const(1))],
+        util.USED: [(held, lambda t: 1.0 if t < busy_until else 0.0)],
+        util.CAPACITY: [({"node": "n1"}, const(8)), ({"node": "n2"}, const(8))],
+        util.SIMULATED: [],
+    }
+    with fake_prometheus(answers) as (url, _seen):
+        report = util.collect(PrometheusClient(url), inventory(), T0, end)
+    assert report.jobs["9"].busy_ratio is not None and report.jobs["9"].busy_ratio > 0.9
+    assert report.now == {"n1": "idle", "n2": "not allocated"}
+    assert report.to_json()["nodes"]["n1"]["now"] == "idle"
+    assert report.idle_alert == (
+        "alert GpuAllocatedIdle: an allocated GPU whose SM-active, averaged over 5m, stays below 0.05 for "
+        "15m; a GPU that was busy is reported about 20m after it went idle (the 'now' column reads the last "
+        "scrape)"
+    )
