@@ -62,6 +62,14 @@ def check_outputs(spec: ClusterSpec, stack: str, exported: dict[str, Any], sourc
             hint=f"run 'gpufleet stack-pin --stack {stack}' and 'pulumi up --stack {stack}' in its project "
             "first",
         )
+    lost = [str(host.get("name")) for host in exported["hosts"] if not host.get("private_ip")]
+    if lost:
+        raise StateError(
+            f"stack '{stack}' has host(s) without an address: {', '.join(lost)} (their instance is no longer "
+            "running: a spot interruption, a manual termination); configure would fail on them",
+            hint="replace their fleet: 'pulumi up --replace URN --stack "
+            f"{stack}' with the fleet's URN ('pulumi stack --show-urns'), then adopt again",
+        )
     cluster, provider = exported.get("cluster"), exported.get("provider")
     if cluster != spec.name:
         raise StateError(
@@ -169,6 +177,9 @@ def adopt(
     times = _times(spec, exported)
     if times is not None:
         state.update(created_at=times[0].isoformat(), expires_at=times[1].isoformat())
+    # The stack's id, tagged on its resources; none for a stack brought up before ids (then no id is made
+    # up here: the leftover check counts every resource of the name, never fewer than the cluster's).
+    state.update(cluster_id=str(exported.get(stack_access.CLUSTER_ID_OUTPUT) or "") or None)
     state.update(**{RECORD_KEY: project.to_record()})
     state.ensure_munge_key()
     with tracked(state, "up"):

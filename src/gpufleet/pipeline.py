@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.bake.baker import baker_for
 from gpufleet.errors import StateError, writing
-from gpufleet.infra.adopted import adopted_of
+from gpufleet.infra.adopted import AdoptedStack, adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.infra.software import with_software
 from gpufleet.inventory.model import Inventory
@@ -191,21 +191,61 @@ def status(spec: ClusterSpec) -> dict[str, Any]:
 
 
 def down(
-    spec: ClusterSpec, reporter: Reporter, durable: DurableCopyOptions | None = None
+    spec: ClusterSpec,
+    reporter: Reporter,
+    durable: DurableCopyOptions | None = None,
+    project: AdoptedStack | None = None,
 ) -> teardown.Teardown:
     """Destroy everything the cluster made, then check that nothing is left (see ``lifecycle.teardown``).
     ``durable``: how long to wait for the filesystem's export to its durable copy, or to skip it.
 
     A cluster this machine already removed is no error (nothing to do); one it never made is
-    (``StateError``, exit 7)."""
+    (``StateError``, exit 7). ``project``: the cluster is a project's stack (``gpufleet down --stack``,
+    the CI workflows' destroy), destroyed through it whether or not this machine adopted it (a ``pulumi
+    up`` that failed half-way made resources but no outputs to adopt)."""
     hold_cluster_lock(spec.name, "down")
     state = ClusterState.for_name(spec.name)
+    if project is not None:
+        return _down_project_stack(spec, state, reporter, durable, project)
     gone = known.removed_at(spec.name)
     if gone and not known.exists(spec, state):
         reporter.info(f"cluster {spec.name} was already removed at {gone}")
         return teardown.Teardown(cluster=spec.name)
     known.require_exists(spec, state)
     report = teardown.down(spec, state, reporter, durable)
+    if not report.leftovers:
+        known.record_removed(spec.name)
+    return report
+
+
+def _down_project_stack(
+    spec: ClusterSpec,
+    state: ClusterState,
+    reporter: Reporter,
+    durable: DurableCopyOptions | None,
+    project: AdoptedStack,
+) -> teardown.Teardown:
+    from gpufleet.infra.adopted import stack_record
+
+    if state.exists():
+        adopted = adopted_of(state)
+        if adopted is None or adopted.stack != project.stack:
+            made = f"adopted from stack '{adopted.stack}'" if adopted else "made here by 'gpufleet up'"
+            raise StateError(
+                f"cluster '{spec.name}' on this machine was {made}, not stack '{project.stack}'",
+                hint="run 'gpufleet down SPEC' without --stack to destroy the cluster this machine records",
+            )
+        report = teardown.down(spec, state, reporter, durable)
+    else:
+        held = stack_record(project)
+        if held is not None and held.cluster != spec.name:
+            raise StateError(
+                f"stack '{project.stack}' holds cluster '{held.cluster}', but the spec names '{spec.name}'",
+                hint="pass the spec the stack's config names (gpufleet:spec)",
+            )
+        report = teardown.down_project_stack(
+            spec, project, reporter, durable, held.cluster_id if held is not None else None
+        )
     if not report.leftovers:
         known.record_removed(spec.name)
     return report

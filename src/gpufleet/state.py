@@ -1,10 +1,20 @@
 """The per-cluster state folder: everything gpufleet writes for a cluster lives under one folder.
 
 ``$GPUFLEET_STATE_DIR/<cluster>/`` (default ``~/.local/state/gpufleet/<cluster>``) holds:
-``state.json`` (provider, creation and expiry times, the phases done), ``inventory.yml``, ``ssh/`` (the
-cluster's own key pair and known_hosts), ``munge.key``, ``logs/`` (Ansible and validation logs),
+``state.json`` (provider, the cluster's id, creation and expiry times, the phases done), ``inventory.yml``,
+``ssh/`` (the cluster's own key pair and known_hosts), ``munge.key``, ``logs/`` (Ansible and validation logs),
 ``report/`` (validation reports) and whatever the backend keeps (``pulumi/`` for a cloud stack's local
 backend, ``local/`` for the podman backend). ``down`` removes the folder last, after the resources.
+
+**The cluster's id** (``cluster_id``, ``new_cluster_id``): a cluster is more than its spec's name. Two
+clusters of one name (a CI stack and a workstation's ``gpufleet up`` in one account, or a cluster made
+again after a ``down``) are told apart by an id made at the first ``up`` and kept for the cluster's life:
+in ``state.json`` (``"cluster_id"``), in the Pulumi stack (config ``gpufleet:clusterId``, output
+``cluster_id``) and on every resource, as the tag ``gpufleet:cluster-id`` (AWS) or the label
+``gpufleet-cluster-id`` (GCP) (``gpufleet.infra.tags``). The reaper destroys a stack only when the stack's
+id is the expired resources' id, the leftover check and the SSH proxy skip resources of another id, and a
+spec whose name is already live under another id can be refused (``tags.same_cluster``). Twelve lower-case
+hex digits: a tag value and a GCP label value alike.
 """
 
 from __future__ import annotations
@@ -23,6 +33,15 @@ from typing import Any
 from gpufleet.errors import EnvironmentProblem, StateError, writing
 from gpufleet.spec.drift import fingerprint, recordable
 from gpufleet.spec.model import ClusterSpec
+
+CLUSTER_ID_KEY = "cluster_id"
+CLUSTER_ID_LENGTH = 12  # hex digits: 48 random bits, unique among the clusters of one account by far
+
+
+def new_cluster_id() -> str:
+    """A fresh cluster id (see the module doc): ``secrets.token_hex``, twelve lower-case hex digits."""
+    return secrets.token_hex(CLUSTER_ID_LENGTH // 2)
+
 
 # The record is padded to a whole block of this size (``ClusterState.save``): 4 KiB, the block of ext4 and
 # XFS, and a tmpfs page on x86-64.
@@ -152,9 +171,10 @@ class ClusterState:
         return record
 
     def begin(self, spec: ClusterSpec, spec_path: Path | None) -> dict[str, Any]:
-        """Create (or re-open) the record for ``spec``; the creation time is kept across re-runs. The
-        record holds the spec's content (``spec``, and its ``spec_sha256``): what later commands compare
-        the spec they are given with (``gpufleet.lifecycle.drift``)."""
+        """Create (or re-open) the record for ``spec``; the creation time and the cluster's id are kept
+        across re-runs (the id is made here, at the first ``up``). The record holds the spec's content
+        (``spec``, and its ``spec_sha256``): what later commands compare the spec they are given with
+        (``gpufleet.lifecycle.drift``)."""
         record = self.load() if self.exists() else {}
         if record and record.get("provider") != spec.provider.kind:
             raise StateError(
@@ -174,6 +194,7 @@ class ClusterState:
             spec=recordable(spec),
             spec_sha256=fingerprint(recordable(spec)),
         )
+        record.setdefault(CLUSTER_ID_KEY, new_cluster_id())
         record.setdefault("phases", {})
         self.save(record)
         return record
@@ -190,6 +211,14 @@ class ClusterState:
     @property
     def created_at(self) -> datetime:
         return datetime.fromisoformat(self.load()["created_at"])
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The cluster's id (see the module doc); None without a state, or in a record made before ids."""
+        if not self.exists():
+            return None
+        value = self.load().get(CLUSTER_ID_KEY)
+        return str(value) if value else None
 
     # ---- secrets ----------------------------------------------------------------------------------
 

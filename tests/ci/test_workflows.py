@@ -100,13 +100,12 @@ STEP_ORDER = [
     ("configure", lambda step: "gpufleet configure " in step.get("run", "")),
     ("validate", lambda step: "gpufleet validate " in step.get("run", "")),
     ("upload the report", lambda step: str(step.get("uses", "")).startswith("actions/upload-artifact@")),
-    ("destroy", lambda step: "pulumi destroy " in step.get("run", "")),
-    ("leftover check", lambda step: "gpufleet leftovers " in step.get("run", "")),
+    ("teardown", lambda step: "gpufleet down " in step.get("run", "")),
 ]
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_dispatch_runs_up_adopt_configure_validate_upload_destroy_leftovers_in_that_order(cloud):
+def test_dispatch_runs_up_adopt_configure_validate_upload_teardown_in_that_order(cloud):
     workflow = _cluster(cloud)
     (job,) = [job for job in workflow["jobs"].values() if "workflow_dispatch" in _events(workflow, job)]
     steps = job["steps"]
@@ -125,12 +124,12 @@ def test_dispatch_runs_up_adopt_configure_validate_upload_destroy_leftovers_in_t
     assert str(upload["if"]).startswith("always()"), upload  # a failed validation still has a report
     paths = upload["with"]["path"]
     assert all(name in paths for name in ("validation-report.md", "validation-report.json", ".png")), paths
-    for name in ("destroy", "leftover check"):
-        condition = str(steps[where[name]]["if"])
-        assert condition.startswith("always()") and "!inputs.keep" in condition, (
-            f"{cloud} {name}: {condition}"
-        )
-        assert f"steps.{up['id']}.outcome != 'skipped'" in condition, condition
+    teardown = steps[where["teardown"]]
+    condition = str(teardown["if"])
+    assert condition.startswith("always()") and "!inputs.keep" in condition, f"{cloud}: {condition}"
+    assert f"steps.{up['id']}.outcome != 'skipped'" in condition, condition
+    # through the stack, adopted or not (an up that failed before adopt still made resources)
+    assert '--stack "$STACK" --project-dir stacks' in teardown["run"], teardown["run"]
     later = [step.get("if") for step in steps[where["adopt"] : where["validate"] + 1]]
     assert later == [None] * len(later), f"{cloud}: adopt..validate stop at the first failure"
     keep = workflow[True]["workflow_dispatch"]["inputs"]["keep"]
@@ -179,6 +178,36 @@ def test_pull_requests_plan_only_the_changed_stacks_into_the_job_summary(cloud):
     script = " ".join(step.get("run", "") for step in plan["steps"])
     for needed in ("gpufleet check", "gpufleet plan", "$GITHUB_STEP_SUMMARY"):
         assert needed in script, f"{cloud}: the plan job lacks {needed}"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_destroy_a_workflow_runs_is_gpufleets_teardown(path: Path):
+    """Issue 32 item 1: a plain ``pulumi destroy`` skips the export of the durable copy; every shipped
+    destroy goes through gpufleet's teardown (down --stack, reap --destroy-stacks: export, destroy,
+    leftover proof). Failed on main at bc3d77c (both cluster workflows ran pulumi destroy)."""
+    text = path.read_text(encoding="utf-8")
+    assert "pulumi destroy" not in re.sub(r"#.*", "", text), f"{path.name} runs pulumi destroy itself"
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_the_reaper_outlasts_its_longest_teardown_from_a_protected_environment(cloud):
+    """AWS audit 2026-11-27 M1, M6: credentials of one hour against a two-hour job; the reaper's role was
+    the deployer's. Its session lasts the job, which lasts an export plus a destroy; its role is its own."""
+    reaper = _load(ROOT / "examples" / "ci" / cloud / "reaper.yml")
+    job = reaper["jobs"]["expired"]
+    script = " ".join(step.get("run", "") for step in job["steps"])
+    export = int(re.search(r"--export-timeout (\d+)", script).group(1))
+    assert job["timeout-minutes"] * 60 >= export + 2400 + 300, (job["timeout-minutes"], export)
+    text = (ROOT / "examples" / "ci" / cloud / "reaper.yml").read_text(encoding="utf-8")
+    assert "deployment branches" in text and job["environment"] == "gpu-reaper"
+    if cloud == "aws":
+        (creds,) = [s for s in job["steps"] if str(s.get("uses", "")).startswith(CREDENTIALS[0])]
+        assert creds["with"]["role-duration-seconds"] >= job["timeout-minutes"] * 60, creds
+        assert "reaper-policy.json" in text and "gpufleet-reaper" in creds["with"]["role-to-assume"]
+    elif cloud == "gcp":
+        assert "reaper-role.yaml" in text and "gpufleet-reaper@" in script + str(job["steps"])
+    else:  # Azure: its own app registration, holding the destroy-only role
+        assert "reaper-role.json" in text and "gpufleet-reaper" in text
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)

@@ -96,3 +96,12 @@ def test_plan_says_which_changes_replace_a_groups_nodes():
         assert field in out.split("replaces nodes:")[1], out
     data = json.loads(runner.invoke(app, ["plan", str(ROOT / "examples" / "aws-p5.yaml"), "--json"]).output)
     assert "count" in data["replaces_nodes"] and "root_volume_gib" in data["replaces_nodes"], data
+
+
+def test_a_gcp_plan_says_which_changes_replace_its_vms():
+    """GCP audit 2026-11-27 M6: the capacity mode, the reservation, the NIC layout force new VMs
+    (ForceNew in the provider's instance); main printed nothing for GCP."""
+    data = json.loads(
+        runner.invoke(app, ["plan", str(ROOT / "examples" / "gcp-a3-mega.yaml"), "--json"]).output
+    )
+    assert set(data["replaces_nodes"]) == {"capacity", "fabric", "provider.zone"}, data["replaces_nodes"]

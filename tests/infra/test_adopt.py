@@ -151,6 +151,8 @@ def test_adopted_stack_gives_the_inventory_gpufleet_up_writes(env, monkeypatch, 
     record = state.load()
     assert record["adopted"] == {"stack": name, "project_dir": str(STACKS)}, record
     assert record["created_at"] == "2026-11-24T09:00:00+00:00" and record["phases"]["up"]["status"] == "done"
+    # the stack's id (tagged on its resources) is the cluster's, never one made up here
+    assert record["cluster_id"] == exported[stack_access.CLUSTER_ID_OUTPUT], record
     assert state.munge_key.exists()
 
 
@@ -252,8 +254,9 @@ def test_configure_validate_status_and_down_work_on_an_adopted_cluster(
 
     listed: list[str] = []
 
-    def find_leftovers(self, spec_):
+    def find_leftovers(self, spec_, cluster_id=None):
         listed.append(spec_.name)
+        assert cluster_id == exported[stack_access.CLUSTER_ID_OUTPUT], "leftovers of the stack's own id"
         return []
 
     monkeypatch.setattr(AwsBackend, "find_leftovers", find_leftovers)  # the cloud's listing API
@@ -305,6 +308,21 @@ def test_outputs_of_another_cluster_or_without_the_key_are_refused(env, monkeypa
     assert result.exit_code == ExitCode.STATE, result.output
     assert message in " ".join(result.output.split()), result.output
     assert "To fix:" in result.output, result.output
+    assert not ClusterState.for_name(spec.name).root.exists(), "nothing is written for a refused stack"
+
+
+def test_a_stack_with_a_lost_node_is_refused_with_the_command_that_replaces_it(env, monkeypatch):
+    """AWS audit 2026-11-27 M7: a lost fleet node has an empty address in the outputs; adopt wrote it into
+    the inventory and configure failed on a host with no address. Failed on main at bc3d77c."""
+    config, spec, spec_path = stack("p5-fsx")
+    exported = run_stack("p5-fsx", AwsMockCloud(spec), config, monkeypatch).outputs
+    lost = exported["hosts"][-1]["name"]
+    exported["hosts"][-1] = {**exported["hosts"][-1], "private_ip": ""}
+    file = outputs_file(env / "outputs.json", exported)
+    result = runner.invoke(app, ["adopt", str(spec_path), "--stack", "p5-fsx", "--outputs", str(file)])
+    assert result.exit_code == ExitCode.STATE, result.output
+    said = " ".join(result.output.split())
+    assert f"host(s) without an address: {lost}" in said and "pulumi up --replace" in said, said
     assert not ClusterState.for_name(spec.name).root.exists(), "nothing is written for a refused stack"
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,6 +135,7 @@ def test_nodes_authorize_the_cluster_key_and_the_users_key(spec, state):
 
 
 def test_outputs_to_inventory_through_ssm(spec, state):
+    state.begin(spec, None)  # the cluster's id is made here
     outputs = plan_spec(spec, CREATED).outputs
     inventory = backend_for(spec).inventory_from_outputs(spec, state, outputs)
     assert [h.name for h in inventory.compute] == ["llm-p5-gpu-0", "llm-p5-gpu-1"]
@@ -145,6 +148,8 @@ def test_outputs_to_inventory_through_ssm(spec, state):
     text = script.read_text(encoding="utf-8")
     assert "aws ssm start-session --region us-east-1" in text
     assert "Name=tag:gpufleet:cluster,Values=llm-p5" in text
+    # another cluster of the name (the same subnet range) is never the target (AWS audit 2026-11-27 M5)
+    assert f"Name=tag:gpufleet:cluster-id,Values={state.cluster_id}" in text, text
     assert script.stat().st_mode & 0o777 == 0o700
 
 
@@ -162,3 +167,31 @@ def test_gcp_nodes_are_reached_through_an_iap_tunnel_by_instance_name(tmp_path, 
     args = inventory.connection.ssh_common_args or ""
     assert "gcloud compute start-iap-tunnel %h %p --listen-on-stdin" in args
     assert f"--project={spec.provider.project}" in args and f"--zone={spec.provider.zone}" in args
+
+
+def test_the_engine_finds_this_interpreter_for_the_dynamic_fleet_release(spec, state, monkeypatch, tmp_path):
+    """The engine serves a Python dynamic resource (infra/aws/fleet_release.py) from `python3 -m
+    pulumi.dynamic` on PATH when the project names no virtualenv (the inline stack of gpufleet up): this
+    interpreter's folder comes first, so that process imports the gpufleet that runs the program."""
+    import sys
+
+    from pulumi import automation as auto
+    from stacks_run import fake_pulumi_cli
+
+    fake_pulumi_cli(tmp_path / "pulumi-home", monkeypatch)
+    seen: dict[str, Any] = {}
+
+    class Stack:
+        def set_all_config(self, config: Any) -> None:
+            seen["config"] = config
+
+    def create_or_select_stack(**kwargs: Any) -> Stack:
+        seen.update(kwargs)
+        return Stack()
+
+    monkeypatch.setattr(auto, "create_or_select_stack", create_or_select_stack)
+    state.begin(spec, None)
+    backend_for(spec).select_stack(spec, state)
+    path = seen["opts"].env_vars["PATH"].split(os.pathsep)
+    assert path[0] == str(Path(sys.executable).parent), path[:2]
+    assert seen["config"]["gpufleet:clusterId"].value == state.cluster_id

@@ -68,7 +68,7 @@ def test_the_bound_stops_reads_that_keep_changing():
     assert "still changed when the 60 s bound passed" in settled.summary()
 
 
-def test_the_cloud_backends_leftover_step_waits_out_the_lag(monkeypatch):
+def test_the_cloud_backends_leftover_step_waits_out_the_lag(monkeypatch, tmp_path):
     """``PulumiBackend.leftovers`` (what ``gpufleet down`` runs after the destroy) polls: a resource
     listed by the first read only is not reported, and the reporter hears why it waited."""
     from gpufleet.infra import leftovers as leftovers_module
@@ -80,10 +80,13 @@ def test_the_cloud_backends_leftover_step_waits_out_the_lag(monkeypatch):
     monkeypatch.setattr(leftovers_module.time, "sleep", slept.append)
 
     class Cloud(AwsBackend):  # PulumiBackend.leftovers, with a cloud's hooks and this listing
-        def find_leftovers(self, spec):
+        def find_leftovers(self, spec, cluster_id=None):
             return reads.pop(0)
 
     reporter = RecordingReporter()
-    assert Cloud().leftovers(None, None, reporter) == []  # type: ignore[arg-type]
+    from gpufleet.state import ClusterState
+
+    state = ClusterState("fleet", tmp_path / "fleet")  # no state.json: no id, every listed resource counts
+    assert Cloud().leftovers(None, state, reporter) == []  # type: ignore[arg-type]
     assert slept == [leftovers_module.LEFTOVER_INTERVAL_S]
     assert any("nothing left (2 read(s)" in line for line in reporter.lines), reporter.lines

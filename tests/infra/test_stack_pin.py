@@ -26,6 +26,7 @@ from gpufleet.infra.adopted import pin_created_at
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.tags import expires_at_text
 from gpufleet.spec.load import load_spec
+from gpufleet.state import CLUSTER_ID_LENGTH
 
 runner = CliRunner()
 
@@ -79,9 +80,10 @@ def test_first_up_pins_now(fake):
     said = pin()
     value = datetime.fromisoformat(said["created_at"].replace("Z", "+00:00"))
     assert before <= value <= datetime.now(UTC), said
-    assert said["from"] == "first up" and fake["stack"].written == [
-        ("gpufleet:createdAt", said["created_at"])
-    ]
+    assert said["from"] == "first up" and fake["stack"].written[0] == (
+        "gpufleet:createdAt",
+        said["created_at"],
+    )
     assert fake["calls"] == [("p5-fsx", str(STACKS))], fake["calls"]
 
 
@@ -89,7 +91,23 @@ def test_a_later_up_keeps_the_stacks_creation_time(fake):
     fake["stack"].exported = {"created_at": "2026-11-20T08:00:00Z", "cluster": "llm-p5"}
     said = pin()
     assert said == {"stack": "p5-fsx", "created_at": "2026-11-20T08:00:00Z", "from": "stack output"}, said
-    assert fake["stack"].written == [("gpufleet:createdAt", "2026-11-20T08:00:00Z")]
+    assert fake["stack"].written[0] == ("gpufleet:createdAt", "2026-11-20T08:00:00Z")
+
+
+def test_the_cluster_id_is_made_at_the_first_up_kept_after_and_new_after_a_destroy(fake):
+    """The per-cluster id (gpufleet.state) travels like createdAt: a new one at a stack's first up, the
+    stack's ``cluster_id`` output on a later up, and a new one after a destroy (the stack has no outputs:
+    a cluster made again under the same name is another cluster)."""
+    pin()
+    (_key, first), *_ = [w for w in fake["stack"].written if w[0] == "gpufleet:clusterId"]
+    assert len(first) == CLUSTER_ID_LENGTH and int(first, 16) >= 0, first
+    fake["stack"] = FakeStack(exported={"created_at": "2026-11-20T08:00:00Z", "cluster_id": first})
+    pin()
+    assert ("gpufleet:clusterId", first) in fake["stack"].written
+    fake["stack"] = FakeStack()  # destroyed: no outputs
+    pin()
+    (_, again), *_ = [w for w in fake["stack"].written if w[0] == "gpufleet:clusterId"]
+    assert again != first, again
 
 
 def test_a_users_own_pin_wins(fake):

@@ -71,7 +71,7 @@ def test_a_failed_teardown_exits_1(made, monkeypatch) -> None:
     from gpufleet.errors import ProvisionError
     from gpufleet.lifecycle import teardown
 
-    def broken(spec, state, reporter):
+    def broken(spec, state, reporter, durable=None):
         raise ProvisionError("the cloud said no")
 
     monkeypatch.setattr(teardown, "down", broken)
@@ -85,9 +85,17 @@ def test_reap_lists_expired_gcp_clusters_by_their_labels(made, monkeypatch) -> N
     from gpufleet.infra.leftovers import ExpiredCluster
 
     when = datetime(2026, 11, 22, 8, 0, tzinfo=UTC)
-    monkeypatch.setattr(leftovers, "find_expired", lambda project: [ExpiredCluster("ci-run", when, 3)])
+    monkeypatch.setattr(
+        leftovers, "find_expired", lambda project: [ExpiredCluster("ci-run", when, 3, "0123456789ab")]
+    )
     result = CliRunner().invoke(app, ["reap", "--dry-run", "--json", "--gcp-project", "my-proj-1"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["gcp"] == [
-        {"project": "my-proj-1", "cluster": "ci-run", "expires_at": when.isoformat(), "resources": 3}
+        {
+            "project": "my-proj-1",
+            "cluster": "ci-run",
+            "cluster_id": "0123456789ab",
+            "expires_at": when.isoformat(),
+            "resources": 3,
+        }
     ]

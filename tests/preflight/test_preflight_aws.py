@@ -43,7 +43,7 @@ def aws_findings(spec: ClusterSpec, level: Level = Level.INFO):
     return [f for f in run_checks(spec, min_level=level) if f.check.startswith("aws_")]
 
 
-CR = "cr-0123456789abcdef0"
+CR = "cr-0a1b2c3d4e5f60789"
 TABLE = [
     ({}, None),
     ({"filesystem": {"kind": "fsx_lustre", "size_gib": 1200}}, None),

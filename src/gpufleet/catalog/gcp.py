@@ -152,6 +152,28 @@ FLEX_START_MAX_RUN = timedelta(days=7)
 # 00f1767): that is the toolkit's own policy, stricter than the API, so it is not the error here; a duration
 # shorter than the cluster's lifetime.ttl is warned about instead (preflight gcp_capacity).
 FLEX_START_MIN_RUN = timedelta(seconds=30)
+# How long a flex-start request waits for capacity: "By allowing your capacity requests to persist in a queue
+# for up to two hours" (https://cloud.google.com/blog/products/compute/introducing-flex-start-vms-for-the-
+# compute-engine-instance-api, 2025-09-25, read 2026-11-27); a request not granted by then fails ("If
+# resources aren't available, then the VM creation request fails", FLEX_START_DOC, read 2026-11-27).
+# pulumi-gcp 10.2 has no field for the request's own validity (gcloud's --request-valid-for-duration).
+FLEX_START_QUEUE = timedelta(hours=2)
+# The Terraform provider waits 20 minutes by default for an instance's create and update operations and
+# then clears the id of a create it stopped waiting for (terraform-provider-google e03b7622,
+# resource_compute_instance.go:248-252 and :2026-2040): a flex-start VM Google grants after that would run
+# outside the stack's state. Its VMs wait Google's queue out, plus ten minutes for the operation and the
+# provider's wait for RUNNING (docs/gcp.md, "Flex-start").
+FLEX_START_TIMEOUT = FLEX_START_QUEUE + timedelta(minutes=10)
+
+# The spec fields whose change replaces a group's VMs rather than updating them (gpufleet plan prints them,
+# GCP audit 2026-11-27 M6): ForceNew inputs of terraform-provider-google e03b7622's compute instance
+# (resource_compute_instance.go): scheduling.provisioning_model :1138, preemptible :1115, max_run_duration
+# :1169 and reservation_affinity :1518 (capacity: its mode, reservation, max_run_duration); the network
+# interfaces :653 (fabric: the NIC layout); the zone. A VM keeps its name, so it is deleted before its
+# replacement is made; on reserved or flex-start capacity it may not come back. A machine type of the same
+# series is updated in place (the VM stopped and started: instance_type is not listed); count adds or
+# removes VMs and keeps the others.
+REPLACING_FIELDS = ("capacity", "fabric", "provider.zone")
 
 
 # VMs one compact placement policy holds at each max distance, as slurm-gcp sizes its placement groups

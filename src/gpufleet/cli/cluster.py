@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,6 +13,7 @@ from gpufleet import pipeline
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
+from gpufleet.infra.adopted import AdoptedStack
 from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle.durable_copy import DEFAULT_TIMEOUT_S, DurableCopyOptions
 from gpufleet.lifecycle.teardown import Teardown
@@ -165,6 +167,18 @@ def down(
     verbose: VerboseOpt = False,
     discard_checkpoints: DiscardOpt = False,
     export_timeout: ExportTimeoutOpt = DEFAULT_TIMEOUT_S,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            "--stack",
+            help="the cluster is this Pulumi stack of --project-dir (CI's pulumi up): destroy through it, "
+            "adopted here or not",
+            show_default=False,
+        ),
+    ] = None,
+    project_dir: Annotated[
+        Path, typer.Option("--project-dir", help="with --stack: the Pulumi project folder (its Pulumi.yaml)")
+    ] = Path("stacks"),
 ) -> None:
     """Destroy everything the cluster made, then check that nothing is left.
 
@@ -173,7 +187,8 @@ def down(
     out, down destroys nothing (exit 4), unless --discard-checkpoints."""
     spec = read_spec(spec_path)
     durable = DurableCopyOptions(discard=discard_checkpoints, timeout_s=export_timeout)
-    render_down(spec, pipeline.down(spec, reporter_for(json_out, verbose), durable), json_out)
+    project = AdoptedStack(stack=stack, project_dir=project_dir.resolve()) if stack is not None else None
+    render_down(spec, pipeline.down(spec, reporter_for(json_out, verbose), durable, project), json_out)
 
 
 def render_down(spec: ClusterSpec, teardown: Teardown, json_out: bool) -> None:

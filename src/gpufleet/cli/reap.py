@@ -9,14 +9,22 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from gpufleet.cli.cluster import ExportTimeoutOpt
 from gpufleet.cli.common import JsonOpt, console, err_console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra.backend import pulumi_backend_of
-from gpufleet.infra.stack_configs import project_stacks
+from gpufleet.infra.stack_configs import Stack, project_stacks
 from gpufleet.lifecycle import teardown
+from gpufleet.lifecycle.durable_copy import DEFAULT_TIMEOUT_S, DurableCopyOptions
 from gpufleet.lifecycle.lock import hold_cluster_lock
-from gpufleet.lifecycle.reap import CloudExpired, ReapItem, project_stack_destroy, reap_stacks
+from gpufleet.lifecycle.reap import (
+    CloudExpired,
+    ReapItem,
+    project_record,
+    project_stack_destroy,
+    reap_stacks,
+)
 from gpufleet.lifecycle.reap import reap as reap_expired
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -61,15 +69,18 @@ def reap(
             help="also apply the baked images' retention rule in those regions and projects (docs/aws.md)",
         ),
     ] = False,
+    export_timeout: ExportTimeoutOpt = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Destroy every cluster made on this machine whose lifetime (spec lifetime.ttl) has passed.
 
     Exits 1 when a teardown failed. With --aws-region (--gcp-project, --azure-subscription), clusters tagged
     gpufleet:expires-at (labelled gpufleet-expires-at) in the past are listed too (those made from CI have
     no state here); with --destroy-stacks DIR each is destroyed through the one stack of that Pulumi
-    project folder whose spec names it (pulumi destroy, then the leftover check). With --prune-images,
-    baked images there that the retention rule lets go are deleted (listed with --dry-run): never one a
-    node runs from or a cluster state on this machine records.
+    project folder whose spec names it, when the stack still holds that cluster past its expiry (export of
+    the durable copy or nothing destroyed, pulumi destroy, then the leftover check, as down does); the
+    regions (projects, subscriptions) of every stack in DIR are swept besides those given, for each cloud
+    one is given of. With --prune-images, baked images there that the retention rule lets go are deleted
+    (listed with --dry-run): never one a node runs from or a cluster state on this machine records.
     """
     if destroy_stacks is not None and not (destroy_stacks / "Pulumi.yaml").is_file():
         raise typer.BadParameter(
@@ -78,21 +89,26 @@ def reap(
             param_hint="--destroy-stacks",
         )
     reporter = RichReporter(err_console if json_out else console)  # stdout holds only the JSON
+    durable = DurableCopyOptions(timeout_s=export_timeout)
 
     def tear_down(spec: ClusterSpec, state: ClusterState) -> list[str]:
         hold_cluster_lock(spec.name, "reap")  # a cluster another command is working on is left alone
-        report = teardown.down(spec, state, reporter)
+        report = teardown.down(spec, state, reporter, durable)
         report.raise_for_leftovers()
         return report.removed
 
     items = reap_expired(tear_down, dry_run=dry_run)
-    cloud = {
-        "aws": _cloud_expired("aws", aws_region or []),
-        "gcp": _cloud_expired("gcp", gcp_project or []),
-        "azure": _cloud_expired("azure", azure_subscription or []),
-    }
-    stacks = _stacks(destroy_stacks, cloud, reporter, dry_run) if destroy_stacks is not None else []
-    pruned = _pruned(aws_region or [], gcp_project or [], dry_run) if prune_images else []
+    problems: list[str] = []
+    by_cluster = project_stacks(destroy_stacks, problems) if destroy_stacks is not None else {}
+    given = {"aws": aws_region or [], "gcp": gcp_project or [], "azure": azure_subscription or []}
+    scopes = swept_scopes(by_cluster, given)
+    cloud = {kind: _cloud_expired(kind, kind_scopes) for kind, kind_scopes in scopes.items()}
+    stacks = (
+        _stacks(destroy_stacks, by_cluster, problems, cloud, reporter, durable, dry_run)
+        if destroy_stacks is not None
+        else []
+    )
+    pruned = _pruned(scopes["aws"], scopes["gcp"], dry_run) if prune_images else []
     acted: list[ReapItem | PrunedImage] = [*items, *stacks, *pruned]
     failed = [item for item in acted if item.action.startswith("failed")]
     if json_out:
@@ -122,6 +138,23 @@ def reap(
         raise typer.Exit(ExitCode.FAILED)
 
 
+def swept_scopes(by_cluster: dict[str, list[Stack]], given: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The scopes to sweep per cloud (AWS regions, GCP projects, Azure subscriptions): those given, and,
+    for a cloud the command was pointed at (one scope of it given), every one a stack of the project makes
+    its cluster in: a Capacity Block stack in another region is found too (AWS audit 2026-11-27 H2), and
+    the AWS reaper asks nothing of Google or Azure."""
+    scopes = {kind: list(dict.fromkeys(listed)) for kind, listed in given.items()}
+    for stacks in by_cluster.values():
+        for stack in stacks:
+            kind = stack.spec.provider.kind
+            swept = scopes.get(kind)
+            if swept:  # a cloud the command was pointed at
+                scope = pulumi_backend_of(kind).expiry_scope_of(stack.spec)
+                if scope not in swept:
+                    swept.append(scope)
+    return scopes
+
+
 def _cloud_expired(kind: str, scopes: list[str]) -> list[dict[str, Any]]:
     """Expired clusters found by a cloud's tags or labels, in each region (AWS), project (GCP) or
     subscription (Azure)."""
@@ -132,6 +165,7 @@ def _cloud_expired(kind: str, scopes: list[str]) -> list[dict[str, Any]]:
         {
             cloud.expiry_scope: scope,
             "cluster": e.cluster,
+            "cluster_id": e.cluster_id,
             "expires_at": e.expires_at.isoformat(),
             "resources": e.resources,
         }
@@ -141,19 +175,30 @@ def _cloud_expired(kind: str, scopes: list[str]) -> list[dict[str, Any]]:
 
 
 def _stacks(
-    project: Path, cloud: dict[str, list[dict[str, Any]]], reporter: RichReporter, dry_run: bool
+    project: Path,
+    by_cluster: dict[str, list[Stack]],
+    problems: list[str],
+    cloud: dict[str, list[dict[str, Any]]],
+    reporter: RichReporter,
+    durable: DurableCopyOptions,
+    dry_run: bool,
 ) -> list[ReapItem]:
     """The clouds' expired clusters, destroyed (or, on a dry run, listed) through the project's stacks."""
-    problems: list[str] = []
-    by_cluster = project_stacks(project, problems)
     broken = [ReapItem("?", "?", "?", f"skipped: {problem}") for problem in problems]
     expired = [
-        CloudExpired(entry["cluster"], kind, entry[pulumi_backend_of(kind).expiry_scope], entry["expires_at"])
+        CloudExpired(
+            entry["cluster"],
+            kind,
+            entry[pulumi_backend_of(kind).expiry_scope],
+            entry["expires_at"],
+            entry.get("cluster_id"),
+        )
         for kind, entries in cloud.items()
         for entry in entries
     ]
-    destroy = project_stack_destroy(project.resolve(), reporter)
-    return broken + reap_stacks(expired, by_cluster, destroy, dry_run=dry_run)
+    folder = project.resolve()
+    destroy = project_stack_destroy(folder, reporter, durable)
+    return broken + reap_stacks(expired, by_cluster, destroy, record=project_record(folder), dry_run=dry_run)
 
 
 def _pruned(regions: list[str], projects: list[str], dry_run: bool) -> list[PrunedImage]:

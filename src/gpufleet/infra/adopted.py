@@ -12,11 +12,13 @@ project's stack config is never written (it is the project's file), and teardown
 
 ``pin_created_at`` is what ``gpufleet stack-pin`` runs before a project's ``pulumi up``: it writes
 ``gpufleet:createdAt`` into the stack's config, from the config when the user pinned it, else from the
-stack's ``created_at`` output (a later up), else now (the first up).
+stack's ``created_at`` output (a later up), else now (the first up); and ``gpufleet:clusterId`` the same
+way (config, else the ``cluster_id`` output, else a new id: ``gpufleet.state.new_cluster_id``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 RECORD_KEY = "adopted"
 CREATED_KEY = f"gpufleet:{stack_access.CREATED_CONFIG}"
+CLUSTER_ID_KEY = f"gpufleet:{stack_access.CLUSTER_ID_CONFIG}"
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,44 @@ def read_outputs(adopted: AdoptedStack) -> dict[str, Any]:
         raise ProvisionError(f"cannot read the outputs of {adopted}: {_tail(exc)}") from None
 
 
+def _cluster_id(stack: auto.Stack, config: Mapping[str, auto.ConfigValue]) -> str:
+    """The stack's cluster id: its config's, else its ``cluster_id`` output (a later up), else a new one
+    (the first up, or the first after a destroy: a cluster made again is another cluster)."""
+    from gpufleet.state import new_cluster_id
+
+    if CLUSTER_ID_KEY in config and config[CLUSTER_ID_KEY].value:
+        return str(config[CLUSTER_ID_KEY].value)
+    output = stack.outputs().get(stack_access.CLUSTER_ID_OUTPUT)
+    if output is not None and output.value:
+        return str(output.value)
+    return new_cluster_id()
+
+
+@dataclass(frozen=True)
+class StackRecord:
+    """What a project's stack says of the cluster it holds (its outputs): the authority on when that
+    cluster expires and which cluster it is, whatever tags older resources still carry."""
+
+    cluster: str
+    cluster_id: str | None  # None: a stack brought up before ids
+    expires_at: datetime | None
+
+
+def stack_record(adopted: AdoptedStack) -> StackRecord | None:
+    """The cluster the stack holds now, from its outputs (rewritten by every ``pulumi up``); None when it
+    holds none (never brought up, or destroyed)."""
+    outputs = read_outputs(adopted)
+    if not outputs.get("hosts") or not outputs.get("cluster"):
+        return None
+    expires = outputs.get("expires_at")
+    held = outputs.get(stack_access.CLUSTER_ID_OUTPUT)
+    return StackRecord(
+        cluster=str(outputs["cluster"]),
+        cluster_id=str(held) if held else None,
+        expires_at=stack_access.created_at(str(expires)) if expires else None,
+    )
+
+
 def pin_created_at(stack_name: str, project_dir: Path, now: datetime) -> tuple[str, str]:
     """Write ``gpufleet:createdAt`` into the stack's config (the stack is made when new); return the value
     and where it came from: "config", "stack output" or "first up"."""
@@ -122,6 +163,7 @@ def pin_created_at(stack_name: str, project_dir: Path, now: datetime) -> tuple[s
             else:
                 value, source = stack_access.iso(stack_access.created_at(None, now)), "first up"
         stack.set_config(CREATED_KEY, auto.ConfigValue(value))
+        stack.set_config(CLUSTER_ID_KEY, auto.ConfigValue(_cluster_id(stack, config)))
     except auto.CommandError as exc:
         raise ProvisionError(
             f"cannot pin gpufleet:createdAt of Pulumi stack '{stack_name}' in {project_dir}: {_tail(exc)}",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from gpufleet.infra import outputs as stack_outputs
 from gpufleet.infra.images import BakedRecord, BakeSource, CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover, settle
 from gpufleet.infra.pulumi_command import pulumi_cli
+from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
@@ -36,9 +38,11 @@ from gpufleet.state import ClusterState
 if TYPE_CHECKING:
     from pulumi import automation as auto
 
+    from gpufleet.infra.adopted import AdoptedStack
     from gpufleet.infra.plan import MockCloud
 
 PROJECT = "gpufleet"
+CLUSTER_ID_CONFIG = "gpufleet:clusterId"  # the cluster's id in the stack's config (gpufleet.state)
 
 
 def backend_url(state: ClusterState) -> str:
@@ -63,6 +67,17 @@ def known_hosts_args(state: ClusterState) -> str:
 
 def _created_at(state: ClusterState) -> datetime:
     return state.created_at if state.exists() else datetime.now(UTC).replace(microsecond=0)
+
+
+def _cluster_id(state: ClusterState) -> str:
+    """The cluster's id from its state (``ClusterState.begin`` made it at the first up)."""
+    found = state.cluster_id
+    if found is None:
+        raise StateError(
+            f"cluster '{state.name}' has no id in {state.state_file}",
+            hint="run 'gpufleet up SPEC' (it records one); a state made by an older gpufleet gets one there",
+        )
+    return found
 
 
 def _stack_name(spec: ClusterSpec, state: ClusterState) -> str:
@@ -102,10 +117,12 @@ class PulumiBackend(abc.ABC):
         created_at: datetime,
         ssh_keys: Sequence[str],
         baked: CloudImage | None = None,
+        cluster_id: str = PLAN_CLUSTER_ID,
     ) -> dict[str, Any]:
         """Register the cluster's component in the current Pulumi stack; return its outputs.
 
-        ``baked``: the baked image of the spec's roles and pins, which every node boots."""
+        ``baked``: the baked image of the spec's roles and pins, which every node boots; ``cluster_id``:
+        the cluster's id (``gpufleet.state``), tagged on every resource (the plan's placeholder offline)."""
 
     @abc.abstractmethod
     def mock_cloud(self, spec: ClusterSpec) -> MockCloud:
@@ -132,10 +149,15 @@ class PulumiBackend(abc.ABC):
         """How Ansible reaches the nodes (user, key, SSH options, the cloud's tunnel)."""
 
     @abc.abstractmethod
-    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
-        """What the cloud still holds tagged (labelled) for the cluster."""
+    def find_leftovers(self, spec: ClusterSpec, cluster_id: str | None = None) -> list[Leftover]:
+        """What the cloud still holds tagged (labelled) for the cluster; with ``cluster_id``, not what
+        another cluster of the same name holds (``tags.same_cluster``)."""
 
     expiry_scope = ""  # what find_expired searches one of: "region" (AWS), "project" (GCP)
+
+    def expiry_scope_of(self, spec: ClusterSpec) -> str:
+        """The region (project, subscription) a spec's cluster lives in: where ``find_expired`` finds it."""
+        return str(getattr(spec.provider, self.expiry_scope))
 
     @abc.abstractmethod
     def find_expired(self, scope: str) -> list[ExpiredCluster]:
@@ -152,9 +174,16 @@ class PulumiBackend(abc.ABC):
 
     # ---- the stack ----------------------------------------------------------------------------------
 
-    def stack_config(self, spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
-        """The stack's config: where the default provider points, and when the cluster was made."""
-        return {"gpufleet:createdAt": created_at.astimezone(UTC).isoformat(), **self.provider_config(spec)}
+    def stack_config(
+        self, spec: ClusterSpec, created_at: datetime, cluster_id: str | None = None
+    ) -> dict[str, str]:
+        """The stack's config: where the default provider points, when the cluster was made, its id."""
+        ids = {CLUSTER_ID_CONFIG: cluster_id} if cluster_id else {}
+        return {
+            "gpufleet:createdAt": created_at.astimezone(UTC).isoformat(),
+            **ids,
+            **self.provider_config(spec),
+        }
 
     def select_stack(
         self,
@@ -180,17 +209,24 @@ class PulumiBackend(abc.ABC):
         url = backend_url(state)
         work_dir = state.backend_dir("pulumi")
         work_dir.mkdir(parents=True, exist_ok=True)
-        env: dict[str, str] = {}
+        # The engine serves a Python dynamic resource (the AWS fleet release) from a process of its own,
+        # `python3 -m pulumi.dynamic` found on PATH when the project names no virtualenv (the
+        # pulumi-resource-pulumi-python plugin): this interpreter's folder goes first, so it imports the
+        # gpufleet that runs this inline program.
+        env: dict[str, str] = {
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+        }
         if url.startswith("file:") and not os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
             # The stack holds no secret; the file backend still wants a passphrase for its secrets manager.
             env["PULUMI_CONFIG_PASSPHRASE"] = os.environ.get("PULUMI_CONFIG_PASSPHRASE", "")
         keys = (cluster_key(state),)
+        cluster_id = state.cluster_id if program is None else None
 
         def run() -> None:
             if program is not None:
                 program(created_at, keys)
                 return
-            stack_outputs.export_outputs(self.program(spec, created_at, keys, baked))
+            stack_outputs.export_outputs(self.program(spec, created_at, keys, baked, _cluster_id(state)))
 
         try:
             stack = auto.create_or_select_stack(
@@ -207,7 +243,10 @@ class PulumiBackend(abc.ABC):
                 ),
             )
             stack.set_all_config(
-                {key: auto.ConfigValue(value) for key, value in self.stack_config(spec, created_at).items()}
+                {
+                    key: auto.ConfigValue(value)
+                    for key, value in self.stack_config(spec, created_at, cluster_id).items()
+                }
             )
         except auto.CommandError as exc:
             raise ProvisionError(f"cannot open Pulumi stack '{spec.name}' at {url}: {_tail(exc)}") from None
@@ -321,28 +360,51 @@ class PulumiBackend(abc.ABC):
         program: Callable[[datetime, tuple[str, ...]], None] | None = None,
     ) -> list[str]:
         """``destroy``, of the cluster's stack or of ``program``'s (the image builder's)."""
-        from pulumi import automation as auto
-
         pulumi_cli()
         self.check_credentials(spec)
         stack = self.select_stack(spec, state, program)
         name = _stack_name(spec, state) if program is None else spec.name
+        hint = (
+            "run 'gpufleet down' again; resources still tagged for the cluster are listed by the leftover "
+            "check"
+        )
+        return self._destroy(stack, name, spec, reporter, hint)
+
+    def destroy_project_stack(
+        self, spec: ClusterSpec, project: AdoptedStack, reporter: Reporter
+    ) -> list[str]:
+        """``pulumi destroy`` of a project's stack that no state on this machine records (the reaper's
+        ``--destroy-stacks``, ``gpufleet down --stack``): the project's own program, config and backend."""
+        from gpufleet.infra import adopted
+
+        pulumi_cli()
+        self.check_credentials(spec)
+        hint = f"run 'pulumi destroy --stack {project.stack}' in {project.project_dir} and read its error"
+        return self._destroy(adopted.select(project), project.stack, spec, reporter, hint)
+
+    @staticmethod
+    def _destroy(stack: auto.Stack, name: str, spec: ClusterSpec, reporter: Reporter, hint: str) -> list[str]:
+        from pulumi import automation as auto
+
         with reporter.step(f"pulumi destroy: stack {name}"):
             try:
                 result = stack.destroy(color="never", on_output=lambda line: reporter.info(line.rstrip()))
             except auto.CommandError as exc:
                 raise ProvisionError(
-                    f"pulumi destroy of cluster '{spec.name}' failed:\n{_tail(exc)}",
-                    hint="run 'gpufleet down' again; resources still tagged for the cluster are listed by "
-                    "the leftover check",
+                    f"pulumi destroy of cluster '{spec.name}' (stack '{name}') failed:\n{_tail(exc)}",
+                    hint=hint,
                 ) from None
         deleted = (result.summary.resource_changes or {}).get(auto.OpType.DELETE, 0)
         return [f"Pulumi stack {name}: {deleted} resource(s) destroyed"]
 
     def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:
         """What is still listed once two reads in a row agree (the listing APIs lag a destroy)."""
+        return self.settled_leftovers(spec, state.cluster_id, reporter)
+
+    def settled_leftovers(self, spec: ClusterSpec, cluster_id: str | None, reporter: Reporter) -> list[str]:
+        """``leftovers`` of the cluster whose id is ``cluster_id`` (None: every cluster of the name)."""
         with reporter.step("looking for leftovers"):
-            settled = settle(lambda: self.find_leftovers(spec), note=reporter.info)
+            settled = settle(lambda: self.find_leftovers(spec, cluster_id), note=reporter.info)
             reporter.info(settled.summary())
             return [str(item) for item in settled.leftovers]
 

@@ -27,29 +27,55 @@ class Leftover:
 @dataclass(frozen=True)
 class ExpiredCluster:
     cluster: str
-    expires_at: datetime  # the earliest expiry among its resources
+    expires_at: datetime  # the cluster's expiry as its tags say it (see ``expired_clusters``)
     resources: int  # how many resources carry the expiry
+    cluster_id: str | None = None  # the cluster's id (gpufleet.state); None: tagged before ids
 
 
-def expired_clusters(tags: list[tuple[str | None, str | None]], now: datetime) -> list[ExpiredCluster]:
-    """Clusters whose expiry (the earliest of their resources') has passed, from (cluster, expiry text)
-    pairs read off resources' tags or labels; unreadable expiries are skipped."""
+@dataclass(frozen=True)
+class ExpiryTag:
+    """One resource's expiry tag or label, as the reaper reads it."""
+
+    cluster: str | None
+    stamp: str | None
+    cluster_id: str | None = None
+    # Read off a node that exists now (an instance or VM not terminated) whose tags or labels every
+    # ``pulumi up`` rewrites: the cluster's current expiry, whatever older resources still say.
+    live: bool = False
+
+
+def expired_clusters(tags: list[ExpiryTag], now: datetime) -> list[ExpiredCluster]:
+    """Clusters whose expiry has passed, from the expiry tags read off their resources.
+
+    A cluster is its name and its id (two clusters of one name are two clusters). Its expiry is what its
+    live nodes say when it has any (``ExpiryTag.live``: every ``up`` rewrites their tags, so a raised
+    ``lifetime.ttl`` reaches them), else the *latest* any of its resources says: never the earliest, since
+    a resource an edit did not reach (a volume tagged at launch, a resource the tagging API still lists
+    after its deletion) keeps an older expiry, and the reaper must not destroy a cluster before its time.
+    Unreadable expiries are skipped."""
     from gpufleet.infra.tags import parse_expiry
 
-    seen: dict[str, tuple[datetime, int]] = {}
-    for cluster, stamp in tags:
-        if not cluster or not stamp:
+    seen: dict[tuple[str, str | None], tuple[datetime | None, datetime | None, int]] = {}
+    for tag in tags:
+        if not tag.cluster or not tag.stamp:
             continue
         try:
-            when = parse_expiry(stamp)
+            when = parse_expiry(tag.stamp)
         except ValueError:
             continue
-        earliest, count = seen.get(cluster, (when, 0))
-        seen[cluster] = (min(earliest, when), count + 1)
-    return sorted(
-        (ExpiredCluster(name, when, count) for name, (when, count) in seen.items() if when <= now),
-        key=lambda c: c.expires_at,
-    )
+        key = (tag.cluster, tag.cluster_id or None)
+        live, other, count = seen.get(key, (None, None, 0))
+        if tag.live:
+            live = max(live, when) if live is not None else when
+        else:
+            other = max(other, when) if other is not None else when
+        seen[key] = (live, other, count + 1)
+    found = []
+    for (name, cluster_id), (live, other, count) in seen.items():
+        expiry = live if live is not None else other
+        if expiry is not None and expiry <= now:
+            found.append(ExpiredCluster(name, expiry, count, cluster_id))
+    return sorted(found, key=lambda c: (c.expires_at, c.cluster))
 
 
 # ---- after a destroy: wait out the listing APIs' lag ---------------------------------------------------

@@ -44,6 +44,9 @@ class MockCloud(Protocol):
         ...
 
 
+DYNAMIC_PROVIDER_KEY = "__provider"  # pulumi.dynamic's input that carries the provider
+
+
 def fake_id(prefix: str, name: str, length: int = 17) -> str:
     """A stable, realistic-looking id such as ``i-0a1b2c...`` derived from the resource name."""
     return f"{prefix}{hashlib.sha256(name.encode()).hexdigest()[:length]}"
@@ -60,7 +63,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         serial = next(self._serial)
         urn = f"urn:pulumi:{self.stack}::{self.project}::{args.typ}::{args.name}"
-        self.resources.append(PlannedResource(args.typ, args.name, dict(args.inputs), urn))
+        # A dynamic resource's provider is its class, pickled (a secret blob): its type names it already.
+        inputs = {key: value for key, value in args.inputs.items() if key != DYNAMIC_PROVIDER_KEY}
+        self.resources.append(PlannedResource(args.typ, args.name, inputs, urn))
         state = dict(args.inputs)
         if args.typ == TLS_PRIVATE_KEY:  # the stacks/ program's key (pulumi-tls): no cloud's
             state.update(mock_private_key(state))

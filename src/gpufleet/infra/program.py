@@ -17,6 +17,7 @@ from gpufleet.infra.automation import PulumiBackend
 from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import MockCloud, Plan, run_offline
+from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.spec.model import ClusterSpec
 
 
@@ -31,15 +32,19 @@ def pulumi_backend(spec: ClusterSpec) -> PulumiBackend:
 
 
 def cluster_program(
-    spec: ClusterSpec, created_at: datetime, ssh_keys: Sequence[str] = (), baked: CloudImage | None = None
+    spec: ClusterSpec,
+    created_at: datetime,
+    ssh_keys: Sequence[str] = (),
+    baked: CloudImage | None = None,
+    cluster_id: str = PLAN_CLUSTER_ID,
 ) -> dict[str, Any]:
     """Register the cluster's resources in the current Pulumi stack; return its outputs (common shape).
 
     ``ssh_keys`` are public keys authorized on every node besides the spec's own; ``baked`` is the image
     of the spec's roles and pins that every node boots (``gpufleet.bake.cloud.find_baked_in_program``), if
-    there is one.
+    there is one; ``cluster_id`` the cluster's id (``gpufleet.state``; the offline plan's placeholder).
     """
-    return pulumi_backend(spec).program(spec, created_at, tuple(ssh_keys), baked)
+    return pulumi_backend(spec).program(spec, created_at, tuple(ssh_keys), baked, cluster_id)
 
 
 def mock_cloud(spec: ClusterSpec) -> MockCloud:

@@ -12,7 +12,11 @@ no public IP: SSH still goes through SSM (AWS) or IAP (GCP), as each cloud's bac
 
 The stack also exports ``created_at`` (ISO 8601, UTC): the time its expiry counts from. ``gpufleet
 stack-pin`` reads it back before a later ``pulumi up`` and writes it into the stack's config
-(``gpufleet:createdAt``), so the expiry set at the first ``up`` of a stack is kept.
+(``gpufleet:createdAt``), so the expiry set at the first ``up`` of a stack is kept. The cluster's id
+(``gpufleet.state``: one per cluster, tagged on every resource) travels the same way: the output
+``cluster_id``, written back as ``gpufleet:clusterId`` by ``stack-pin`` (a new one at the stack's first
+up, and again after a destroy, since a destroyed stack has no outputs). A stack run without stack-pin
+gets an id derived from its project, stack and creation time (``cluster_id``), with a warning.
 
 pulumi-tls (PyPI ``pulumi-tls``; resource token ``tls:index/privateKey:PrivateKey``, outputs
 ``privateKeyOpenssh`` (secret) and ``publicKeyOpenssh``, which ends in a newline:
@@ -35,6 +39,8 @@ CREATED_OUTPUT = "created_at"
 # The stack config (namespace ``gpufleet``) that holds a key given by the user, as a Pulumi secret.
 KEY_CONFIG = "sshPrivateKey"
 CREATED_CONFIG = "createdAt"
+CLUSTER_ID_CONFIG = "clusterId"
+CLUSTER_ID_OUTPUT = "cluster_id"
 TLS_PRIVATE_KEY = "tls:index/privateKey:PrivateKey"
 # What ``pulumi stack output --json`` prints for a secret without ``--show-secrets`` (the example in
 # github.com/pulumi/pulumi/issues/14576, CLI 3.94.0: ``"password": "[secret]"``; read 2026-11-24).
@@ -94,6 +100,20 @@ def created_at(configured: str | None, now: datetime | None = None) -> datetime:
             "such as 2026-11-22T09:00:00Z",
         ) from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def cluster_id(configured: str | None, project: str, stack: str, created: datetime) -> str:
+    """``gpufleet:clusterId`` when the config has one, else an id derived from the project, the stack and
+    its creation time: the same for every up of one stack's life, another after a destroy and a new
+    first up (a new ``createdAt``)."""
+    import hashlib
+
+    from gpufleet.state import CLUSTER_ID_LENGTH
+
+    if configured:
+        return configured
+    seed = f"{project}/{stack}/{iso(created)}".encode()
+    return hashlib.sha256(seed).hexdigest()[:CLUSTER_ID_LENGTH]
 
 
 def iso(value: datetime) -> str:

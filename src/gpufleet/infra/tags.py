@@ -1,11 +1,16 @@
 """The one helper that turns a spec into each cloud's tags or labels.
 
-AWS tags: ``gpufleet:cluster``, ``gpufleet:expires-at`` (ISO 8601, UTC) and the spec's tags.
-Azure tags: the AWS keys and values (Azure tag names may hold ':'; values are free text up to 256
-characters), on the cluster's resource group and on every resource in it.
-GCP labels: ``gpufleet-cluster``, ``gpufleet-expires-at`` and the spec's tags; label values allow only
-``[a-z0-9_-]`` up to 63 characters, so the expiry is written as ``20261122t0930z``.
-The lifecycle reaper reads both forms back with ``parse_expiry``.
+AWS tags: ``gpufleet:cluster``, ``gpufleet:cluster-id``, ``gpufleet:expires-at`` (ISO 8601, UTC) and the
+spec's tags. Azure tags: the AWS keys and values (Azure tag names may hold ':'; values are free text up
+to 256 characters), on the cluster's resource group and on every resource in it. GCP labels:
+``gpufleet-cluster``, ``gpufleet-cluster-id``, ``gpufleet-expires-at`` and the spec's tags; label values
+allow only ``[a-z0-9_-]`` up to 63 characters, so the expiry is written as ``20261122t0930z``. The
+lifecycle reaper reads both forms back with ``parse_expiry``.
+
+The cluster id (``gpufleet.state.new_cluster_id``, made at the first ``up`` and kept) tells apart two
+clusters of one name: ``same_cluster`` is the one rule every reader of the tags applies (the leftover
+check, the reaper, the SSH proxy, a refusal to make a second cluster of a live name). A resource tagged
+before ids existed has none and may be either cluster's.
 
 A baked image (``gpufleet image build``) is not part of any cluster: it carries the spec's tags and its
 own record instead, ``gpufleet:image=baked``, ``gpufleet:image-hash`` (the content hash,
@@ -24,10 +29,13 @@ from gpufleet.spec.model import ClusterSpec
 
 AWS_CLUSTER_TAG = "gpufleet:cluster"
 AWS_EXPIRES_TAG = "gpufleet:expires-at"
+AWS_CLUSTER_ID_TAG = "gpufleet:cluster-id"
 AZURE_CLUSTER_TAG = AWS_CLUSTER_TAG
 AZURE_EXPIRES_TAG = AWS_EXPIRES_TAG
+AZURE_CLUSTER_ID_TAG = AWS_CLUSTER_ID_TAG
 GCP_CLUSTER_LABEL = "gpufleet-cluster"
 GCP_EXPIRES_LABEL = "gpufleet-expires-at"
+GCP_CLUSTER_ID_LABEL = "gpufleet-cluster-id"
 AWS_IMAGE_TAG = "gpufleet:image"
 AWS_IMAGE_HASH_TAG = "gpufleet:image-hash"
 AWS_IMAGE_BASE_TAG = "gpufleet:image-base"
@@ -36,6 +44,8 @@ GCP_IMAGE_LABEL = "gpufleet-image"
 GCP_IMAGE_HASH_LABEL = "gpufleet-image-hash"
 GCP_IMAGE_BASE_LABEL = "gpufleet-image-base"
 GCP_IMAGE_CREATED_LABEL = "gpufleet-image-created"
+# The id the offline plan (gpufleet plan, the tests) tags with: no cluster exists yet, so it has none.
+PLAN_CLUSTER_ID = "000000000000"
 _GCP_LABEL_VALUE = 63
 _GCP_TIME = "%Y%m%dt%H%Mz"
 _ISO_TIME = "%Y-%m-%dT%H:%M:%SZ"
@@ -52,21 +62,33 @@ def expires_at_text(spec: ClusterSpec, created_at: datetime) -> str:
     return expires_at(spec, created_at).strftime(_ISO_TIME)
 
 
-def aws_tags(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
+def same_cluster(found: str | None, ours: str | None) -> bool:
+    """Whether a resource whose id tag (label) reads ``found`` may belong to the cluster whose id is
+    ``ours``: the ids are equal, or either is unknown (a resource tagged, or a cluster made, before ids)."""
+    return not found or not ours or found == ours
+
+
+def aws_tags(spec: ClusterSpec, created_at: datetime, cluster_id: str | None = None) -> dict[str, str]:
+    """The cluster's tags; ``cluster_id`` None (an image builder's stack) writes no id tag."""
     tags = dict(spec.tags)
     tags[AWS_CLUSTER_TAG] = spec.name
+    if cluster_id:
+        tags[AWS_CLUSTER_ID_TAG] = cluster_id
     tags[AWS_EXPIRES_TAG] = expires_at_text(spec, created_at)
     return tags
 
 
-def azure_tags(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
+def azure_tags(spec: ClusterSpec, created_at: datetime, cluster_id: str | None = None) -> dict[str, str]:
     """Azure's tags: the same keys and values as AWS's."""
-    return aws_tags(spec, created_at)
+    return aws_tags(spec, created_at, cluster_id)
 
 
-def gcp_labels(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
+def gcp_labels(spec: ClusterSpec, created_at: datetime, cluster_id: str | None = None) -> dict[str, str]:
+    """The cluster's labels; ``cluster_id`` None (an image builder's stack) writes no id label."""
     labels = dict(spec.tags)
     labels[GCP_CLUSTER_LABEL] = spec.name
+    if cluster_id:
+        labels[GCP_CLUSTER_ID_LABEL] = cluster_id
     labels[GCP_EXPIRES_LABEL] = expires_at(spec, created_at).strftime(_GCP_TIME).lower()
     return labels
 

@@ -26,6 +26,9 @@ class StackOutputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cluster: str
+    # The cluster's id (gpufleet.state.new_cluster_id), tagged on its resources; None in outputs written
+    # before ids or by hand.
+    cluster_id: str | None = None
     provider: str
     # Every program exports region, zone, expires_at and head_node (export_outputs requires each key);
     # the inventory does not need them, so outputs written by hand may leave them out.

@@ -1,11 +1,16 @@
 """Expire clusters: find the ones past their lifetime and tear them down.
 
 Two sources: the state folders on this machine (every cluster ``gpufleet up`` made here, with the spec it
-was made from), and the clouds' expiry tags and labels (``gpufleet:expires-at``, ``gpufleet-expires-at``):
-clusters made from CI with ``pulumi up`` have no state folder here. Those are destroyed through the stack
-that made them when a Pulumi project folder (``stacks/``) is given: ``reap_stacks`` finds the one stack
-whose spec names the expired cluster (``gpufleet.infra.stack_configs.project_stacks``) and destroys it;
-without one they are listed.
+was made from, whose ``expires_at`` every ``up`` rewrites), and the clouds' expiry tags and labels
+(``gpufleet:expires-at``, ``gpufleet-expires-at``): clusters made from CI with ``pulumi up`` have no state
+folder here. Those are destroyed through the stack that made them when a Pulumi project folder
+(``stacks/``) is given: ``reap_stacks`` finds the one stack whose spec names the expired cluster
+(``gpufleet.infra.stack_configs.project_stacks``), asks the stack itself (its outputs, rewritten by every
+``pulumi up``: ``infra.adopted.stack_record``) whether the cluster it holds now is the one the tags name
+(the same id) and is past its expiry, and only then destroys it; without a project they are listed.
+
+Every destroy here is ``lifecycle.teardown.run``: the durable copy exported first (or nothing destroyed),
+then the destroy, then the leftover check, as ``gpufleet down`` does.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufleet.errors import GpufleetError, LeftoversError, ProvisionError
+from gpufleet.errors import GpufleetError
+from gpufleet.infra.adopted import AdoptedStack, StackRecord
 from gpufleet.infra.stack_configs import Stack
+from gpufleet.lifecycle.durable_copy import DurableCopyOptions
 from gpufleet.progress import Reporter
 from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
@@ -114,9 +121,11 @@ class CloudExpired:
     provider: str  # "aws", "gcp", "azure"
     scope: str  # the region (AWS), project (GCP) or subscription (Azure) it was found in
     expires_at: str
+    cluster_id: str | None = None  # the id its resources carry; None: tagged before ids
 
 
-StackDestroy = Callable[[Stack], list[str]]  # destroys the stack, checks leftovers; raises GpufleetError
+StackRecordOf = Callable[[Stack], StackRecord | None]  # what the stack holds now (its outputs)
+StackDestroy = Callable[[Stack, StackRecord], list[str]]  # teardown.run of the stack; raises GpufleetError
 
 
 def reap_stacks(
@@ -124,18 +133,23 @@ def reap_stacks(
     stacks: dict[str, list[Stack]],
     destroy: StackDestroy,
     *,
+    record: StackRecordOf,
+    now: datetime | None = None,
     dry_run: bool = False,
 ) -> list[ReapItem]:
     """Destroy, through its stack, every cluster the clouds' tags say is expired (``dry_run``: say so).
 
-    A cluster is destroyed only when exactly one stack of the project makes it, on the same cloud, and its
-    spec does not ask to be kept (``lifetime.on_expiry: warn``)."""
+    A cluster is destroyed only when exactly one stack of the project makes it, on the same cloud, its
+    spec does not ask to be kept (``lifetime.on_expiry: warn``), and the stack itself (``record``) holds
+    that very cluster (the tags' id, when both know one) past its expiry: the stack's outputs are the
+    authority, the tags only a way to find it."""
+    now = now or datetime.now(UTC)
     items: list[ReapItem] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str | None]] = set()
     for entry in expired:
-        if (entry.provider, entry.cluster) in seen:
+        if (entry.provider, entry.cluster, entry.cluster_id) in seen:
             continue  # found in two regions or projects: one stack, one destroy
-        seen.add((entry.provider, entry.cluster))
+        seen.add((entry.provider, entry.cluster, entry.cluster_id))
         item = ReapItem(entry.cluster, f"{entry.provider} {entry.scope}", entry.expires_at, "")
         makers = [
             stack for stack in stacks.get(entry.cluster, []) if stack.spec.provider.kind == entry.provider
@@ -150,53 +164,73 @@ def reap_stacks(
             item.action = f"skipped: stacks {names} all make cluster '{entry.cluster}'; destroy the right one"
         elif makers[0].spec.lifetime.on_expiry == "warn":
             item.action = f"kept (lifetime.on_expiry: warn; stack {makers[0].name})"
-        elif dry_run:
-            item.action = f"would destroy (stack {makers[0].name})"
         else:
-            try:
-                item.removed = destroy(makers[0])
-                item.action = f"destroyed (stack {makers[0].name})"
-            except GpufleetError as exc:
-                item.action = f"failed: stack {makers[0].name}: {exc.message.splitlines()[0]}"
+            item.action = _act(entry, makers[0], destroy, record, now, dry_run, item)
         items.append(item)
     return items
 
 
-def project_stack_destroy(project: Path, reporter: Reporter) -> StackDestroy:
-    """A ``StackDestroy`` for the stacks of ``project``: ``pulumi destroy`` through the Automation API's
-    local-program workspace (the project's ``Pulumi.yaml`` and program; the backend ``pulumi login`` or
-    ``$PULUMI_BACKEND_URL`` names), then the cloud's leftover check, which waits out the listing APIs'
-    lag. The stack itself stays, emptied: ``pulumi stack rm`` would delete the project's config file."""
-
-    def destroy(stack: Stack) -> list[str]:
-        from pulumi import automation as auto
-
-        from gpufleet.infra.automation import pulumi_cli
-        from gpufleet.infra.backend import pulumi_backend_of
-
-        cloud = pulumi_backend_of(stack.spec.provider.kind)
-        cli = pulumi_cli()
-        cloud.check_credentials(stack.spec)
-        opts = auto.LocalWorkspaceOptions(
-            work_dir=str(project), pulumi_command=auto.PulumiCommand(root=str(cli.parent.parent))
+def _act(
+    entry: CloudExpired,
+    stack: Stack,
+    destroy: StackDestroy,
+    record: StackRecordOf,
+    now: datetime,
+    dry_run: bool,
+    item: ReapItem,
+) -> str:
+    """What the reaper does with one expired cluster whose one stack is ``stack``."""
+    try:
+        held = record(stack)
+    except GpufleetError as exc:
+        return f"failed: stack {stack.name}: cannot read its outputs: {exc.message.splitlines()[0]}"
+    if held is None:
+        return (
+            f"skipped: stack {stack.name} holds no cluster now (never brought up, or destroyed): what "
+            f"carries the tags is left of an earlier one; list it with 'gpufleet leftovers "
+            f"{stack.spec_path.name}' and remove it by hand"
         )
-        with reporter.step(f"pulumi destroy: stack {stack.name} (cluster {stack.spec.name})"):
-            try:
-                selected = auto.select_stack(stack_name=stack.name, work_dir=str(project), opts=opts)
-                result = selected.destroy(color="never", on_output=lambda line: reporter.info(line.rstrip()))
-            except auto.CommandError as exc:
-                tail = "\n".join(str(getattr(exc, "stderr", "") or exc).strip().splitlines()[-12:])
-                raise ProvisionError(
-                    f"pulumi destroy of stack '{stack.name}' failed:\n{tail}",
-                    hint=f"run 'pulumi destroy --stack {stack.name}' in {project} and read its error",
-                ) from None
-        left = cloud.leftovers(stack.spec, ClusterState.for_name(stack.spec.name), reporter)
-        if left:
-            raise LeftoversError(
-                f"stack '{stack.name}' is destroyed but these are still there: " + ", ".join(left),
-                hint="run the reaper again; if they stay, remove them by hand",
-            )
-        deleted = (result.summary.resource_changes or {}).get(auto.OpType.DELETE, 0)
-        return [f"Pulumi stack {stack.name}: {deleted} resource(s) destroyed, nothing left"]
+    if held.cluster_id and entry.cluster_id and held.cluster_id != entry.cluster_id:
+        return (
+            f"skipped: the expired resources carry cluster id {entry.cluster_id}, stack {stack.name} holds "
+            f"cluster id {held.cluster_id} (made again under the same name): they are left of the earlier "
+            "cluster; list them with 'gpufleet leftovers' and remove them by hand"
+        )
+    if held.expires_at is not None and held.expires_at > now:
+        return (
+            f"kept: stack {stack.name} says the cluster expires at {held.expires_at.isoformat()} (a later "
+            "up moved it; older resources still carry the earlier tag)"
+        )
+    if dry_run:
+        return f"would destroy (stack {stack.name})"
+    try:
+        item.removed = destroy(stack, held)
+    except GpufleetError as exc:
+        return f"failed: stack {stack.name}: {exc.message.splitlines()[0]}"
+    return f"destroyed (stack {stack.name})"
+
+
+def project_record(project: Path) -> StackRecordOf:
+    """A ``StackRecordOf`` for the stacks of ``project``: their outputs, read through the project."""
+    from gpufleet.infra.adopted import stack_record
+
+    return lambda stack: stack_record(AdoptedStack(stack=stack.name, project_dir=project))
+
+
+def project_stack_destroy(
+    project: Path, reporter: Reporter, durable: DurableCopyOptions | None = None
+) -> StackDestroy:
+    """A ``StackDestroy`` for the stacks of ``project``: ``lifecycle.teardown.run`` of the stack (export
+    the durable copy or refuse, ``pulumi destroy`` through the project's own ``Pulumi.yaml``, program and
+    backend, then the leftover check of the id the stack held, which waits out the listing APIs' lag). The
+    stack itself stays, emptied: ``pulumi stack rm`` would delete the project's config file."""
+
+    def destroy(stack: Stack, held: StackRecord) -> list[str]:
+        from gpufleet.lifecycle.teardown import down_project_stack
+
+        adopted = AdoptedStack(stack=stack.name, project_dir=project)
+        report = down_project_stack(stack.spec, adopted, reporter, durable, held.cluster_id)
+        report.raise_for_leftovers()
+        return report.durable_copy + report.removed
 
     return destroy

@@ -185,6 +185,11 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         )
 
 
+# The id the examples and the message above show (examples/aws-p5-capacity-block.yaml): an up with it makes
+# everything but the fleet first (AWS audit 2026-11-27 M4).
+PLACEHOLDER_RESERVATION = "cr-0123456789abcdef0"
+
+
 @check("aws_reservation_ids", providers=AWS)
 def reservation_ids(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     for group in spec.node_groups:
@@ -197,6 +202,15 @@ def reservation_ids(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 f"{path}.reservation",
                 f"'{cap.reservation}' is not an EC2 capacity reservation id; expected cr- and 17 hex "
                 "digits, e.g. cr-0123456789abcdef0 (aws ec2 describe-capacity-reservations lists them)",
+            )
+        elif cap.reservation == PLACEHOLDER_RESERVATION:
+            yield Finding(
+                Level.ERROR,
+                "aws_reservation_ids",
+                f"{path}.reservation",
+                f"'{cap.reservation}' is the example's placeholder, not a reservation of yours: an up would "
+                "make the VPC, NAT gateway, head node and file system before the fleet fails on it. Name "
+                "your Capacity Block or ODCR (aws ec2 describe-capacity-reservations lists them)",
             )
         arn = cap.reservation_group_arn
         if arn is not None and not re.match(rules.RESERVATION_GROUP_ARN, arn):

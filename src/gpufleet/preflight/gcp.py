@@ -24,6 +24,8 @@ from gpufleet.catalog.gcp import (
     FLEX_START_DOC,
     FLEX_START_MAX_RUN,
     FLEX_START_MIN_RUN,
+    FLEX_START_QUEUE,
+    FLEX_START_TIMEOUT,
     MAX_NICS_PER_VM,
     ON_DEMAND_DOC,
     RESERVATION_NAME,
@@ -342,7 +344,8 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
             f"{path}.max_run_duration",
             f"Compute Engine takes a max run duration of at least {FLEX_START_MIN_RUN.seconds} seconds, and "
             f"a flex-start VM runs for at most {FLEX_START_MAX_RUN.days} days ({FLEX_START_DOC}); got "
-            f"{duration}. Set max_run_duration between 1m and {FLEX_START_MAX_RUN.days}d",
+            f"{duration}. Set max_run_duration between {FLEX_START_MIN_RUN.seconds}s and "
+            f"{FLEX_START_MAX_RUN.days}d",
         )
     elif duration is not None and duration < spec.lifetime.ttl:
         yield Finding(
@@ -351,8 +354,19 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
             f"{path}.max_run_duration",
             f"group '{group.name}' is deleted by Compute Engine after its max_run_duration {duration}, "
             f"before the cluster's lifetime.ttl {spec.lifetime.ttl} ends; the next 'gpufleet up' asks for "
-            "new flex-start VMs. Set lifetime.ttl to at most the max_run_duration, or raise the duration",
+            "new flex-start VMs in their place. Set lifetime.ttl to at most the max_run_duration, or raise "
+            "the duration",
         )
+    minutes = int(FLEX_START_TIMEOUT.total_seconds() // 60)
+    yield Finding(
+        Level.INFO,
+        "gcp_capacity",
+        f"{path}.mode",
+        f"group '{group.name}' waits for flex-start capacity: Google keeps the request queued for up to "
+        f"{int(FLEX_START_QUEUE.total_seconds() // 3600)} h, so 'up' (or 'pulumi up') may take up to "
+        f"{minutes} min before it fails or the VMs run; give a CI job more than that (docs/gcp.md, "
+        '"Flex-start")',
+    )
     if Role.CONTROLLER in group.roles:
         yield Finding(
             Level.ERROR,

@@ -11,7 +11,7 @@ import pytest
 moto = pytest.importorskip("moto")
 
 from gpufleet.infra.aws.leftovers import IAM_PATH, find_expired, find_leftovers  # noqa: E402
-from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG  # noqa: E402
+from gpufleet.infra.tags import AWS_CLUSTER_ID_TAG, AWS_CLUSTER_TAG, AWS_EXPIRES_TAG  # noqa: E402
 
 REGION = "us-east-1"
 
@@ -91,9 +91,13 @@ def _spec(kind: str, tags: dict[str, str]) -> list[dict]:
     return [{"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
 
 
-def make_cluster(session, cluster: str, expires: datetime) -> dict[str, str]:
-    """Everything gpufleet's program makes that carries the cluster tag, made the way EC2 would tag it."""
+def make_cluster(session, cluster: str, expires: datetime, cluster_id: str | None = None) -> dict[str, str]:
+    """Everything gpufleet's program makes that carries the cluster tag, made the way EC2 would tag it
+    (named after the id too, when given: two clusters of one name live side by side)."""
+    named = f"{cluster}-{cluster_id}" if cluster_id else cluster
     tags = {AWS_CLUSTER_TAG: cluster, AWS_EXPIRES_TAG: expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if cluster_id:
+        tags[AWS_CLUSTER_ID_TAG] = cluster_id
     ec2 = session.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16", TagSpecifications=_spec("vpc", tags))["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(
@@ -106,13 +110,13 @@ def make_cluster(session, cluster: str, expires: datetime) -> dict[str, str]:
         "SubnetId"
     ]
     sg = ec2.create_security_group(
-        GroupName=f"{cluster}-sg",
+        GroupName=f"{named}-sg",
         Description="nodes",
         VpcId=vpc,
         TagSpecifications=_spec("security-group", tags),
     )["GroupId"]
     ec2.create_placement_group(
-        GroupName=f"{cluster}-placement", Strategy="cluster", TagSpecifications=_spec("placement-group", tags)
+        GroupName=f"{named}-placement", Strategy="cluster", TagSpecifications=_spec("placement-group", tags)
     )
     eip = ec2.allocate_address(Domain="vpc", TagSpecifications=_spec("elastic-ip", tags))["AllocationId"]
     nat = ec2.create_nat_gateway(
@@ -147,14 +151,14 @@ def make_cluster(session, cluster: str, expires: datetime) -> dict[str, str]:
         Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
     )["FileSystem"]["FileSystemId"]
     iam = session.client("iam")
-    role = f"{cluster}-node-role"
+    role = f"{named}-node-role"
     iam.create_role(
         RoleName=role,
         Path=IAM_PATH,
         AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
         Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
     )
-    bucket = f"{cluster}-scratch-bucket"
+    bucket = f"{named}-scratch-bucket"
     s3 = session.client("s3")
     s3.create_bucket(Bucket=bucket)
     s3.put_bucket_tagging(
@@ -164,7 +168,7 @@ def make_cluster(session, cluster: str, expires: datetime) -> dict[str, str]:
         "bucket": f"arn:aws:s3:::{bucket}",
         "vpc": vpc, "subnet": subnet, "public": public, "sg": sg, "eip": eip, "nat": nat,
         "instance": instance, "volume": volume, "eni": eni, "fs": fs, "role": role,
-        "placement": f"{cluster}-placement",
+        "placement": f"{named}-placement",
     }  # fmt: skip
 
 
@@ -227,3 +231,57 @@ def test_reaper_finds_only_expired_clusters(aws):
     assert [c.cluster for c in expired] == ["old"], expired
     assert expired[0].expires_at == now - timedelta(hours=2)
     assert expired[0].resources >= 5, expired[0]
+
+
+def _stamp(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_raised_ttl_is_read_off_the_instances_not_the_volumes_tagged_at_launch(aws):
+    """AWS audit 2026-11-27 H1, as its moto run reproduced it: the cluster's ttl is raised (24 h -> 48 h)
+    on a live cluster; the next up rewrites the expiry of every resource the provider's default tags
+    reach and of each instance, but a root volume and a network interface keep the first up's, which
+    their launch template wrote (launch_template.KEPT). The reaper must not take the old one. Failed on
+    main at bc3d77c (the earliest tag of any resource: expired at 21:00)."""
+    first = datetime(2026, 11, 27, 21, 0, tzinfo=UTC)
+    raised = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    made = make_cluster(aws, "llm-p5", first)
+    ec2 = aws.client("ec2")
+    rewritten = [made[k] for k in ("vpc", "subnet", "sg", "eip", "nat", "instance")]
+    ec2.create_tags(Resources=rewritten, Tags=[{"Key": AWS_EXPIRES_TAG, "Value": _stamp(raised)}])
+    fsx = aws.client("fsx")
+    arn = fsx.describe_file_systems(FileSystemIds=[made["fs"]])["FileSystems"][0]["ResourceARN"]
+    fsx.tag_resource(ResourceARN=arn, Tags=[{"Key": AWS_EXPIRES_TAG, "Value": _stamp(raised)}])
+    # volume and eni keep 21:00
+    assert find_expired(REGION, now=first + timedelta(hours=1), session=aws) == []
+    (late,) = find_expired(REGION, now=raised + timedelta(minutes=1), session=aws)
+    assert (late.cluster, late.expires_at) == ("llm-p5", raised), late
+
+
+def test_without_a_live_instance_the_latest_expiry_counts_never_the_earliest(aws):
+    first = datetime(2026, 11, 27, 21, 0, tzinfo=UTC)
+    raised = first + timedelta(days=1)
+    made = make_cluster(aws, "llm-p5", first)
+    ec2 = aws.client("ec2")
+    ec2.terminate_instances(InstanceIds=[made["instance"]])
+    ec2.create_tags(
+        Resources=[made["vpc"], made["sg"]], Tags=[{"Key": AWS_EXPIRES_TAG, "Value": _stamp(raised)}]
+    )
+    assert find_expired(REGION, now=first + timedelta(hours=1), session=aws) == []
+
+
+def test_two_clusters_of_one_name_are_two_clusters(aws):
+    """A cluster made again under the same name (the next dispatch of a CI stack, a workstation's up of
+    the same spec) has another id: the reaper tells their expiries apart, and the leftover check of one
+    never reports the other's resources (AWS audit 2026-11-27 M5)."""
+    now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    old = make_cluster(aws, "llm-p5", now - timedelta(hours=2), cluster_id="aaaaaaaaaaaa")
+    new = make_cluster(aws, "llm-p5", now + timedelta(hours=20), cluster_id="bbbbbbbbbbbb")
+    (expired,) = find_expired(REGION, now=now, session=aws)
+    assert (expired.cluster, expired.cluster_id) == ("llm-p5", "aaaaaaaaaaaa"), expired
+    mine = {item.id for item in find_leftovers("llm-p5", REGION, session=aws, cluster_id="bbbbbbbbbbbb")}
+    assert {new["instance"], new["vpc"], new["fs"], new["role"]} <= mine, mine
+    assert not mine & {old["instance"], old["vpc"], old["fs"], old["role"], old["placement"]}, mine
+    # without an id (a state made before ids) both are the cluster's, as before
+    both = {item.id for item in find_leftovers("llm-p5", REGION, session=aws)}
+    assert {old["instance"], new["instance"]} <= both

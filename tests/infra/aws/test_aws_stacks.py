@@ -36,9 +36,14 @@ def test_stack_config_points_at_its_spec(name):
 
 
 @pytest.mark.parametrize("name", AWS_STACKS)
-def test_entry_point_runs_the_program_with_the_pinned_expiry(name):
+def test_entry_point_runs_the_program_with_the_pinned_expiry(name, tmp_path):
     config = {**stack_config(name), "gpufleet:createdAt": "2026-11-22T09:00:00Z"}  # as stack-pin writes it
-    spec = load_spec(STACKS / config["gpufleet:spec"])
+    # the Capacity Block example's placeholder id is refused by the check: its user names their block
+    shipped = STACKS / config["gpufleet:spec"]
+    text = shipped.read_text(encoding="utf-8").replace("cr-0123456789abcdef0", "cr-0a1b2c3d4e5f60789")
+    (tmp_path / shipped.name).write_text(text, encoding="utf-8")
+    config["gpufleet:spec"] = str(tmp_path / shipped.name)
+    spec = load_spec(tmp_path / shipped.name)
 
     def program() -> None:
         pulumi.runtime.set_all_config({k: str(v) for k, v in config.items()})
@@ -58,3 +63,15 @@ def test_entry_point_runs_the_program_with_the_pinned_expiry(name):
         f.inputs["targetCapacitySpecification"]["totalTargetCapacity"] for f in fleets
     )
     assert launched == sum(g.count for g in spec.node_groups), [r.urn for r in instances + fleets]
+
+
+def test_the_capacity_block_stack_is_refused_until_its_user_names_a_block():
+    """AWS audit 2026-11-27 M4: the example's placeholder reservation passed the check, and a pulumi up
+    made the VPC, NAT, head and a 4.8 TB file system before the fleet failed. Failed on main at bc3d77c."""
+    from gpufleet.catalog import load_catalog
+    from gpufleet.preflight import Level, run_checks
+
+    spec = load_spec(STACKS / stack_config("Pulumi.p5-capacity-block.yaml")["gpufleet:spec"])
+    errors = [f for f in run_checks(spec, load_catalog()) if f.level is Level.ERROR]
+    assert [f.check for f in errors] == ["aws_reservation_ids"], errors
+    assert "placeholder" in errors[0].message and errors[0].path.endswith("capacity.reservation"), errors

@@ -23,8 +23,11 @@ def test_there_are_aws_examples():
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_every_group_of_an_example_can_boot_its_baked_image(path):
-    spec = load_spec(path)
+def test_every_group_of_an_example_can_boot_its_baked_image(path, tmp_path):
+    # the Capacity Block example's placeholder id is refused by the check: run it as its user would
+    text = path.read_text(encoding="utf-8").replace("cr-0123456789abcdef0", "cr-0a1b2c3d4e5f60789")
+    (tmp_path / path.name).write_text(text, encoding="utf-8")
+    spec = load_spec(tmp_path / path.name)
     if not spec.access.allowed_cidrs:  # the builder is reached over SSH from these; any will do here
         spec = spec.model_copy(
             update={"access": spec.access.model_copy(update={"allowed_cidrs": ["203.0.113.7/32"]})}

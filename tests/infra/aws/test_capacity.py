@@ -11,7 +11,7 @@ from gpufleet.spec.model import CapacityMode
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 FLEET = "aws:ec2/fleet:Fleet"
 PG = "aws:ec2/placementGroup:PlacementGroup"
-CR = "cr-0123456789abcdef0"
+CR = "cr-0a1b2c3d4e5f60789"
 GROUP_ARN = "arn:aws:resource-groups:us-east-1:123456789012:group/my-odcrs"
 
 CASES = {

@@ -83,12 +83,12 @@ def test_fleet_nodes_boot_one_shared_user_data_and_spot_is_the_fleets(plan_aws):
 
 
 def test_capacity_blocks_and_reservations_keep_their_target_on_the_fleets_template(plan_aws):
-    block = {"mode": "capacity_block", "reservation": "cr-0123456789abcdef0"}
+    block = {"mode": "capacity_block", "reservation": "cr-0a1b2c3d4e5f60789"}
     recorded = plan_aws(aws_spec(gpu={"capacity": block}))
     template = recorded.one(LT, "fleet-gpu-lt")
     assert template.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     target = template.inputs["capacityReservationSpecification"]["capacityReservationTarget"]
-    assert target == {"capacityReservationId": "cr-0123456789abcdef0"}
+    assert target == {"capacityReservationId": "cr-0a1b2c3d4e5f60789"}
     (fleet,) = recorded.of_type(FLEET)
     assert fleet.inputs["targetCapacitySpecification"]["defaultTargetCapacityType"] == "capacity-block"
 

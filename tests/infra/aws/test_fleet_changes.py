@@ -135,6 +135,10 @@ def test_a_short_launch_says_ec2s_own_error_codes_and_messages():
     message = str(raised.value)
     assert "launched 0 of 2" in message and "InsufficientInstanceCapacity" in message, message
     assert "VcpuLimitExceeded" in message and "vCPU limit of 192" in message, message
+    # from a Pulumi project (stacks/, CI) the error names the command that replaces it (AWS audit M7)
+    urn = "urn:pulumi:p5-fsx::gpufleet::gpufleet:aws:GpuCluster$aws:ec2/fleet:Fleet::llm-p5-gpu-fleet"
+    with pytest.raises(RuntimeError, match=r"pulumi up --replace 'urn:pulumi:p5-fsx::.*llm-p5-gpu-fleet'"):
+        _nth([], 0, 2, "llm-p5-gpu-fleet", lambda: lines, urn)
 
 
 def _state(fleet_ids: list[str], target: int) -> dict[str, Any]:

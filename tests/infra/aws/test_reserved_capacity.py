@@ -16,7 +16,7 @@ GROUP_ARN = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu-odcrs"
 
 
 def test_an_odcr_made_in_a_placement_group_launches_into_it(plan_aws):
-    capacity = {"mode": "reservation", "reservation": "cr-0123456789abcdef0", "placement_group": "my-pg"}
+    capacity = {"mode": "reservation", "reservation": "cr-0a1b2c3d4e5f60789", "placement_group": "my-pg"}
     recorded = plan_aws(aws_spec(gpu={"capacity": capacity}))
     template = recorded.one(TEMPLATE, "fleet-gpu-lt")
     assert template.inputs.get("placement") == {"groupName": "my-pg"}, f"{template.urn}: {template.inputs}"
@@ -26,7 +26,7 @@ def test_an_odcr_made_in_a_placement_group_launches_into_it(plan_aws):
 
 
 def test_a_reservation_without_its_placement_group_is_told_about_the_field():
-    capacity = {"mode": "reservation", "reservation": "cr-0123456789abcdef0"}
+    capacity = {"mode": "reservation", "reservation": "cr-0a1b2c3d4e5f60789"}
     findings = run_checks(aws_spec(gpu={"capacity": capacity}), load_catalog())
     assert any("capacity.placement_group" in f.message for f in findings if f.level is Level.WARNING)
 

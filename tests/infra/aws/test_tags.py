@@ -10,7 +10,7 @@ from functools import cache
 import pulumi_aws as aws
 from aws_specs import CREATED_AT, aws_spec
 
-from gpufleet.infra.tags import aws_tags
+from gpufleet.infra.tags import AWS_EXPIRES_TAG, PLAN_CLUSTER_ID, aws_tags
 
 PROVIDER = "pulumi:providers:aws"
 
@@ -44,10 +44,11 @@ def test_every_taggable_resource_gets_the_cluster_tags(plan_aws):
     (provider,) = recorded.of_type(PROVIDER)
     default_tags = provider.inputs["defaultTags"]
     default_tags = json.loads(default_tags) if isinstance(default_tags, str) else default_tags
-    expected = aws_tags(spec, CREATED_AT)
+    expected = aws_tags(spec, CREATED_AT, PLAN_CLUSTER_ID)
     assert default_tags == {"tags": expected}, f"{provider.urn}: {default_tags}"
     assert expected["team"] == "ml" and expected["gpufleet:cluster"] == "fleet"
     assert expected["gpufleet:expires-at"] == "2026-11-23T09:00:00Z"
+    assert expected["gpufleet:cluster-id"] == PLAN_CLUSTER_ID
 
     taggable = [r for r in recorded.resources if accepts_tags(r.type)]
     assert len({r.type for r in taggable}) >= 12, sorted({r.type for r in taggable})
@@ -72,5 +73,9 @@ def test_launch_templates_tag_what_ec2_creates_at_launch(plan_aws):
     for template in recorded.of_type("aws:ec2/launchTemplate:LaunchTemplate"):
         specs = {t["resourceType"]: t["tags"] for t in template.inputs["tagSpecifications"]}
         assert {"volume", "network-interface"} <= set(specs), f"{template.urn}: {sorted(specs)}"
+        # no expiry at launch: those tags are the first up's for good (AWS audit 2026-11-27 H1)
+        at_launch = {
+            k: v for k, v in aws_tags(spec, CREATED_AT, PLAN_CLUSTER_ID).items() if k != AWS_EXPIRES_TAG
+        }
         for kind, tags in specs.items():
-            assert tags == aws_tags(spec, CREATED_AT), f"{template.urn}: {kind} tags {tags}"
+            assert tags == at_launch, f"{template.urn}: {kind} tags {tags}"

@@ -77,3 +77,33 @@ def test_expired_clusters_from_resource_and_group_tags():
     expired = find_expired(SUBSCRIPTION, now=datetime(2026, 11, 27, tzinfo=UTC), http=arm)
     assert [(c.cluster, c.resources) for c in expired] == [("old", 2)]
     assert "isnotempty(tags['gpufleet:expires-at'])" in arm.calls[0][2]["query"]
+
+
+def test_the_groups_and_vms_tags_decide_not_an_older_one_elsewhere():
+    """A raised ttl rewrites the resource group's and the VMs' tags in place; a resource an edit did not
+    reach keeps the old expiry. The reaper reads the live ones, never the earliest (AWS audit 2026-11-27
+    H1, the same rule on Azure); two clusters of one name are told apart by their id."""
+    rows = [
+        {"id": "g", "type": GROUP_TYPE, "cluster": "demo",
+         "expires": "2026-11-29T09:00:00Z", "cluster_id": "b"},
+        {"id": "v", "type": "microsoft.compute/virtualmachines", "cluster": "demo",
+         "expires": "2026-11-29T09:00:00Z", "cluster_id": "b"},
+        {"id": "d", "type": "microsoft.compute/disks", "cluster": "demo", "expires": "2026-11-20T09:00:00Z",
+         "cluster_id": "b"},
+        {"id": "x", "type": "microsoft.compute/disks", "cluster": "demo", "expires": "2026-11-20T09:00:00Z",
+         "cluster_id": "a"},  # an earlier cluster of the name, its disk left over
+    ]  # fmt: skip
+    arm = FakeArm(pages=[graph_page(rows, 4)])
+    expired = find_expired(SUBSCRIPTION, now=datetime(2026, 11, 27, tzinfo=UTC), http=arm)
+    assert [(c.cluster, c.cluster_id) for c in expired] == [("demo", "a")], expired
+    assert "tags['gpufleet:cluster-id']" in arm.calls[0][2]["query"]
+
+
+def test_the_leftover_check_skips_another_clusters_rows():
+    rows = [
+        {**row("demo-data", "elsewhere", "microsoft.storage/storageaccounts"), "cluster_id": "mine"},
+        {**row("demo-data2", "elsewhere", "microsoft.storage/storageaccounts"), "cluster_id": "other"},
+    ]
+    arm = FakeArm(pages=[graph_page(rows, 2)])
+    found = find_leftovers("demo", SUBSCRIPTION, http=arm, cluster_id="mine")
+    assert [item.id for item in found] == [rows[0]["id"]], found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -117,7 +118,7 @@ def test_flex_start_duration_error_names_the_field_and_the_fix():
     )
     (finding,) = [f for f in run_checks(spec, load_catalog()) if f.level is Level.ERROR]
     assert finding.path.endswith("capacity.max_run_duration"), finding
-    assert "got 0:00:10. Set max_run_duration between 1m and 7d" in finding.message, finding.message
+    assert "got 0:00:10. Set max_run_duration between 30s and 7d" in finding.message, finding.message
     assert "https://cloud.google.com/compute/docs/instances/about-flex-start-vms" in finding.message
 
 
@@ -227,3 +228,66 @@ def test_a_flex_group_shorter_than_the_lifetime_warns_and_gets_no_placement_info
     rec = record(spec)
     assert rec.error is None, rec.error
     assert not rec.of_type(POLICY), "a flex-start group got a placement policy"
+
+
+# ---- flex-start: the provider waits as long as Google queues (GCP audit 2026-11-27 H3) ----------------
+
+PROVIDER_DEFAULT_TIMEOUT_S = 20 * 60  # resource_compute_instance.go:248-252 (e03b7622): create and update
+
+
+def _timeouts(spec: ClusterSpec) -> dict[str, Any]:
+    """Each VM's custom timeouts, as the program passes them (a stack transformation sees the options)."""
+    import pulumi
+
+    from gpufleet.infra.gcp.mocks import GcpMockCloud
+    from gpufleet.infra.plan import run_offline
+    from gpufleet.infra.program import cluster_program
+
+    seen: dict[str, Any] = {}
+
+    def program() -> Any:
+        def keep(args: pulumi.ResourceTransformationArgs) -> None:
+            if args.type_ == INSTANCE:
+                seen[args.name] = args.opts.custom_timeouts
+
+        pulumi.runtime.register_stack_transformation(keep)
+        return cluster_program(spec, datetime(2026, 11, 27, 9, 0, tzinfo=UTC))
+
+    run_offline(program, GcpMockCloud(spec), stack=spec.name)
+    return seen
+
+
+def _seconds(text: str | None) -> float:
+    if not text:
+        return PROVIDER_DEFAULT_TIMEOUT_S
+    return float(text[:-1]) * {"s": 1, "m": 60, "h": 3600}[text[-1]]
+
+
+def provider_create(granted_after_s: float, create_timeout_s: float) -> str:
+    """The provider's create of a VM whose insert operation Google finishes after ``granted_after_s``
+    (resource_compute_instance.go:2026-2040, e03b7622): it waits for the operation under the create
+    timeout; when the wait ends first it clears the id ("The resource didn't actually create"), and the
+    stack forgets a request Google may still grant: a VM that would run outside the stack's state."""
+    return "in state" if granted_after_s <= create_timeout_s else "forgotten: may run outside the state"
+
+
+def test_flex_start_vms_wait_out_googles_queue_so_none_runs_outside_the_state():
+    """Failed on main at bc3d77c: flex-start VMs had the provider's 20-minute timeouts, and a request
+    Google granted after 20 minutes (it queues them for up to 2 h) became a VM no destroy would find."""
+    from gpufleet.catalog.gcp import FLEX_START_QUEUE
+
+    capacity = {"mode": "flex_start", "max_run_duration": "2d"}
+    spec = gcp_spec("a4-highgpu-8g", node_groups=_groups("a4-highgpu-8g", capacity), lifetime={"ttl": "1d"})
+    timeouts = _timeouts(spec)
+    flex = [name for name in timeouts if name.startswith(f"{spec.name}-gpu")]
+    assert len(flex) == 2, timeouts
+    for name in flex:
+        create = _seconds(getattr(timeouts[name], "create", None))
+        update = _seconds(getattr(timeouts[name], "update", None))
+        queued = FLEX_START_QUEUE.total_seconds()
+        assert provider_create(queued, create) == "in state", f"{name}: create timeout {create} s"
+        assert update >= queued, f"{name}: the wait for RUNNING (update timeout) is {update} s"
+    head = timeouts[spec.host_names(spec.controller_group)[0]]
+    assert head is None, "an on-demand VM keeps the provider's defaults"
+    notes = [f.message for f in run_checks(spec, load_catalog()) if f.level is Level.INFO]
+    assert any("may take up to 130 min" in note for note in notes), notes

@@ -21,7 +21,7 @@ from gpufleet.infra.gcp import TYPE_TOKEN
 from gpufleet.infra.gcp.mocks import PUBLIC_IMAGES
 from gpufleet.infra.gcp.network import IAP_RANGE
 from gpufleet.infra.outputs import OUTPUT_KEYS
-from gpufleet.infra.tags import gcp_labels
+from gpufleet.infra.tags import PLAN_CLUSTER_ID, gcp_labels
 from gpufleet.inventory.model import Inventory
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -144,7 +144,8 @@ def _accepts_labels(type_: str) -> bool:
 def test_labels_on_every_labelable_resource(record, spec):
     rec = record(spec)
     assert rec.error is None, rec.error
-    labels = gcp_labels(spec, CREATED_AT)
+    labels = gcp_labels(spec, CREATED_AT, PLAN_CLUSTER_ID)
+    assert labels["gpufleet-cluster-id"] == PLAN_CLUSTER_ID
     marker = f"gpufleet-cluster={spec.name}"
     for resource in rec.resources:
         if resource.type.startswith("gpufleet:"):

@@ -138,6 +138,7 @@ def test_the_reaper_finds_expired_clusters_by_their_labels(client):
     with mock.patch.object(type(client.transport.search_all_resources), "__call__", side_effect=answer):
         expired = find_expired("p1", now=now, search=client_search(client))
     assert queries == ["labels.gpufleet-expires-at:*"] * 2
+    # the latest of its VMs' labels, never the earliest (a label an edit did not reach is older)
     assert [(e.cluster, e.expires_at, e.resources) for e in expired] == [
-        ("old", datetime(2026, 11, 22, 8, 0, tzinfo=UTC), 2)
+        ("old", datetime(2026, 11, 22, 9, 0, tzinfo=UTC), 2)
     ]

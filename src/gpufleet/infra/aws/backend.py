@@ -18,7 +18,7 @@ from gpufleet.infra.aws.images import AwsImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
-from gpufleet.infra.tags import AWS_CLUSTER_TAG
+from gpufleet.infra.tags import AWS_CLUSTER_ID_TAG, AWS_CLUSTER_TAG, PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.spec.model import AwsProvider, ClusterSpec
@@ -35,7 +35,7 @@ SSM_PROXY = """#!/bin/sh
 # Usage (as an SSH ProxyCommand): {script} <private-ip> <port>
 set -eu
 id=$(aws ec2 describe-instances --region {region} \\
-  --filters "Name=private-ip-address,Values=$1" "Name=tag:{tag},Values={cluster}" \\
+  --filters "Name=private-ip-address,Values=$1" "Name=tag:{tag},Values={cluster}"{same_id} \\
   "Name=instance-state-name,Values=running" \\
   --query 'Reservations[0].Instances[0].InstanceId' --output text)
 exec aws ssm start-session --region {region} --target "$id" \\
@@ -58,10 +58,13 @@ class AwsBackend(PulumiBackend):
         created_at: datetime,
         ssh_keys: Sequence[str],
         baked: CloudImage | None = None,
+        cluster_id: str = PLAN_CLUSTER_ID,
     ) -> dict[str, Any]:
         from gpufleet.infra.aws.component import GpuClusterAws, GpuClusterAwsArgs
 
-        args = GpuClusterAwsArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
+        args = GpuClusterAwsArgs(
+            spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked, cluster_id=cluster_id
+        )
         return GpuClusterAws(spec.name, args).stack_outputs
 
     def check_tools(self, spec: ClusterSpec) -> None:
@@ -123,8 +126,13 @@ class AwsBackend(PulumiBackend):
             return Connection(user=IMAGE_USER, become=True, private_key_file=key, ssh_common_args=known_hosts)
         script = state.ssh_dir / "ssm-proxy.sh"
         state.ssh_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Two clusters of one name in a region share 10.0.0.0/17: the id tag picks this one's instance.
+        cluster_id = state.cluster_id
+        same_id = f' "Name=tag:{AWS_CLUSTER_ID_TAG},Values={cluster_id}"' if cluster_id else ""
         script.write_text(
-            SSM_PROXY.format(cluster=spec.name, region=provider.region, tag=AWS_CLUSTER_TAG, script=script),
+            SSM_PROXY.format(
+                cluster=spec.name, region=provider.region, tag=AWS_CLUSTER_TAG, script=script, same_id=same_id
+            ),
             encoding="utf-8",
         )
         script.chmod(0o700)
@@ -150,10 +158,10 @@ class AwsBackend(PulumiBackend):
 
         return leftovers.find_expired(scope)
 
-    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
+    def find_leftovers(self, spec: ClusterSpec, cluster_id: str | None = None) -> list[Leftover]:
         from gpufleet.infra.aws import leftovers
 
-        return leftovers.find_leftovers(spec.name, _provider(spec).region)
+        return leftovers.find_leftovers(spec.name, _provider(spec).region, cluster_id=cluster_id)
 
 
 # The table's row: the type checker holds it to the ``Backend`` protocol.

@@ -56,6 +56,9 @@ class GpuClusterAwsArgs:
     ssh_keys: tuple[pulumi.Input[str], ...] = ()
     # The baked AMI of the spec's current roles and pins, when one exists (gpufleet up looks it up).
     baked: CloudImage | None = None
+    # The cluster's id (gpufleet.state.new_cluster_id: made at the first up, kept in the state and the
+    # stack), tagged on every resource; the offline plan's stands in where no cluster exists yet.
+    cluster_id: str = tags.PLAN_CLUSTER_ID
 
 
 class GpuClusterAws(pulumi.ComponentResource):
@@ -74,7 +77,7 @@ class GpuClusterAws(pulumi.ComponentResource):
 
         provider_spec = spec.provider
         catalog = load_catalog()
-        cluster_tags = tags.aws_tags(spec, args.created_at)
+        cluster_tags = tags.aws_tags(spec, args.created_at, args.cluster_id)
         self.provider = aws.Provider(
             f"{name}-provider",
             region=provider_spec.region,
@@ -176,6 +179,7 @@ class GpuClusterAws(pulumi.ComponentResource):
 
         self.stack_outputs = {
             "cluster": spec.name,
+            "cluster_id": args.cluster_id,
             "provider": "aws",
             "region": provider_spec.region,
             "zone": provider_spec.zone,

@@ -25,8 +25,11 @@ calls ``ModifyFleet`` for any change but a tag's (terraform-provider-aws
 ``replace_on_changes`` (``REPLACED_ON``) and the fleet is deleted before its replacement is created
 (``delete_before_replace``: a Capacity Block or a full ODCR has no room for two fleets). A change of a
 group's count, instance type, root volume, image or keys (a new template version) replaces its nodes
-(``REPLACING_FIELDS``, which ``gpufleet plan`` prints). Deleting a fleet of p5 nodes (33 ENIs each) can
-outlast the provider's 10-minute default, hence ``DELETE_TIMEOUT``.
+(``REPLACING_FIELDS``, which ``gpufleet plan`` prints). The provider's delete of an instant fleet does not
+wait for its instances (AWS audit 2026-11-27 H3): ``fleet_release.py`` does, between the fleet and what
+it stands on, so a destroy deletes the placement group only once it is empty and a replaced fleet is asked
+for only once the old one's capacity is free. ``DELETE_TIMEOUT`` stays as a bound on DeleteFleets
+itself; the wait for the instances is the release's.
 
 EC2 answers an instant fleet that could not launch with success and an ``Errors`` list, which the
 provider does not keep (no ``errors`` output in pulumi-aws 7.51). When a fleet comes short,
@@ -104,7 +107,8 @@ REPLACING_FIELDS = (
     "access.ssh_public_key",
 )
 
-# terraform-provider-aws ec2_fleet.go: a 10-minute default delete timeout, a fixed 5-minute wait within.
+# terraform-provider-aws ec2_fleet.go: a 10-minute default delete timeout; for an instant fleet the
+# provider waits for nothing after DeleteFleets (fleet_release.py waits for the instances instead).
 DELETE_TIMEOUT = "30m"
 
 
@@ -242,14 +246,18 @@ def _nth(
     count: int,
     fleet: str,
     errors: Callable[[], list[str]] = list,
+    urn: str = "",
 ) -> str:
     if len(ids) < count:
         reasons = errors()
         said = "; EC2 says: " + " | ".join(reasons) if reasons else ""
+        # From a Pulumi project (stacks/, CI) nothing replaces the short fleet on its own: say how.
+        replace = f"; from a Pulumi project: pulumi up --replace '{urn}'" if urn else ""
         raise RuntimeError(
             f"EC2 Fleet {fleet} launched {len(ids)} of {count} instances{said}. gpufleet needs every node "
             f"(an instant fleet's minimum target capacity stops at {rules.FLEET_MIN_TARGET_CAPACITY_MAX}); "
-            "fix the cause and run 'gpufleet up' again (it replaces the short fleet), or split the group"
+            f"fix the cause and run 'gpufleet up' again (it replaces the short fleet){replace}; or split "
+            "the group"
         )
     return ids[index]
 
@@ -325,7 +333,8 @@ def _address(ips: list[str] | None, host: str, fleet: str) -> str:
         return ips[0]
     pulumi.log.warn(
         f"{host}: its instance in EC2 Fleet {fleet} is no longer running (a spot interruption or a manual "
-        "termination); 'gpufleet up' replaces the fleet, and until then the host has no address"
+        "termination); 'gpufleet up' replaces the fleet (from a Pulumi project: pulumi up --replace with the "
+        "fleet's URN, 'pulumi stack --show-urns'), and until then the host has no address"
     )
     return ""
 
@@ -337,9 +346,13 @@ def fleet_hosts(
     expires_at: str,
     opts: pulumi.ResourceOptions,
     invoke: pulumi.InvokeOptions,
-    region: str | None = None,
+    region: str,
 ) -> list[FleetHost]:
-    """The fleet's instances as the group's hosts, in order, each tagged with the cluster's expiry."""
+    """The fleet's instances as the group's hosts, in order, each tagged with the cluster's expiry; the
+    fleet's release (``fleet_release.py``) waits for them on a destroy or a replacement, after their
+    tags are deleted."""
+    from gpufleet.infra.aws.fleet_release import fleet_release
+
     fleet_name = fleet.pulumi_resource_name
 
     def errors(fleet_id: str) -> Callable[[], list[str]]:
@@ -350,13 +363,17 @@ def fleet_hosts(
 
         return read
 
-    sets = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets)
-    ids = sets.apply(lambda both: (both[0], sorted_instance_ids(both[1])))
+    sets = pulumi.Output.all(fleet.id, fleet.fleet_instance_sets, fleet.urn)
+    ids = sets.apply(lambda got: (got[0], sorted_instance_ids(got[1]), got[2]))
+    released = fleet_release(
+        fleet_name, region=region, fleet_id=fleet.id, instance_ids=ids.apply(lambda got: got[1]), opts=opts
+    )
+    tag_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[released]))
     found: list[FleetHost] = []
     for index, host in enumerate(hosts):
 
-        def nth(got: tuple[str, list[str]], i: int = index) -> str:
-            return _nth(got[1], i, len(hosts), fleet_name, errors(got[0]))
+        def nth(got: tuple[str, list[str], str], i: int = index) -> str:
+            return _nth(got[1], i, len(hosts), fleet_name, errors(got[0]), got[2])
 
         def address(ips: list[str], h: str = host) -> str:
             return _address(ips, h, fleet_name)
@@ -366,7 +383,7 @@ def fleet_hosts(
 
         instance_id = ids.apply(nth)
         aws.ec2.Tag(
-            f"{host}-expires", resource_id=instance_id, key=AWS_EXPIRES_TAG, value=expires_at, opts=opts
+            f"{host}-expires", resource_id=instance_id, key=AWS_EXPIRES_TAG, value=expires_at, opts=tag_opts
         )
         private_ip = aws.ec2.get_instances_output(
             filters=instance_id.apply(by_id),

@@ -12,7 +12,10 @@ Creates ``<name>-<group>-lt`` for each node group, with:
 - tag specifications for the volumes and interfaces EC2 creates at launch (and spot requests), which
   the provider's default tags do not reach; a compute group's template (launched by ``fleet.py``) also
   tags its instances, which the fleet launches and the provider's tags do not reach either, and carries
-  the group's user data (one for every node of the group: Ansible sets each host name).
+  the group's user data (one for every node of the group: Ansible sets each host name). These tags are
+  the cluster's name, id and the spec's tags, not its expiry (``launch_tags``): they stay the first up's
+  for the resource's life, and a stale expiry there once made the reaper destroy a cluster whose ttl had
+  been raised (AWS audit 2026-11-27 H1). A fleet instance gets its expiry from its own ``aws.ec2.Tag``.
 
 Instances follow the template's latest version, and a new version replaces them. So nothing that changes
 on its own may reach the template after the first ``pulumi up`` (``KEPT``): an image found by family is
@@ -34,12 +37,18 @@ from gpufleet.catalog import aws as rules
 from gpufleet.catalog.aws_interfaces import InterfaceSlot
 from gpufleet.infra.aws import capacity
 from gpufleet.infra.aws.ami import Image
+from gpufleet.infra.tags import AWS_EXPIRES_TAG
 from gpufleet.spec.model import NodeGroup
 
 LAUNCH_TAGGED = ("volume", "network-interface")
 # Template inputs kept from the first 'pulumi up' (see the module doc); "imageId" only for a family lookup.
 KEPT = ("tagSpecifications",)
 KEPT_FAMILY_IMAGE = ("imageId",)
+
+
+def launch_tags(cluster_tags: dict[str, str]) -> dict[str, str]:
+    """The tags EC2 writes at launch: the cluster's, less the expiry (see the module doc)."""
+    return {key: value for key, value in cluster_tags.items() if key != AWS_EXPIRES_TAG}
 
 
 def network_interface_args(
@@ -75,7 +84,10 @@ def build_launch_template(
     fleet = fleet_user_data is not None
     tagged = LAUNCH_TAGGED + (() if fleet else capacity.spot_tag_resource_types(group.capacity))
     tagged += ("instance",) if fleet else ()
-    specs = [aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags) for kind in tagged]
+    at_launch = launch_tags(tags)
+    specs = [
+        aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=at_launch) for kind in tagged
+    ]
     kept = KEPT + (() if image.pinned else KEPT_FAMILY_IMAGE)
     return aws.ec2.LaunchTemplate(
         f"{name}-{group.name}-lt",

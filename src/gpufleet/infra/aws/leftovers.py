@@ -11,8 +11,16 @@
   type it lists is asked of its own Describe call where there is one: internet gateways, route tables,
   VPC endpoints, DHCP options, images, snapshots; one that call says is gone is no leftover).
 
-``find_expired(region)`` is the reaper's eye: clusters whose ``gpufleet:expires-at`` has passed.
-Everything here only reads.
+A resource whose ``gpufleet:cluster-id`` is not the cluster's is another cluster of the same name (a CI
+stack's and a workstation's, or one made again after a destroy) and is no leftover of this one
+(``tags.same_cluster``); one tagged before ids counts.
+
+``find_expired(region)`` is the reaper's eye: clusters (a name and an id) whose ``gpufleet:expires-at``
+has passed. The expiry is read off the live instances, whose tags every ``pulumi up`` rewrites (the
+provider's default tags on the head and login instances, each fleet instance's own ``aws.ec2.Tag``),
+and only without a live instance off the other resources, taking the latest; never off the volumes and
+network interfaces a launch template tagged at launch (``LAUNCH_TAGGED``), whose tags an edit does not
+reach (AWS audit 2026-11-27 H1). Everything here only reads.
 """
 
 from __future__ import annotations
@@ -21,10 +29,14 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufleet.infra.leftovers import ExpiredCluster, Leftover, expired_clusters
-from gpufleet.infra.tags import AWS_CLUSTER_TAG, AWS_EXPIRES_TAG
+from gpufleet.infra.leftovers import ExpiredCluster, ExpiryTag, Leftover, expired_clusters
+from gpufleet.infra.tags import AWS_CLUSTER_ID_TAG, AWS_CLUSTER_TAG, AWS_EXPIRES_TAG, same_cluster
 
 IAM_PATH = "/gpufleet/"  # the path gpufleet.infra.aws.iam gives its roles and instance profiles
+
+# What EC2 tags at launch from a launch template's tag specifications (launch_template.LAUNCH_TAGGED):
+# their tags are the first up's for their whole life, so their expiry says nothing of the cluster's.
+LAUNCH_TAGGED = {"ec2:volume", "ec2:network-interface", "ec2:spot-instances-request"}
 
 # ARN resource types (service:type) whose state the describe calls below know best.
 _DESCRIBED = {
@@ -77,11 +89,13 @@ def _paged(client: Any, operation: str, key: str, **kwargs: Any) -> Iterator[dic
 class AwsLeftovers:
     """Read-only look at one region of one account (a boto3 session's)."""
 
-    def __init__(self, region: str, session: Any = None) -> None:
+    def __init__(self, region: str, session: Any = None, cluster_id: str | None = None) -> None:
+        """``cluster_id``: the id of the cluster ``find`` looks for (``gpufleet.state``), when known."""
         import boto3
 
         self.session = session or boto3.session.Session(region_name=region)
         self.region = region
+        self._id = cluster_id
 
     def client(self, service: str) -> Any:
         return self.session.client(service, region_name=self.region)
@@ -89,9 +103,13 @@ class AwsLeftovers:
     # ---- one cluster ------------------------------------------------------------------------------
 
     def find(self, cluster: str) -> list[Leftover]:
+        """What still carries the cluster's tag (with ``cluster_id``, not what another id tags)."""
         found = self._ec2(cluster) + self._fsx(cluster) + self._iam(cluster)
         found += self._tagging(cluster)
         return found
+
+    def _ours(self, tags: Iterable[dict[str, Any]] | None) -> bool:
+        return same_cluster(_tags(tags).get(AWS_CLUSTER_ID_TAG), self._id)
 
     def _ec2(self, cluster: str) -> list[Leftover]:
         ec2 = self.client("ec2")
@@ -100,27 +118,41 @@ class AwsLeftovers:
         for reservation in _paged(ec2, "describe_instances", "Reservations", Filters=tag):
             for instance in reservation["Instances"]:
                 state = instance["State"]["Name"]
-                if state != "terminated":
+                if state != "terminated" and self._ours(instance.get("Tags")):
                     found.append(Leftover("ec2 instance", instance["InstanceId"], state))
         for eni in _paged(ec2, "describe_network_interfaces", "NetworkInterfaces", Filters=tag):
+            if not self._ours(eni.get("TagSet")):
+                continue
             found.append(Leftover("network interface", eni["NetworkInterfaceId"], eni.get("Status", "")))
         for volume in _paged(ec2, "describe_volumes", "Volumes", Filters=tag):
+            if not self._ours(volume.get("Tags")):
+                continue
             found.append(Leftover("ebs volume", volume["VolumeId"], volume.get("State", "")))
         for group in ec2.describe_placement_groups(Filters=tag).get("PlacementGroups", []):
-            if group.get("State") != "deleted":
+            if group.get("State") != "deleted" and self._ours(group.get("Tags")):
                 found.append(Leftover("placement group", group["GroupName"], group.get("State", "")))
         for nat in _paged(ec2, "describe_nat_gateways", "NatGateways", Filter=tag):
-            if nat.get("State") not in ("deleted",):
+            if nat.get("State") not in ("deleted",) and self._ours(nat.get("Tags")):
                 found.append(Leftover("nat gateway", nat["NatGatewayId"], nat.get("State", "")))
         for address in ec2.describe_addresses(Filters=tag).get("Addresses", []):
+            if not self._ours(address.get("Tags")):
+                continue
             found.append(Leftover("elastic ip", address.get("AllocationId", address.get("PublicIp", "?"))))
         for group in _paged(ec2, "describe_security_groups", "SecurityGroups", Filters=tag):
+            if not self._ours(group.get("Tags")):
+                continue
             found.append(Leftover("security group", group["GroupId"], group.get("GroupName", "")))
         for subnet in _paged(ec2, "describe_subnets", "Subnets", Filters=tag):
+            if not self._ours(subnet.get("Tags")):
+                continue
             found.append(Leftover("subnet", subnet["SubnetId"]))
         for vpc in _paged(ec2, "describe_vpcs", "Vpcs", Filters=tag):
+            if not self._ours(vpc.get("Tags")):
+                continue
             found.append(Leftover("vpc", vpc["VpcId"]))
         for template in _paged(ec2, "describe_launch_templates", "LaunchTemplates", Filters=tag):
+            if not self._ours(template.get("Tags")):
+                continue
             found.append(
                 Leftover("launch template", template["LaunchTemplateId"], template["LaunchTemplateName"])
             )
@@ -128,7 +160,12 @@ class AwsLeftovers:
         # (its instances, if any still run, are the instance check's; API_DescribeFleets, read 2026-11-24).
         for fleet in _paged(ec2, "describe_fleets", "Fleets"):
             state = fleet.get("FleetState", "")
-            if _tags(fleet.get("Tags")).get(AWS_CLUSTER_TAG) == cluster and not state.startswith("deleted"):
+            tags = fleet.get("Tags")
+            if (
+                _tags(tags).get(AWS_CLUSTER_TAG) == cluster
+                and not state.startswith("deleted")
+                and self._ours(tags)
+            ):
                 found.append(Leftover("ec2 fleet", fleet["FleetId"], state))
         return found
 
@@ -136,7 +173,12 @@ class AwsLeftovers:
         fsx = self.client("fsx")
         found = []
         for fs in _paged(fsx, "describe_file_systems", "FileSystems"):
-            if _tags(fs.get("Tags")).get(AWS_CLUSTER_TAG) == cluster and fs.get("Lifecycle") != "DELETED":
+            tags = fs.get("Tags")
+            if (
+                _tags(tags).get(AWS_CLUSTER_TAG) == cluster
+                and fs.get("Lifecycle") != "DELETED"
+                and self._ours(tags)
+            ):
                 found.append(Leftover("fsx file system", fs["FileSystemId"], fs.get("Lifecycle", "")))
         return found
 
@@ -144,14 +186,14 @@ class AwsLeftovers:
         iam = self.session.client("iam")
         found = []
         for role in _paged(iam, "list_roles", "Roles", PathPrefix=IAM_PATH):
-            tags = _tags(iam.list_role_tags(RoleName=role["RoleName"]).get("Tags"))
-            if tags.get(AWS_CLUSTER_TAG) == cluster:
+            listed = iam.list_role_tags(RoleName=role["RoleName"]).get("Tags")
+            if _tags(listed).get(AWS_CLUSTER_TAG) == cluster and self._ours(listed):
                 found.append(Leftover("iam role", role["RoleName"]))
         for profile in _paged(iam, "list_instance_profiles", "InstanceProfiles", PathPrefix=IAM_PATH):
-            tags = _tags(
-                iam.list_instance_profile_tags(InstanceProfileName=profile["InstanceProfileName"]).get("Tags")
+            listed = iam.list_instance_profile_tags(InstanceProfileName=profile["InstanceProfileName"]).get(
+                "Tags"
             )
-            if tags.get(AWS_CLUSTER_TAG) == cluster:
+            if _tags(listed).get(AWS_CLUSTER_TAG) == cluster and self._ours(listed):
                 found.append(Leftover("iam instance profile", profile["InstanceProfileName"]))
         return found
 
@@ -162,7 +204,7 @@ class AwsLeftovers:
         for mapping in _paged(tagging, "get_resources", "ResourceTagMappingList", TagFilters=filters):
             arn = mapping["ResourceARN"]
             kind = _arn_type(arn)
-            if kind in _DESCRIBED:
+            if kind in _DESCRIBED or not self._ours(mapping.get("Tags")):
                 continue
             gone, state = self._own_state(kind, arn.rsplit("/", 1)[-1])
             if not gone:
@@ -192,17 +234,22 @@ class AwsLeftovers:
     # ---- every cluster --------------------------------------------------------------------------------
 
     def expired(self, now: datetime | None = None) -> list[ExpiredCluster]:
-        """Clusters in this region with at least one resource whose expiry tag has passed."""
-        pairs: list[tuple[str | None, str | None]] = []
+        """Clusters in this region whose expiry has passed (see the module doc for which tags say so)."""
+        found: list[ExpiryTag] = []
 
-        def note(tags: dict[str, str]) -> None:
-            pairs.append((tags.get(AWS_CLUSTER_TAG), tags.get(AWS_EXPIRES_TAG)))
+        def note(tags: dict[str, str], live: bool) -> None:
+            found.append(
+                ExpiryTag(
+                    tags.get(AWS_CLUSTER_TAG), tags.get(AWS_EXPIRES_TAG), tags.get(AWS_CLUSTER_ID_TAG), live
+                )
+            )
 
         tagging = self.client("resourcegroupstaggingapi")
         filters = [{"Key": AWS_EXPIRES_TAG}]
         for mapping in _paged(tagging, "get_resources", "ResourceTagMappingList", TagFilters=filters):
-            if _arn_type(mapping["ResourceARN"]) != "ec2:instance":
-                note(_tags(mapping.get("Tags")))
+            kind = _arn_type(mapping["ResourceARN"])
+            if kind != "ec2:instance" and kind not in LAUNCH_TAGGED:
+                note(_tags(mapping.get("Tags")), live=False)
         ec2 = self.client("ec2")
         live = [
             {"Name": "tag-key", "Values": [AWS_EXPIRES_TAG]},
@@ -210,8 +257,8 @@ class AwsLeftovers:
         ]
         for reservation in _paged(ec2, "describe_instances", "Reservations", Filters=live):
             for instance in reservation["Instances"]:
-                note(_tags(instance.get("Tags")))
-        return expired_clusters(pairs, now or datetime.now(UTC))
+                note(_tags(instance.get("Tags")), live=True)
+        return expired_clusters(found, now or datetime.now(UTC))
 
 
 def _arn_type(arn: str) -> str:
@@ -223,8 +270,10 @@ def _arn_type(arn: str) -> str:
     return f"{parts[2]}:{resource}"
 
 
-def find_leftovers(cluster: str, region: str, *, session: Any = None) -> list[Leftover]:
-    return AwsLeftovers(region, session).find(cluster)
+def find_leftovers(
+    cluster: str, region: str, *, session: Any = None, cluster_id: str | None = None
+) -> list[Leftover]:
+    return AwsLeftovers(region, session, cluster_id).find(cluster)
 
 
 def find_expired(region: str, *, now: datetime | None = None, session: Any = None) -> list[ExpiredCluster]:

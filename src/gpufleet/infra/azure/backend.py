@@ -26,6 +26,7 @@ from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
 from gpufleet.spec.model import AzureProvider, ClusterSpec
@@ -90,10 +91,13 @@ class AzureBackend(PulumiBackend):
         created_at: datetime,
         ssh_keys: Sequence[str],
         baked: CloudImage | None = None,
+        cluster_id: str = PLAN_CLUSTER_ID,
     ) -> dict[str, Any]:
         from gpufleet.infra.azure.component import GpuClusterAzure, GpuClusterAzureArgs
 
-        args = GpuClusterAzureArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys))
+        args = GpuClusterAzureArgs(
+            spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), cluster_id=cluster_id
+        )
         return GpuClusterAzure(spec.name, args).stack_outputs
 
     @property
@@ -170,10 +174,10 @@ class AzureBackend(PulumiBackend):
 
         return leftovers.find_expired(scope)
 
-    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
+    def find_leftovers(self, spec: ClusterSpec, cluster_id: str | None = None) -> list[Leftover]:
         from gpufleet.infra.azure import leftovers
 
-        return leftovers.find_leftovers(spec.name, _provider(spec).subscription)
+        return leftovers.find_leftovers(spec.name, _provider(spec).subscription, cluster_id=cluster_id)
 
 
 # The table's row: the type checker holds it to the ``Backend`` protocol.

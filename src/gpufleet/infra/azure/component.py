@@ -31,7 +31,7 @@ from gpufleet.infra.azure.compute import host_vm, scale_set
 from gpufleet.infra.azure.filesystem import build_filesystem
 from gpufleet.infra.azure.network import build_network
 from gpufleet.infra.outputs import host_record
-from gpufleet.infra.tags import azure_tags, expires_at_text
+from gpufleet.infra.tags import PLAN_CLUSTER_ID, azure_tags, expires_at_text
 from gpufleet.infra.userdata import user_data
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import AzureLustreFilesystem, AzureProvider, ClusterSpec, Role
@@ -51,6 +51,9 @@ class GpuClusterAzureArgs:
     # Public keys authorized on every node besides the spec's (gpufleet up adds the cluster's own key;
     # stacks/ the stack's key, an Output when pulumi-tls makes it).
     ssh_keys: tuple[pulumi.Input[str], ...] = ()
+    # The cluster's id (gpufleet.state.new_cluster_id: made at the first up, kept in the state and the
+    # stack), tagged on the resource group and every resource; the offline plan's where none exists yet.
+    cluster_id: str = PLAN_CLUSTER_ID
 
 
 class GpuClusterAzure(pulumi.ComponentResource):
@@ -68,7 +71,7 @@ class GpuClusterAzure(pulumi.ComponentResource):
         require_no_errors(spec)
         super().__init__(TYPE_TOKEN, name, None, opts)
         catalog = load_catalog()
-        tags = azure_tags(spec, args.created_at)
+        tags = azure_tags(spec, args.created_at, args.cluster_id)
         location, zone = provider.location, provider.zone
         child = pulumi.ResourceOptions(parent=self)
 
@@ -140,6 +143,7 @@ class GpuClusterAzure(pulumi.ComponentResource):
         self.filesystem = filesystem.resource
         self.stack_outputs = {
             "cluster": spec.name,
+            "cluster_id": args.cluster_id,
             "provider": "azure",
             "region": location,
             "zone": zone,

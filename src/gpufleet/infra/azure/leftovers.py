@@ -13,8 +13,13 @@ Resource Graph lags a deletion ("the data is typically updated within seconds" t
 resource group the first read found gone is dropped: deleting a group deletes what is in it. What remains
 is polled by ``infra.leftovers.settle``. Everything here only reads.
 
-``find_expired(subscription)`` is the reaper's eye, as on AWS and GCP: clusters whose
+A row whose ``gpufleet:cluster-id`` is not the cluster's belongs to another cluster of the same name and
+is skipped (``tags.same_cluster``); one tagged before ids counts.
+
+``find_expired(subscription)`` is the reaper's eye, as on AWS and GCP: clusters (a name and an id) whose
 ``gpufleet:expires-at`` tag (on resource groups and resources) has passed, from one Resource Graph query.
+The expiry is the resource group's and the VMs' tag when the cluster has them (every ``up`` rewrites
+their tags in place), else the latest of the rest, never the earliest.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ from typing import Any
 
 from gpufleet.errors import ProvisionError
 from gpufleet.infra.azure.arm import ARM, Http, error_message, session_http
-from gpufleet.infra.leftovers import ExpiredCluster, Leftover, expired_clusters
-from gpufleet.infra.tags import AZURE_CLUSTER_TAG, AZURE_EXPIRES_TAG
+from gpufleet.infra.leftovers import ExpiredCluster, ExpiryTag, Leftover, expired_clusters
+from gpufleet.infra.tags import AZURE_CLUSTER_ID_TAG, AZURE_CLUSTER_TAG, AZURE_EXPIRES_TAG, same_cluster
 
 GROUP_DOC = "https://learn.microsoft.com/en-us/rest/api/resources/resource-groups/get"
 GRAPH_DOC = "https://learn.microsoft.com/en-us/rest/api/azureresourcegraph/resourcegraph/resources/resources"
@@ -35,6 +40,8 @@ GRAPH_API = "2022-10-01"
 GRAPH_URL = f"{ARM}/providers/Microsoft.ResourceGraph/resources?api-version={GRAPH_API}"
 PAGE = 1000
 GROUP_TYPE = "microsoft.resources/subscriptions/resourcegroups"
+# Whose tags every up rewrites in place: the cluster's resource group and its VMs (Resource Graph types).
+LIVE_TYPES = (GROUP_TYPE, "microsoft.compute/virtualmachines")
 
 
 def group_name(cluster: str) -> str:
@@ -51,7 +58,9 @@ def _kql_string(value: str) -> str:
 def cluster_query(cluster: str) -> str:
     """Resources and resource groups tagged for ``cluster``, one row each."""
     tag = f"tags[{_kql_string(AZURE_CLUSTER_TAG)}]"
-    project = "project id, type, location, resourceGroup, state = tostring(properties.provisioningState)"
+    cluster_id = f"cluster_id = tostring(tags[{_kql_string(AZURE_CLUSTER_ID_TAG)}])"
+    state = "state = tostring(properties.provisioningState)"
+    project = f"project id, type, location, resourceGroup, {state}, {cluster_id}"
     return (
         f"resources | where {tag} == {_kql_string(cluster)} | {project} "
         f"| union (resourcecontainers | where type == '{GROUP_TYPE}' and {tag} == {_kql_string(cluster)} "
@@ -62,7 +71,11 @@ def cluster_query(cluster: str) -> str:
 def expiry_query() -> str:
     """Every resource and resource group that carries an expiry tag, with its cluster and expiry."""
     cluster, expires = f"tags[{_kql_string(AZURE_CLUSTER_TAG)}]", f"tags[{_kql_string(AZURE_EXPIRES_TAG)}]"
-    project = f"project id, cluster = tostring({cluster}), expires = tostring({expires})"
+    cluster_id = f"tags[{_kql_string(AZURE_CLUSTER_ID_TAG)}]"
+    project = (
+        f"project id, type, cluster = tostring({cluster}), expires = tostring({expires}), "
+        f"cluster_id = tostring({cluster_id})"
+    )
     return (
         f"resources | where isnotempty({expires}) | {project} "
         f"| union (resourcecontainers | where type == '{GROUP_TYPE}' and isnotempty({expires}) | {project})"
@@ -91,8 +104,11 @@ def graph(http: Http, subscription: str, query: str) -> Iterator[dict[str, Any]]
             return
 
 
-def find_leftovers(cluster: str, subscription: str, *, http: Http | None = None) -> list[Leftover]:
-    """Everything in ``subscription`` still there for ``cluster``, the resource group first."""
+def find_leftovers(
+    cluster: str, subscription: str, *, http: Http | None = None, cluster_id: str | None = None
+) -> list[Leftover]:
+    """Everything in ``subscription`` still there for ``cluster`` (with ``cluster_id``: not what another
+    cluster of the name holds), the resource group first."""
     http = http or session_http("the leftover check")
     group = group_name(cluster)
     url = f"{ARM}/subscriptions/{subscription}/resourcegroups/{group}?api-version={GROUP_API}"
@@ -114,6 +130,8 @@ def find_leftovers(cluster: str, subscription: str, *, http: Http | None = None)
         rid = str(row.get("id", ""))
         if group_gone and str(row.get("resourceGroup", "")).lower() == group.lower():
             continue  # the group is gone, and with it what was in it; the graph has not caught up
+        if not same_cluster(row.get("cluster_id") or None, cluster_id):
+            continue  # another cluster of the same name
         detail = ", ".join(str(x) for x in (row.get("location"), row.get("state")) if x)
         found.setdefault(rid.lower(), Leftover(kind=str(row.get("type", "")), id=rid, detail=detail))
     return sorted(found.values(), key=lambda item: (item.kind != GROUP_TYPE, item.kind, item.id))
@@ -122,10 +140,15 @@ def find_leftovers(cluster: str, subscription: str, *, http: Http | None = None)
 def find_expired(
     subscription: str, *, now: datetime | None = None, http: Http | None = None
 ) -> list[ExpiredCluster]:
-    """Clusters in ``subscription`` with at least one tagged resource (or group) whose expiry has passed."""
+    """Clusters in ``subscription`` whose expiry has passed (see the module doc for which tags say so)."""
     http = http or session_http("the expiry sweep")
-    pairs = [
-        (row.get("cluster") or None, row.get("expires") or None)
+    found = [
+        ExpiryTag(
+            row.get("cluster") or None,
+            row.get("expires") or None,
+            row.get("cluster_id") or None,
+            live=str(row.get("type", "")).lower() in LIVE_TYPES,
+        )
         for row in graph(http, subscription, expiry_query())
     ]
-    return expired_clusters(pairs, now or datetime.now(UTC))
+    return expired_clusters(found, now or datetime.now(UTC))

@@ -9,17 +9,19 @@ its instance name. The leftover finder is ``gpufleet.infra.gcp.leftovers`` (Clou
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.catalog.gcp import REPLACING_FIELDS
 from gpufleet.errors import EnvironmentProblem
 from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.gcp.images import GcpImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
 from gpufleet.spec.model import ClusterSpec, GcpProvider
@@ -50,6 +52,7 @@ def credentials_present() -> bool:
 
 class GcpBackend(PulumiBackend):
     kind = "gcp"
+    replacing_fields = REPLACING_FIELDS
 
     def program(
         self,
@@ -57,11 +60,22 @@ class GcpBackend(PulumiBackend):
         created_at: datetime,
         ssh_keys: Sequence[str],
         baked: CloudImage | None = None,
+        cluster_id: str = PLAN_CLUSTER_ID,
     ) -> dict[str, Any]:
         from gpufleet.infra.gcp.component import GpuClusterGcp, GpuClusterGcpArgs
 
-        args = GpuClusterGcpArgs(spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked)
+        args = GpuClusterGcpArgs(
+            spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked, cluster_id=cluster_id
+        )
         return GpuClusterGcp(spec.name, args).stack_outputs
+
+    def replace_before_up(self, deployment: Mapping[str, Any]) -> dict[str, str]:
+        """VMs that are gone or stopped by a Spot preemption (``lost.lost_vms``): the next up makes them
+        again, as the check says it does."""
+        from gpufleet.infra.gcp.leftovers import session_get
+        from gpufleet.infra.gcp.lost import lost_vms
+
+        return lost_vms(deployment, session_get())
 
     # Its baked images (``gpufleet.bake`` drives them): the base and builder of a bake, and the look-ups.
     images = GcpImages()
@@ -110,10 +124,10 @@ class GcpBackend(PulumiBackend):
 
         return leftovers.find_expired(scope)
 
-    def find_leftovers(self, spec: ClusterSpec) -> list[Leftover]:
+    def find_leftovers(self, spec: ClusterSpec, cluster_id: str | None = None) -> list[Leftover]:
         from gpufleet.infra.gcp import leftovers
 
-        return leftovers.find_leftovers(spec.name, _provider(spec).project)
+        return leftovers.find_leftovers(spec.name, _provider(spec).project, cluster_id=cluster_id)
 
 
 # The table's row: the type checker holds it to the ``Backend`` protocol.

@@ -29,7 +29,7 @@ from gpufleet.infra.gcp.filesystem import build_filesystem
 from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.outputs import host_record
-from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at_text, gcp_labels
+from gpufleet.infra.tags import GCP_CLUSTER_LABEL, PLAN_CLUSTER_ID, expires_at_text, gcp_labels
 from gpufleet.infra.userdata import user_data
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
@@ -49,6 +49,9 @@ class GpuClusterGcpArgs:
     ssh_keys: tuple[pulumi.Input[str], ...] = ()
     # The baked image of the spec's current roles and pins, when one exists (gpufleet up looks it up).
     baked: CloudImage | None = None
+    # The cluster's id (gpufleet.state.new_cluster_id: made at the first up, kept in the state and the
+    # stack), labelled on every resource that takes labels; the offline plan's where none exists yet.
+    cluster_id: str = PLAN_CLUSTER_ID
 
 
 class GpuClusterGcp(pulumi.ComponentResource):
@@ -64,7 +67,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
         super().__init__(TYPE_TOKEN, name, None, opts)
         catalog = load_catalog()
         provider = spec.provider
-        labels = gcp_labels(spec, args.created_at)
+        labels = gcp_labels(spec, args.created_at, args.cluster_id)
         # Resources that take no labels carry this in their description, which the leftovers check reads.
         marker = f"{GCP_CLUSTER_LABEL}={spec.name}"
 
@@ -115,6 +118,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
         self.filesystem = filesystem
         self.stack_outputs = {
             "cluster": spec.name,
+            "cluster_id": args.cluster_id,
             "provider": "gcp",
             "region": provider.region,
             "zone": provider.zone,

@@ -9,8 +9,13 @@ Creates:
   the NICs of its layout, labels on the VM and its boot disk, and the cloud-config of
   ``gpufleet.infra.userdata`` (python3, the cluster's SSH key for the image's user) as ``user-data`` metadata.
   GPU VMs stop on host maintenance (``on_host_maintenance: TERMINATE``); Spot VMs are stopped when
-  preempted. A2/A3/A4 machine types carry
-  their GPUs, so no ``guest_accelerators`` block is set.
+  preempted. A2/A3/A4 machine types carry their GPUs, so no ``guest_accelerators`` block is set.
+  Every VM says ``desired_status: RUNNING``: the provider stops a VM to change its machine type (a head
+  resize) and starts it again only when it was running before the update or ``desired_status`` asks for
+  RUNNING (terraform-provider-google e03b7622, resource_compute_instance.go:3509-3540 and :3783-3800), so
+  an update that failed half-way and left it stopped is started by the next ``up``, never left stopped.
+  Flex-start VMs wait Google's queue out (``custom_timeouts``: ``catalog.gcp.FLEX_START_TIMEOUT``), so the
+  provider never stops waiting for a request Google may still grant.
 Invokes ``gcp:compute/getImage`` once per image family, unless ``provider.image`` names the image. Nodes
 without an image of their own (the head node, CPU groups) boot plain Ubuntu of the GPU nodes' OS release,
 so that every node shares one userland: one build of Slurm (``catalog.gcp.image_family``,
@@ -26,6 +31,7 @@ import pulumi_gcp as gcp
 
 from gpufleet.catalog import InstanceType
 from gpufleet.catalog.gcp import (
+    FLEX_START_TIMEOUT,
     VM_SCOPES,
     NicLayout,
     compact_max_distance,
@@ -37,6 +43,7 @@ from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
 from gpufleet.spec.model import CapacityMode, ClusterSpec, GcpProvider, NodeGroup, Role
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+DESIRED_STATUS = "RUNNING"
 KEPT_BOOT_IMAGE = ("bootDisk.initializeParams.image",)
 
 
@@ -265,10 +272,23 @@ def instance(
         metadata=dict(metadata),
         tags=tags,
         allow_stopping_for_update=True,
+        desired_status=DESIRED_STATUS,
         deletion_protection=False,
         # The boot image of the first 'pulumi up' stays: a baked image made later (or a newer family
         # image) does not replace a live VM (as on AWS, docs/gcp.md); a new VM boots the current one.
         opts=pulumi.ResourceOptions(
-            parent=parent, depends_on=depends_on, ignore_changes=list(KEPT_BOOT_IMAGE) if keep_image else None
+            parent=parent,
+            depends_on=depends_on,
+            ignore_changes=list(KEPT_BOOT_IMAGE) if keep_image else None,
+            custom_timeouts=flex_timeouts(group),
         ),
     )
+
+
+def flex_timeouts(group: NodeGroup) -> pulumi.CustomTimeouts | None:
+    """A flex-start VM's create and update wait Google's queue out (see the module doc); others keep the
+    provider's defaults."""
+    if group.capacity.mode is not CapacityMode.FLEX_START:
+        return None
+    minutes = f"{int(FLEX_START_TIMEOUT.total_seconds() // 60)}m"
+    return pulumi.CustomTimeouts(create=minutes, update=minutes)

@@ -12,8 +12,15 @@ read from its own API (Compute Engine, Filestore, Managed Lustre): one that answ
 Credentials are Application Default Credentials; without them, or without the API, the failure says how
 to fix it. Everything here only reads.
 
-``find_expired(project)`` is the reaper's eye, as on AWS: clusters whose ``gpufleet-expires-at`` label
-(on VMs, disks, filesystems) has passed, from one search for the label's presence.
+A labelled result whose ``gpufleet-cluster-id`` is not the cluster's belongs to another cluster of the
+same name and is skipped (``tags.same_cluster``); resources that take no labels carry no id (their names
+are unique in a project, so two live clusters of one name cannot share a project anyway).
+
+``find_expired(project)`` is the reaper's eye, as on AWS: clusters (a name and an id) whose
+``gpufleet-expires-at`` label (on VMs, disks, filesystems, address ranges) has passed, from one search for
+the label's presence. The expiry is the VMs' label when the cluster has a VM (every ``pulumi up``
+sets their labels, running or stopped), else the latest of the rest, never the earliest (AWS audit
+2026-11-27 H1, which holds here for any resource an edit did not reach).
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
-from gpufleet.infra.leftovers import ExpiredCluster, Leftover, expired_clusters
-from gpufleet.infra.tags import GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL
+from gpufleet.infra.leftovers import ExpiredCluster, ExpiryTag, Leftover, expired_clusters
+from gpufleet.infra.tags import GCP_CLUSTER_ID_LABEL, GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL, same_cluster
 
 if TYPE_CHECKING:
     from google.cloud.asset_v1 import AssetServiceClient
 
 PAGE_SIZE = 500
+VM_ASSET = "compute.googleapis.com/Instance"
 _MARKER = re.compile(re.escape(GCP_CLUSTER_LABEL) + r"=([a-z0-9-]+)")
 
 # Search(scope, query) -> every result (``ResourceSearchResult``, all pages). Tests pass canned ones.
@@ -49,17 +57,24 @@ def belongs_to(result: Any, cluster: str) -> bool:
     return any(match == cluster for match in _MARKER.findall(result.description or ""))
 
 
-def parse_results(results: Iterable[Any], cluster: str) -> Iterator[Leftover]:
-    """The leftovers among search results (those of other clusters dropped)."""
+def parse_results(results: Iterable[Any], cluster: str, cluster_id: str | None = None) -> Iterator[Leftover]:
+    """The leftovers among search results (those of other clusters, or of another id, dropped)."""
     for result in results:
         if not belongs_to(result, cluster):
+            continue
+        if not same_cluster(dict(result.labels or {}).get(GCP_CLUSTER_ID_LABEL), cluster_id):
             continue
         where = [str(value) for value in (result.location, result.state) if value]
         yield Leftover(kind=str(result.asset_type), id=str(result.name), detail=", ".join(where))
 
 
 def find_leftovers(
-    cluster: str, project: str, *, search: Search | None = None, get: Get | None = None
+    cluster: str,
+    project: str,
+    *,
+    search: Search | None = None,
+    get: Get | None = None,
+    cluster_id: str | None = None,
 ) -> list[Leftover]:
     """Every resource in ``project`` that still belongs to ``cluster``, sorted by type and name.
 
@@ -70,7 +85,7 @@ def find_leftovers(
         get = get or session_get()
     found: dict[str, Leftover] = {}
     for query in search_queries(cluster):
-        for leftover in parse_results(search(f"projects/{project}", query), cluster):
+        for leftover in parse_results(search(f"projects/{project}", query), cluster, cluster_id):
             found.setdefault(leftover.id, leftover)
     listed = sorted(found.values(), key=lambda item: (item.kind, item.id))
     return [item for item in listed if get is None or still_there(item, get)]
@@ -127,13 +142,21 @@ def session_get() -> Get:
 def find_expired(
     project: str, *, now: datetime | None = None, search: Search | None = None
 ) -> list[ExpiredCluster]:
-    """Clusters in ``project`` with at least one labelled resource whose expiry has passed."""
+    """Clusters in ``project`` whose expiry has passed (see the module doc for which labels say so)."""
     search = search or client_search(asset_client())
-    pairs = []
+    found = []
     for result in search(f"projects/{project}", f"labels.{GCP_EXPIRES_LABEL}:*"):
         labels = dict(result.labels or {})
-        pairs.append((labels.get(GCP_CLUSTER_LABEL), labels.get(GCP_EXPIRES_LABEL)))
-    return expired_clusters(pairs, now or datetime.now(UTC))
+        live = str(result.asset_type) == VM_ASSET  # a VM's labels are set by every up, stopped or not
+        found.append(
+            ExpiryTag(
+                labels.get(GCP_CLUSTER_LABEL),
+                labels.get(GCP_EXPIRES_LABEL),
+                labels.get(GCP_CLUSTER_ID_LABEL),
+                live,
+            )
+        )
+    return expired_clusters(found, now or datetime.now(UTC))
 
 
 def asset_client() -> AssetServiceClient:
