@@ -110,7 +110,8 @@ def test_a_verdicts_mode_is_a_gate_mode_that_reads_as_its_word():
     assert (
         json.loads(json.dumps(floor.to_json()))["mode"] == "floor" and f"{plain.mode}" == "correctness-only"
     )
-    assert {mode.value for mode in GateMode} == {"baseline", "floor", "site-baseline", "bound", "correctness-only"}
+    modes = {"baseline", "floor", "site-baseline", "bound", "correctness-only"}
+    assert {mode.value for mode in GateMode} == modes
 
 
 def test_floor_not_reached_fails_with_the_figures():
@@ -120,8 +121,8 @@ def test_floor_not_reached_fails_with_the_figures():
     (bandwidth,) = _check(verdict, "bandwidth")
     assert bandwidth.status == FAIL
     assert (
-        "busbw 362.55 GB/s at 8G (line 48) is below the floor 500 GB/s (spec validation.min_busbw.reduce_scatter) "
-        "and below the drain floor 372.2 GB/s"
+        "busbw 362.55 GB/s at 8G (line 48) is below the floor 500 GB/s "
+        "(spec validation.min_busbw.reduce_scatter) and below the drain floor 372.2 GB/s"
     ) in bandwidth.message
 
 

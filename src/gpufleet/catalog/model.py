@@ -109,12 +109,12 @@ class Baseline(CatalogModel):
         "Azure GB300's inter-rack figure); such a baseline is recorded, not chosen by ``Catalog.baseline``",
     )
     placement: Literal["out-of-place", "in-place"] = Field(
-        default="out-of-place", description="which half of the nccl-tests row the figure is (the gate reads it)"
+        default="out-of-place", description="the half of the nccl-tests row the figure is"
     )
     nccl: str | None = Field(default=None, description="NCCL version of the published run, where given")
-    plugin: str | None = Field(default=None, description="net plugin and version (aws-ofi-nccl, ...), where given")
+    plugin: str | None = Field(default=None, description="net plugin and version, where given")
     driver: str | None = Field(default=None, description="GPU driver version, where given")
-    scheduler: str | None = Field(default=None, description="how the run was launched (Slurm, GKE, MPIJob, ...)")
+    scheduler: str | None = Field(default=None, description="what launched the run (Slurm, GKE, ...)")
     provider_note: str | None = Field(
         default=None,
         description="set when the figure is another provider's run of the same hardware and fabric (a "
@@ -229,7 +229,8 @@ class Catalog(CatalogModel):
                 )
             if item.fabric.kind is not kind:
                 raise ValueError(
-                    f"fabric_references.{kind.value}: {ref.instance_type}'s fabric is {item.fabric.kind.value}"
+                    f"fabric_references.{kind.value}: {ref.instance_type}'s fabric is "
+                    f"{item.fabric.kind.value}"
                 )
         return self
 

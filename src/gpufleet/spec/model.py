@@ -1066,21 +1066,21 @@ class ValidationSpec(SpecModel):
         default=0.67,
         gt=0,
         lt=1,
-        description="below this fraction of the expected busbw a collective fails (bisection, drain); between "
-        "it and baseline_margin it warns and is re-run once",
+        description="below this fraction of the expected busbw a collective fails (bisection, drain); "
+        "between it and baseline_margin it warns and is re-run once",
     )
     rerun_on_warn: bool = Field(
-        default=True, description="re-run a collective once when it lands between the drain floor and the margin"
+        default=True, description="re-run a collective once when it lands between drain floor and margin"
     )
     baseline: Literal["catalog", "ledger"] = Field(
         default="catalog",
-        description="'ledger': gate on this site's own passing runs of the same type, node count and versions "
-        "(gpufleet baseline), where there are any; else the catalog's",
+        description="'ledger': gate on this site's own passing runs of the same type, node count and "
+        "versions (gpufleet baseline), where there are any; else the catalog's",
     )
     ready_timeout: Duration = Field(
         default=timedelta(minutes=5),
-        description="how long each node may take to have its fabric ready (devices, links, GPUs, NCCL env file) "
-        "before it is left out of the benchmark",
+        description="how long each node may take to have its fabric ready (devices, links, GPUs, NCCL env "
+        "file) before it is left out of the benchmark",
     )
     health_checks: bool = True
     find_bad_nodes: bool = True

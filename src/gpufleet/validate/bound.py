@@ -77,7 +77,7 @@ def bound(item: InstanceType, collective: str, nodes: int) -> Bound | None:
 
 @dataclass(frozen=True)
 class Derived:
-    """An expected figure derived from the bound: ``fraction`` x bound, the fraction a published run reached."""
+    """An expected figure from the bound: ``fraction`` x bound, the fraction a published run reached."""
 
     expected: float
     fraction: float
@@ -94,8 +94,8 @@ def fraction_of(catalog: Catalog, kind: FabricKind) -> tuple[float, str, str] | 
         limit = bound(item, base.collective.value, base.nodes)
         assert limit is not None  # references are multi-node (FabricReference.nodes >= 2)
         what = (
-            f"{base.busbw_gbps:g} of {limit.gbps:.4g} GB/s reached by {base.collective.value} on {base.nodes} x "
-            f"{item.name}"
+            f"{base.busbw_gbps:g} of {limit.gbps:.4g} GB/s reached by {base.collective.value} on "
+            f"{base.nodes} x {item.name}"
         )
         return base.busbw_gbps / limit.gbps, what, base.source
     options = [fraction_of(catalog, other) for other in catalog.fabric_references if other is not kind]

@@ -105,7 +105,7 @@ class GateConfig:
     margin: float = 0.9
     drain_fraction: float = 0.67
     min_busbw: Mapping[str, float] = field(default_factory=dict)
-    # The user's own expected figures per collective (validation.baseline: ledger); they replace the catalog's.
+    # The user's own expected figures per collective (validation.baseline: ledger): before the catalog's.
     site_baselines: Mapping[str, SiteBaseline] = field(default_factory=dict)
     instance_type: str | None = None
     nodes: int | None = None
@@ -173,6 +173,8 @@ class Verdict:
     derived_from: str | None = None  # BOUND mode: the published run whose fraction of its bound set E
     extrapolated: str | None = None  # the baseline's node count or placement differs from the run's
     rerun_of: dict[str, Any] | None = None  # the first run's figure, when this verdict is a WARN's re-run
+    transport_used: str | None = None  # what NCCL chose, as the log says
+    transport_expected: str | None = None  # what the fabric (or the nodes' NCCL env file) needs
 
     @property
     def tier(self) -> Severity:
@@ -227,6 +229,7 @@ class Verdict:
             "derived_from": self.derived_from,
             "extrapolated": self.extrapolated,
             "rerun_of": self.rerun_of,
+            "transport": {"used": self.transport_used, "expected": self.transport_expected},
             "checks": [check.to_json() for check in self.checks],
         }
 
@@ -246,6 +249,9 @@ def judge(test: TestResult, config: GateConfig, catalog: Catalog | None = None) 
     _correctness(test, config, checks)
     _transport(test, config, checks)
     verdict = Verdict(passed=True, collective=collective, mode=GateMode.CORRECTNESS_ONLY, checks=checks)
+    verdict.transport_used = test.transport
+    if config.fabric is not None:
+        verdict.transport_expected = config.transport or " or ".join(sorted(FABRIC_TRANSPORTS[config.fabric]))
     _bandwidth(test, collective, config, catalog or load_catalog(), verdict)
     if test.elided:
         checks.append(Check("completeness", INFO, "rows were left out of this log by whoever copied it"))
@@ -513,9 +519,7 @@ def _bandwidth(
     if expectation is None:
         if any(check.name == "bandwidth" for check in checks):
             return
-        where = (
-            f"{nodes} x {config.instance_type}" if config.instance_type else "this run (no instance type given)"
-        )
+        where = f"{nodes} x {config.instance_type}" if config.instance_type else "this run"
         why = "one node uses no fabric" if nodes == 1 else "the type has no GPU fabric figure to bound it"
         if not config.instance_type:
             why = "no instance type given"
@@ -565,8 +569,8 @@ def _bandwidth(
             Check(
                 "bound",
                 INFO,
-                f"busbw {measured:g} GB/s is above the fabric's bound {limit.gbps:.4g} GB/s ({limit.formula}): "
-                "the catalog's fabric figure or the node count may be wrong",
+                f"busbw {measured:g} GB/s is above the fabric's bound {limit.gbps:.4g} GB/s "
+                f"({limit.formula}): the catalog's fabric figure or the node count may be wrong",
             )
         )
     against = expectation.against

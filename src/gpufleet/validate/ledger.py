@@ -168,7 +168,11 @@ def site_baselines(entries: Sequence[Entry]) -> list[Derived]:
 
 
 def gate_baselines(
-    entries: Sequence[Entry], instance_type: str, nodes: int, nccl: str | None = None, plugin: str | None = None
+    entries: Sequence[Entry],
+    instance_type: str,
+    nodes: int,
+    nccl: str | None = None,
+    plugin: str | None = None,
 ) -> dict[str, SiteBaseline]:
     """The site baselines the gate uses for a run of ``nodes`` x ``instance_type``, per collective. The
     versions must match when given (a run whose versions are not known yet matches any)."""
@@ -181,5 +185,7 @@ def gate_baselines(
             continue
         best = found.get(collective)
         if best is None or derived.runs > best.runs:
-            found[collective] = SiteBaseline(derived.busbw, derived.message_bytes, derived.runs, derived.title)
+            found[collective] = SiteBaseline(
+                derived.busbw, derived.message_bytes, derived.runs, derived.title
+            )
     return found

@@ -37,10 +37,10 @@ from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind, SchedulerKind, ValidationSpec
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
 from gpufleet.validate.gate import FAIL, PASS, WARN, Check, GateConfig, SiteBaseline, Verdict, judge
+from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health, node_floor
 from gpufleet.validate.ledger import Entry, gate_baselines
 from gpufleet.validate.ledger import append as append_ledger
 from gpufleet.validate.ledger import read as read_ledger
-from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health, node_floor
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
@@ -258,9 +258,9 @@ class SuitePlan:
         catalog = catalog or load_catalog()
         sweep = Sweep.from_spec(spec.validation)
         entries = read_ledger(ledger) if ledger is not None else []
-        return cls(
-            spec, inventory, scheduler, catalog, out_dir, hosts, gpus, instance_type, gate, sweep, ledger, entries
-        )
+        plan = cls(spec, inventory, scheduler, catalog, out_dir, hosts, gpus, instance_type, gate, sweep)
+        plan.ledger, plan.ledger_entries = ledger, entries
+        return plan
 
     @property
     def validation(self) -> ValidationSpec:
