@@ -531,6 +531,13 @@ def _bandwidth(
                 f"min_busbw floor, and {why}, so bus bandwidth is not judged",
             )
         )
+        # The figure is still read (at the largest size judged), for the ledger and the report.
+        large = [row for row in test.rows if row.size >= config.gate_min_bytes and row.oop and row.oop.busbw]
+        if large:
+            top = max(row.size for row in large)
+            worst = min((row for row in large if row.size == top), key=lambda row: row.busbw or 0.0)
+            verdict.measured_busbw, verdict.measured_bytes = worst.busbw, top
+            verdict.measured_half = "out-of-place"
         return
     verdict.mode, verdict.expected = expectation.mode, expectation.expected
     verdict.threshold, verdict.drain_below = expectation.threshold, expectation.drain_below

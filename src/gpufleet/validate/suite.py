@@ -259,8 +259,7 @@ class SuitePlan:
         sweep = Sweep.from_spec(spec.validation)
         entries = read_ledger(ledger) if ledger is not None else []
         plan = cls(spec, inventory, scheduler, catalog, out_dir, hosts, gpus, instance_type, gate, sweep)
-        plan.ledger, plan.ledger_entries = ledger, entries
-        return plan
+        return replace(plan, ledger=ledger, ledger_entries=entries)
 
     @property
     def validation(self) -> ValidationSpec:
