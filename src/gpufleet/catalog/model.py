@@ -219,18 +219,18 @@ class Catalog(CatalogModel):
                 if baseline.source not in self.sources:
                     raise ValueError(f"{name}: a baseline names unknown source '{baseline.source}'")
         for kind, ref in self.fabric_references.items():
-            item = self.instance_types.get(ref.instance_type)
-            if item is None or not any(
-                b.collective == ref.collective and b.nodes == ref.nodes for b in item.baselines
+            named = self.instance_types.get(ref.instance_type)
+            if named is None or not any(
+                b.collective == ref.collective and b.nodes == ref.nodes for b in named.baselines
             ):
                 raise ValueError(
                     f"fabric_references.{kind.value}: {ref.instance_type} has no {ref.collective.value} "
                     f"baseline at {ref.nodes} nodes"
                 )
-            if item.fabric.kind is not kind:
+            if named.fabric.kind is not kind:
                 raise ValueError(
                     f"fabric_references.{kind.value}: {ref.instance_type}'s fabric is "
-                    f"{item.fabric.kind.value}"
+                    f"{named.fabric.kind.value}"
                 )
         return self
 
