@@ -294,3 +294,95 @@ fabric: infiniband
     found = [f for f in run_checks(spec) if f.check == "nccl_env_lint"]
     assert [f.path for f in found] == ["gpufleet_nccl_env.NCCL_IB_DISABLE"]
     assert found[0].level.value == "warning" and "falls back to TCP" in found[0].message
+
+
+# ---- ready before measured -----------------------------------------------------------------------------
+
+
+class LateSlurm(FakeSlurm):
+    """A node of ``broken`` reports its overrides for its first ``polls[node]`` health runs, then is ready;
+    every node has the 8 ACTIVE InfiniBand ports the inventory expects."""
+
+    READY = {"fabric": {"kind": "infiniband", "devices": 8, "method": "/sys/class/infiniband ports ACTIVE"}}
+
+    def __init__(self, nodes: list[str], polls: dict[str, int], broken: dict[str, dict], **kwargs) -> None:
+        super().__init__(nodes, **kwargs)
+        self.polls, self.broken = dict(polls), broken
+        self.health_runs: list[list[str]] = []
+
+    def _health(self, nodes, task):
+        self.health_runs.append(list(nodes))
+        assert "--env-file" in task and task[task.index("--env-file") + 1] == "/etc/gpufleet/nccl.env"
+        for node in nodes:
+            late = self.polls.get(node, 0) > 0
+            self.health[node] = {**self.READY, **(self.broken.get(node, {}) if late else {})}
+            self.polls[node] = self.polls.get(node, 0) - 1
+        return super()._health(nodes, task)
+
+
+def _ready_inventory():
+    inventory = _inventory(3, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    hosts = [
+        h.model_copy(update={"fabric_interfaces": 8}) if h.name.startswith("gpu") else h
+        for h in inventory.hosts
+    ]
+    return inventory.model_copy(update={"hosts": hosts})
+
+
+NOT_READY = {
+    "missing-device": {
+        "fabric": {"kind": "infiniband", "devices": 7, "method": "/sys/class/infiniband ports ACTIVE"}
+    },
+    "link-down": {
+        "fabric": {"kind": "infiniband", "devices": 0, "method": "/sys/class/infiniband ports ACTIVE"}
+    },
+    "env-file-removed": {"nccl_env": {"path": "/etc/gpufleet/nccl.env", "present": False}},
+}
+
+
+@pytest.mark.parametrize("problem", sorted(NOT_READY))
+def test_a_node_not_ready_by_the_deadline_is_named_and_not_benchmarked(tmp_path, problem):
+    spec = parse_spec((GPU_SPEC % {"count": 3, "drain": "false"}) + "  ready_timeout: 1m\n")
+    inventory = _ready_inventory()
+    slurm = LateSlurm([h.name for h in inventory.compute], {"gpu-001": 99}, {"gpu-001": NOT_READY[problem]})
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert not result.passed and result.nodes == ["gpu-000", "gpu-002"]
+    # polled every 10 s for a minute: the first run on all, then only the node that is not ready
+    assert slurm.health_runs[0] == ["gpu-000", "gpu-001", "gpu-002"]
+    assert set(map(tuple, slurm.health_runs[1:])) == {("gpu-001",)} and len(slurm.health_runs) == 7
+    assert all("gpu-001" not in nodes for _, nodes, _ in slurm.collective_runs)
+    (node,) = [n for n in result.health.nodes if not n.passed]
+    assert node.node == "gpu-001"
+    assert node.problems[0].startswith("not ready after 1m (validation.ready_timeout): ")
+    assert "nothing was benchmarked on it" in node.problems[0]
+    if problem == "env-file-removed":
+        assert "/etc/gpufleet/nccl.env is missing or empty" in node.problems[0]
+    else:
+        assert "7 infiniband devices" in node.problems[0] or "0 infiniband devices" in node.problems[0]
+
+
+def test_a_node_ready_late_is_not_failed(tmp_path):
+    spec = parse_spec((GPU_SPEC % {"count": 3, "drain": "false"}) + "  ready_timeout: 1m\n")
+    inventory = _ready_inventory()
+    slurm = LateSlurm(
+        [h.name for h in inventory.compute], {"gpu-001": 2}, {"gpu-001": NOT_READY["link-down"]}
+    )
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert result.passed, result.summary
+    assert result.nodes == ["gpu-000", "gpu-001", "gpu-002"]
+    node = next(n for n in result.health.nodes if n.node == "gpu-001")
+    assert node.passed and node.checks[0].name == "ready" and node.checks[0].message == "ready after 20 s"
+    assert len(slurm.health_runs) == 3
+
+
+def test_the_node_script_reports_the_env_file_and_gpudirect(tmp_path):
+    from gpufleet.validate import node_health
+
+    env = tmp_path / "nccl.env"
+    assert node_health.nccl_env(str(env)) == {"path": str(env), "present": False}
+    env.write_text("export NCCL_NET=IB\n")
+    assert node_health.nccl_env(str(env))["present"] is True
+    raw = {"nccl_env": {"path": str(env), "present": False}, "gpudirect": {"nvidia_peermem": False}}
+    checks = {name: status for name, status, _ in node_health.judge(raw, {"gpus": 8, "gpudirect_rdma": True})}
+    assert checks["nccl_env"] == "fail" and checks["gpudirect"] == "fail"
+    assert "gpudirect" not in {name for name, _, _ in node_health.judge(raw, {"gpus": 8})}

@@ -26,6 +26,7 @@ for the runs is removed by the caller (``Scheduler.cleanup``), also when a phase
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,8 +36,9 @@ from gpufleet.catalog import Catalog, load_catalog
 from gpufleet.errors import LogParseError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind, SchedulerKind, ValidationSpec
+from gpufleet.spec.units import format_duration
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
-from gpufleet.validate.gate import FAIL, PASS, WARN, Check, GateConfig, SiteBaseline, Verdict, judge
+from gpufleet.validate.gate import FAIL, INFO, PASS, WARN, Check, GateConfig, SiteBaseline, Verdict, judge
 from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health, node_floor
 from gpufleet.validate.ledger import Entry, gate_baselines
 from gpufleet.validate.ledger import append as append_ledger
@@ -345,25 +347,74 @@ def run_suite(
     )
 
 
+# Ready before measured (issue 33): the checks that say a node's fabric and GPUs are up, which a node may pass
+# late (links training, drivers loading, the fabric manager converging). A node failing one of them is
+# polled again until validation.ready_timeout; one still failing then is named and left out of every
+# benchmark, as is a node the scheduler cannot run on, that did not answer, or whose nccl-tests cannot run.
+READINESS = ("fabric", "gpus", "nccl_env", "gpudirect")
+EXCLUDING = ("answer", "nccl_tests", *READINESS)
+READY_POLL_SECONDS = 10.0
+_clock = time.monotonic
+_sleep = time.sleep
+
+
+def _not_ready(health: HealthReport) -> dict[str, list[str]]:
+    return {
+        node.node: problems
+        for node in health.nodes
+        if (problems := [c.message for c in node.checks if c.name in READINESS and c.status == FAIL])
+    }
+
+
 def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str]]:
-    """Phase 1: each node's health (when ``validation.health_checks``), and the nodes the collectives can
-    use: all of them, less those the scheduler cannot run on, that did not answer, or whose nccl-tests
-    cannot run one rank."""
+    """Phase 1: each node's health and readiness (when ``validation.health_checks``), and the nodes the
+    collectives can use: all of them, less those the scheduler cannot run on, that did not answer, whose
+    nccl-tests cannot run one rank, or that were not ready by ``validation.ready_timeout``."""
     nodes = [host.name for host in plan.hosts]
     if not plan.validation.health_checks:
         return None, nodes
     smoke = any(host.gpu_stack not in (None, "none") for host in plan.hosts)
     floor = next((found for host in plan.hosts if (found := node_floor(host)) is not None), None)
-    run = plan.scheduler.run_health(
-        nodes,
-        mount_point=plan.mount_point,
-        smoke_nccl_tests=smoke,
-        nvlink=(floor.gpus, floor.message_bytes) if smoke and floor is not None else None,
-    )
-    health = evaluate_health(
-        plan.hosts, run, plan.inventory.filesystem, driver_branch=driver_branch(plan.inventory.software)
-    )
-    excluding = (run.scheduler, "answer", "nccl_tests")
+
+    def probe(names: list[str]) -> HealthReport:
+        run = plan.scheduler.run_health(
+            names,
+            mount_point=plan.mount_point,
+            smoke_nccl_tests=smoke,
+            nvlink=(floor.gpus, floor.message_bytes) if smoke and floor is not None else None,
+        )
+        hosts = [host for host in plan.hosts if host.name in names]
+        branch = driver_branch(plan.inventory.software)
+        return evaluate_health(hosts, run, plan.inventory.filesystem, driver_branch=branch)
+
+    started = _clock()
+    deadline = started + plan.validation.ready_timeout.total_seconds()
+    health = probe(nodes)
+    waiting = _not_ready(health)
+    while waiting and _clock() < deadline:
+        _sleep(min(READY_POLL_SECONDS, max(0.0, deadline - _clock())))
+        again = {node.node: node for node in probe(sorted(waiting)).nodes}
+        for index, node in enumerate(health.nodes):
+            fresh = again.get(node.node)
+            if fresh is None:
+                continue
+            if not _not_ready(HealthReport([fresh])):
+                fresh.checks.insert(0, Check("ready", INFO, f"ready after {_clock() - started:.0f} s"))
+            health.nodes[index] = fresh
+        waiting = _not_ready(health)
+    timeout = format_duration(plan.validation.ready_timeout)
+    for node in health.nodes:
+        if node.node in waiting:
+            node.checks.insert(
+                0,
+                Check(
+                    "ready",
+                    FAIL,
+                    f"not ready after {timeout} (validation.ready_timeout): {'; '.join(waiting[node.node])}; "
+                    "nothing was benchmarked on it",
+                ),
+            )
+    excluding = (plan.scheduler.kind, "ready", *EXCLUDING)
     unusable = {
         node.node
         for node in health.nodes
