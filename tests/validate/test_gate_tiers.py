@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from test_validation_suite import GPU_SPEC, _inventory
@@ -303,7 +304,9 @@ class LateSlurm(FakeSlurm):
     """A node of ``broken`` reports its overrides for its first ``polls[node]`` health runs, then is ready;
     every node has the 8 ACTIVE InfiniBand ports the inventory expects."""
 
-    READY = {"fabric": {"kind": "infiniband", "devices": 8, "method": "/sys/class/infiniband ports ACTIVE"}}
+    READY: ClassVar[dict] = {
+        "fabric": {"kind": "infiniband", "devices": 8, "method": "/sys/class/infiniband ports ACTIVE"}
+    }
 
     def __init__(self, nodes: list[str], polls: dict[str, int], broken: dict[str, dict], **kwargs) -> None:
         super().__init__(nodes, **kwargs)
