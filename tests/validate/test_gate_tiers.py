@@ -4,6 +4,7 @@ and the fake Slurm login node of validate_fakes.py."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import ClassVar
@@ -389,3 +390,43 @@ def test_the_node_script_reports_the_env_file_and_gpudirect(tmp_path):
     checks = {name: status for name, status, _ in node_health.judge(raw, {"gpus": 8, "gpudirect_rdma": True})}
     assert checks["nccl_env"] == "fail" and checks["gpudirect"] == "fail"
     assert "gpudirect" not in {name for name, _, _ in node_health.judge(raw, {"gpus": 8})}
+
+
+# ---- the console ---------------------------------------------------------------------------------------
+
+
+def _console_of(result, spec, *, verbose: bool) -> str:
+    from rich.console import Console
+
+    from gpufleet.cli import common
+    from gpufleet.cli import validate as validate_cmd
+
+    recorder = Console(width=80, record=True, highlight=False, file=io.StringIO())
+    original = validate_cmd.console
+    validate_cmd.console = recorder
+    try:
+        validate_cmd.render_validation(spec, result, json_out=False, verbose=verbose)
+    finally:
+        validate_cmd.console = original
+    assert common.console is not recorder
+    return recorder.export_text()
+
+
+def test_the_console_shows_the_failing_node_first_then_the_verdicts_in_80_columns(tmp_path):
+    spec = parse_spec(GPU_SPEC % {"count": 4, "drain": "true"})
+    inventory = _inventory(4, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8, bad={"gpu-002": "slow"})
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    text = _console_of(result, spec, verbose=False)
+    lines = text.splitlines()
+    assert lines[0].startswith("FAIL gpu-002: failed"), text
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert table and all(len(line) <= 80 for line in table), text
+    header = next(line for line in lines if "collective" in line and "verdict" in line)
+    for column in ("measured", "expected", "bound", "why"):
+        assert column in header, header
+    assert any("all_reduce" in line and "FAIL" in line for line in lines), text
+    assert "all_reduce_perf" not in text and "#  size" not in text  # the raw run stays in logs/
+    assert "--verbose prints them" in text
+    verbose = _console_of(result, spec, verbose=True)
+    assert "all_reduce_perf" in verbose

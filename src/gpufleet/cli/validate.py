@@ -105,7 +105,7 @@ def verdict_table(name: str, verdicts: list[Verdict]) -> Table:
     table.add_column("collective", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     for column in ("measured", "expected", "bound"):
-        table.add_column(column, overflow="fold", max_width=9)
+        table.add_column(column, overflow="fold", max_width=10)
     table.add_column("why", overflow="fold", ratio=1)
     for verdict in verdicts:
         word = _WORDS[verdict.tier.value] if not verdict.passed else _WORDS["pass"]
