@@ -56,7 +56,8 @@ class Entry:
     mode: str
     expected: float | None
     bound: float | None
-    transport: str | None
+    transport: str | None  # what NCCL used, as the log says
+    transport_expected: str | None  # what the fabric, or the nodes' NCCL env file, configured
     nccl: str | None
     nccl_tests: str | None
     plugin: str | None
@@ -78,6 +79,7 @@ class Entry:
             expected=verdict.expected,
             bound=round(verdict.bound.gbps, 2) if verdict.bound else None,
             transport=test.transport,
+            transport_expected=verdict.transport_expected,
             nccl=test.nccl_version,
             nccl_tests=test.tests_version,
             plugin=test.net_plugin,
