@@ -19,7 +19,9 @@ iteration) started as its own process, outside Slurm's MPI, so a node whose CUDA
 the binaries says why (e.g. "CUDA driver version is insufficient for CUDA runtime version"); with
 ``--nvlink-gpus N --nvlink-bytes B`` too, an all_reduce over the node's N GPUs in one process at B bytes
 (NVLink only), judged against the type's node floor (Microsoft's aznhc check_nccl_allreduce; catalog
-``node_floors``); with ``--mount PATH``, the shared filesystem there: mounted or not, its type and source
+``node_floors``); with ``--env-file PATH``, whether the NCCL environment file every rank sources is there
+(ready before measured, issue 33); on InfiniBand/RoCE, whether ``nvidia_peermem`` is loaded; with
+``--mount PATH``, the shared filesystem there: mounted or not, its type and source
 (``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread with a deadline, so a
 hung network filesystem is reported, not waited on forever).
 
@@ -816,11 +818,14 @@ def _judge_ready(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
         if direct["nvidia_peermem"]:
             checks.append(("gpudirect", PASS, "nvidia_peermem loaded"))
         elif int(expect.get("gpus") or 0) > 0:
+            # A warning, not a failure: NCCL reaches GPU memory through DMA-BUF instead where the driver's
+            # open kernel modules and Linux 5.12+ allow it, with no nvidia_peermem (NCCL_DMABUF_ENABLE).
             checks.append(
                 (
                     "gpudirect",
-                    FAIL,
-                    "nvidia_peermem is not loaded: no GPUDirect RDMA (modprobe nvidia_peermem)",
+                    WARN,
+                    "nvidia_peermem is not loaded: GPUDirect RDMA needs it unless NCCL uses DMA-BUF (open "
+                    "kernel modules, Linux 5.12+); modprobe nvidia_peermem",
                 )
             )
     return checks
