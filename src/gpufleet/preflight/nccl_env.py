@@ -12,7 +12,7 @@ import yaml
 
 from gpufleet.catalog import Catalog
 from gpufleet.preflight.base import Finding, Level, check
-from gpufleet.spec.model import BaremetalProvider, ClusterSpec
+from gpufleet.spec.model import ClusterSpec
 from gpufleet.validate.nccl_lint import lint
 
 OVERRIDE_VAR = "gpufleet_nccl_env"
@@ -34,10 +34,9 @@ def _override(path: Path) -> dict[str, Any]:
 def nccl_env_lint(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     from gpufleet.state import ClusterState
 
-    if isinstance(spec.provider, BaremetalProvider):
-        path = Path(spec.provider.inventory)
-    else:
-        path = ClusterState.for_name(spec.name).inventory_file
+    # A hand-written inventory (bare metal names one in the spec), else the one up recorded.
+    named = getattr(spec.provider, "inventory", None)
+    path = Path(named) if isinstance(named, str) else ClusterState.for_name(spec.name).inventory_file
     if not path.is_file():
         return
     for found in lint(spec.fabric.kind, _override(path), f"{OVERRIDE_VAR} in {path}"):
