@@ -79,6 +79,8 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool, ve
         for line in _node_failures(result):
             console.print(f"[bold red]FAIL[/] {escape(line)}", soft_wrap=True)
     console.print(verdict_table(spec.name, result.verdicts))
+    for line in result.taken_out.lines() if result.taken_out is not None else []:
+        console.print(f"[red]{escape(line)}[/]", soft_wrap=True)
     if result.training is not None:
         style = "green" if result.training.passed else "bold red"
         console.print(f"[{style}]{escape(result.training.summary)}[/]")
@@ -198,6 +200,7 @@ def run(
         ),
     ] = True,
     verbose: cluster_cmd.VerboseOpt = False,
+    replace: cluster_cmd.ReplaceOpt = False,
     slow_node: Annotated[
         bool,
         typer.Option(
@@ -224,6 +227,7 @@ def run(
         spec_path=spec_path,
         keep=keep,
         bake=bake,
+        replace=replace,
         view=view,
         ledger=ledger,
     )
