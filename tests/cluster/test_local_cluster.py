@@ -185,10 +185,47 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     print(f"\ntraining check figures: {json.dumps(training['figures'])}")
     SHARED["reference"] = training["per_rank"][0]["hash"]
 
+    # The ledger (issue 33): the validation above appended its figures to the state folder's ledger.
+    ledger = cli.json("baseline", "--json")
+    assert ledger["ledger"] == str(state / "ledger.jsonl")
+    assert {(r["collective"], r["nodes"], r["instance_type"], r["tier"]) for r in ledger["runs"]} == {
+        ("all_reduce", 2, "local", "pass"), ("all_gather", 2, "local", "pass"),
+    }  # fmt: skip
+    # The CPU benchmark prints no NCCL lines: the transport kept is the one the node's env file configured.
+    assert all(r["busbw"] > 0 and r["transport_expected"] == "Socket" for r in ledger["runs"]), ledger
+    # A second run gates on the first (validation.baseline: ledger). CPU ranks on two shared cores vary
+    # more than GPUs, so the tiers are wide: pass at 0.3 x, drain below 0.1 x the site baseline.
+    site = yaml.safe_load(spec.read_text())
+    site["validation"].update(baseline="ledger", baseline_margin=0.3, drain_fraction=0.1)
+    del site["validation"]["min_busbw"]  # an explicit floor would come before the site baseline
+    site["validation"]["training"]["enabled"] = False
+    site_spec = spec.with_name("site.yaml")
+    site_spec.write_text(yaml.safe_dump(site))
+    second_run = cli.json("validate", str(site_spec), "--out", str(state.parent / "site"))
+    assert second_run["passed"] is True, json.dumps(second_run, indent=1)[:4000]
+    assert {t["verdict"]["mode"] for t in second_run["tests"]} == {"site-baseline"}
+    derived = cli.json("baseline", "--json")["site_baselines"]
+    assert {(d["collective"], d["nodes"], d["runs"]) for d in derived} == {
+        ("all_reduce", 2, 2),
+        ("all_gather", 2, 2),
+    }
+
+    # Ready before measured: a node whose NCCL environment file is gone is named, and nothing is
+    # benchmarked on it (validation.ready_timeout 0m: no wait for it to come back).
+    podman("exec", f"{NAME}-compute-0", "rm", "/etc/gpufleet/nccl.env")
+    unready = dict(site, validation={**site["validation"], "ready_timeout": "0m", "baseline": "catalog"})
+    unready_spec = spec.with_name("unready.yaml")
+    unready_spec.write_text(yaml.safe_dump(unready))
+    named = cli.json("validate", str(unready_spec), "--out", str(state.parent / "unready"), expect=1)
+    (sick,) = [n for n in named["health"]["nodes"] if not n["passed"]]
+    assert sick["node"] == f"{NAME}-compute-0", named["health"]
+    assert sick["checks"][0]["message"].startswith("not ready after 0m (validation.ready_timeout): "), sick
+    assert "/etc/gpufleet/nccl.env is missing or empty" in sick["checks"][0]["message"]
+    assert all(t["hosts"] == [f"{NAME}-compute-1"] for t in named["tests"]), named["tests"]
+
     # Configure from the head (issue 21, GPUFLEET_CONFIGURE_FROM=head, the default on cloud clusters): the
     # same playbook and roles, run by Ansible on the controller over the cluster's network, repair what a
     # node lost.
-    podman("exec", f"{NAME}-compute-0", "rm", "/etc/gpufleet/nccl.env")
     head = Cli(cli.workdir, state, env={"GPUFLEET_CONFIGURE_FROM": "head"})
     repaired = head.json("configure", str(spec))
     assert repaired["ok"] is True and str(repaired["artifacts"]).endswith("ansible-head"), repaired
