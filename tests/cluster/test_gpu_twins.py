@@ -56,6 +56,9 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE_PLAYS = ("Group the compute nodes by GPU stack mode", "GPU node stack", "Fabric")
+# The GDRCopy release the gdrcopy role installs (its defaults), which the mirror carries (twins.vendor_repo).
+GDRCOPY_DEFAULTS = ROOT / "roles" / "gdrcopy" / "defaults" / "main.yml"
+GDRCOPY_PIN = yaml.safe_load(GDRCOPY_DEFAULTS.read_text())["gdrcopy_version"]
 NOT_RUN_ROLES = {"nccl_tests"}  # builds nccl-tests with nvcc: the twins' nvcc only prints its version
 # The test's stand-ins for what a container lacks (the same as test_gpu_roles_converge): no kernel headers
 # to build for, the loaded module's version in a file a boot unit writes, no initramfs; GDRCopy's gdrdrv
@@ -370,7 +373,7 @@ def _expect_installed(twin: Twin, modes: dict[str, str], now: dict[str, str]) ->
     if modes["dcgm"] == "install":
         expected[f"datacenter-gpu-manager-4-cuda{pins.cuda.split('.')[0]}"] = ("dcgm", "1:4.4.2-1")
     if modes["gdrcopy"] == "install" and twin.fabric in ("efa", "infiniband", "roce"):  # its own component
-        expected["gdrcopy"] = ("gdrcopy", "2.5.1-1")  # the gdrcopy role's pin, whatever NCCL's mode
+        expected["gdrcopy"] = ("gdrcopy", f"{GDRCOPY_PIN}-1")  # the gdrcopy role's pin, whatever NCCL's mode
     wrong = {
         pkg: (component, want, now.get(pkg))
         for pkg, (component, want) in expected.items()

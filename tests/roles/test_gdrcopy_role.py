@@ -166,7 +166,7 @@ def test_verify_names_what_is_missing_and_the_fix(tmp_path):
     assert "gdrdrv module not loaded (no " in message, message
     assert "libgdrapi.so.2 known to the dynamic linker" in message, message
     assert "test programs: none of gdrcopy_sanity, gdrcopy_copybw in " in message, message
-    assert "packaged version: 2.4.4, needed at least 2.5.1" in message, message
+    assert "packaged version: 2.4.4, needed at least 2.5.2" in message, message
     assert "systemctl start gdrdrv" in message and "gdrcopy_mode: none" in message, message
 
 
@@ -177,3 +177,55 @@ def test_a_bake_leaves_the_runtime_checks_to_configure(tmp_path):
     failed = {name: r.get("msg") for name, r in results.items() if r.get("failed")}
     assert rc == 0 and not failed, failed
     assert CHECK not in results, "the bake ran the runtime checks"
+
+
+@pytest.mark.parametrize(("provider", "expected"), [("gcp", "none"), ("baremetal", "install")])
+def test_googles_roce_gets_no_gdrcopy(tmp_path, provider, expected):
+    """Google's RoCE (gIB, A3 Ultra and A4) gets no GDRCopy, as Cluster Toolkit installs none (issue 31, N2);
+    RoCE elsewhere (ConnectX on bare metal) keeps it."""
+    modes = _modes(
+        tmp_path,
+        gpufleet_gpus=8,
+        gpufleet_gpu_stack="install",
+        gpufleet_fabric="roce",
+        gpufleet_provider=provider,
+    )
+    assert modes["gdrcopy"] == expected
+
+
+KERNEL_CHECK = "Assert that this GDRCopy's module builds on the node's kernel"
+
+
+@pytest.mark.parametrize(("version", "builds"), [(None, True), ("2.5.1", False), ("2.5.2", True)])
+def test_install_refuses_a_gdrcopy_whose_module_does_not_build_on_the_nodes_kernel(tmp_path, version, builds):
+    """Kernels >= 6.15 (Google's accelerator image 6.17, the DLAMI 24.04 7.0) need GDRCopy >= 2.5.2 (its
+    CHANGELOG): the default pin builds there, an older pin stops before apt with the reason (issue 31, N2)."""
+    facts = {
+        "distribution": "Ubuntu",
+        "distribution_version": "24.04",
+        "architecture": "x86_64",
+        "kernel": "6.17.0-1012-gcp",
+        "os_family": "Debian",
+    }
+    play = [
+        {
+            "name": "GDRCopy's install checks",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                {"name": "Facts", "ansible.builtin.set_fact": {"ansible_facts": facts}},
+                {
+                    "name": "Install",
+                    "ansible.builtin.include_role": {"name": "gdrcopy", "tasks_from": "install-Debian.yml"},
+                },
+            ],
+        }
+    ]
+    extra = {"__gdrcopy_build_packages": [], "gdrcopy_url": f"file://{tmp_path}/none"}
+    if version:
+        extra["gdrcopy_version"] = version
+    _rc, results = run_playbook(tmp_path, _host(gpufleet_fabric="efa"), play, "-e", json.dumps(extra))
+    check = results["node"][KERNEL_CHECK]
+    assert bool(check.get("failed")) is not builds, check
+    if not builds:
+        assert "6.17.0-1012-gcp" in check["msg"] and "2.5.2" in check["msg"], check["msg"]

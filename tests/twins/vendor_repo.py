@@ -15,7 +15,7 @@ tests/roles/nvidia_apt/standins.csv (the rows cited by name there); where a fact
 says "modelled". Several versions of each package, so every pin meets a newer candidate: the driver 580 at
 580.95.05 and 580.105.08 (and 595.91.07, the DLAMI's), DCGM 4 at 1:4.4.2-1, 1:4.5.3-1, 1:4.7.0-1, NCCL at
 2.27.5, 2.27.7 and 2.28.9 for CUDA 12.9, the toolkit 12.9 at 12.9.0 and 12.9.1 beside 12.8 and 13.2,
-GDRCopy 2.5.1 and 2.5.2, aws-ofi-nccl 1.16.3 (the multiarch folder) and 1.21.1 (lib/).
+GDRCopy 2.5.1, 2.5.2 and 2.6, aws-ofi-nccl 1.16.3 (the multiarch folder) and 1.21.1 (lib/).
 
 The programs (``nvidia-smi``, ``nvcc``, ``dcgmi``, ``fi_info``) print captured outputs (``captures/``,
 tests/validate/data) or, where no capture exists, the captured format with the package's own version; the
@@ -52,7 +52,7 @@ BRANCH_BUILD = {"580": "580.95.05"}
 DCGM = ("4.4.2", "4.5.3", "4.7.0")
 CUDA = {"12.8": "12.8.1-1", "12.9": ("12.9.0-1", "12.9.1-1"), "13.2": "13.2.0-1"}
 NCCL = ("2.27.5", "2.27.7", "2.28.9")
-GDRCOPY = ("2.5.1", "2.5.2")
+GDRCOPY = ("2.5.1", "2.5.2", "2.6")  # 2.6: the gdrcopy role's pin (issue 31, N2)
 # What gdrcopy-tests installs in /usr/bin (NVIDIA/gdrcopy v2.5.1 tests/Makefile install, prefix=/usr in
 # packages/debian-tests/rules), and where the twins mark the gdrdrv module loaded (stands in for
 # /sys/module/gdrdrv, as PROC_VERSION does for the driver's).
