@@ -1,9 +1,9 @@
 """dcgm-exporter paired with the node's DCGM (issue 31, N4 and M1): the monitoring role reads the node's DCGM
-from its core package, takes the exporter release NVIDIA pairs with it from a sourced table, installs that exact
-build (its version read from the node's apt), compares `dcgm-exporter --version` exactly, attaches the exporter
-to the node's host engine and adds DCGM's proprietary module on Ampere. Run by Ansible on this machine
-(connection local) with stand-ins of dpkg-query, apt-cache and dcgm-exporter first on PATH, shaped by the
-vendors' output: dpkg's epoch-carrying DCGM versions ("1:4.4.2-1"), apt-cache show's "Version:" lines, and
+from its core package, takes the exporter release NVIDIA pairs with it from a sourced table, installs that
+exact build (its version read from the node's apt), compares `dcgm-exporter --version` exactly, attaches the
+exporter to the node's host engine and adds DCGM's proprietary module on Ampere. Run by Ansible on this
+machine (connection local) with stand-ins of dpkg-query, apt-cache and dcgm-exporter first on PATH, shaped by
+the vendors' output: dpkg's epoch-carrying DCGM versions ("1:4.4.2-1"), apt-cache show's "Version:" lines, and
 dcgm-exporter's "DCGM Exporter version <DCGM>-<exporter>" (NVIDIA/dcgm-exporter @d5e5f510a1b6: Makefile:40,
 pkg/cmd/app.go:110-115; urfave/cli's version printer "<name> version <version>")."""
 
@@ -102,7 +102,8 @@ def test_the_exporter_release_follows_the_nodes_dcgm_and_the_apt_version_is_read
     assert code == 0, results
     assert results["node"]["Show"]["msg"] == {
         "dcgm": "4.4.2",
-        "release": "4.7.1",  # NVIDIA's tag 4.4.2-4.7.1, never the repository's newest (4.8.2 pairs with 4.5.3)
+        # NVIDIA's tag 4.4.2-4.7.1, never the repository's newest (4.8.2 pairs with 4.5.3)
+        "release": "4.7.1",
         "apt": "1:4.7.1-1",
         "proprietary": False,
     }

@@ -63,10 +63,14 @@ def _modes(tmp_path: Path, **host_vars: object) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("image", "fabric", "expected"),
     [
-        # NCCL is the image's (verify), GDRCopy is not shipped: the role installs it all the same.
-        ("dlami-base-oss-ubuntu-24.04", "efa", {"nccl": "verify", "gdrcopy": "install"}),
-        # The 22.04 DLAMI lists GDRCopy 2.5.2: verified, never installed over.
-        ("dlami-base-oss-ubuntu-22.04", "efa", {"nccl": "verify", "gdrcopy": "verify"}),
+        # The ARM64 24.04 DLAMI: NCCL is the image's (verify), GDRCopy is not shipped: installed all the same.
+        ("dlami-base-oss-ubuntu-24.04-arm64", "efa", {"nccl": "verify", "gdrcopy": "install"}),
+        # The ARM64 22.04 DLAMI lists GDRCopy 2.5.2: verified, never installed over.
+        ("dlami-base-oss-ubuntu-22.04-arm64", "efa", {"nccl": "verify", "gdrcopy": "verify"}),
+        # The x86_64 24.04 DLAMI lists GDRCopy 2.6 on its own page (issue 31, N2); its NCCL is not settled.
+        ("dlami-base-oss-ubuntu-24.04", "efa", {"nccl": "detect", "gdrcopy": "verify"}),
+        # The x86_64 22.04 DLAMI: no x86_64 page read, so the role finds GDRCopy out on the node.
+        ("dlami-base-oss-ubuntu-22.04", "efa", {"nccl": "detect", "gdrcopy": "detect"}),
         # A fabric without GPUDirect RDMA has no use for it.
         ("ubuntu-24.04", "ethernet", {"nccl": "install", "gdrcopy": "none"}),
         ("gcp-ubuntu-accelerator-2404-nvidia-580", "tcpxo", {"nccl": "install", "gdrcopy": "none"}),
@@ -104,9 +108,16 @@ def _executable(path: Path, text: str) -> None:
 
 
 def _verify(
-    tmp_path: Path, *, loaded: bool, programs: tuple[str, ...], packaged: str | None, tags: str = "all"
+    tmp_path: Path,
+    *,
+    loaded: bool,
+    programs: tuple[str, ...],
+    packaged: str | None,
+    tags: str = "all",
+    image: str = "dlami-base-oss-ubuntu-22.04-arm64",
 ) -> tuple[int, dict[str, dict]]:
-    """The role in verify mode on a DLAMI 22.04 node: stand-in ldconfig (libgdrapi.so.2 in its cache, as
+    """The role in verify mode on an ARM64 DLAMI 22.04 node (whose page lists GDRCopy): stand-in ldconfig
+    (libgdrapi.so.2 in its cache, as
     libgdrapi's package leaves it) and dpkg-query, the module's sysfs folder and the programs' folder in
     the test tree."""
     bin_dir = tmp_path / "bin"
@@ -127,7 +138,7 @@ def _verify(
     programs_dir.mkdir(parents=True)
     for name in programs:
         _executable(programs_dir / name, "#!/bin/sh\n")
-    manifest = load_image_manifests().images["dlami-base-oss-ubuntu-22.04"]
+    manifest = load_image_manifests().images[image]
     inventory = _host(
         gpufleet_gpus=8,
         gpufleet_gpu_stack="verify",
@@ -229,3 +240,27 @@ def test_install_refuses_a_gdrcopy_whose_module_does_not_build_on_the_nodes_kern
     assert bool(check.get("failed")) is not builds, check
     if not builds:
         assert "6.17.0-1012-gcp" in check["msg"] and "2.5.2" in check["msg"], check["msg"]
+
+
+@pytest.mark.parametrize(
+    ("programs", "packaged", "found"),
+    [(("gdrcopy_sanity",), None, "verify"), ((), "2.5.2-1", "verify"), ((), None, "install")],
+)
+def test_detect_verifies_what_the_node_has_and_installs_what_it_lacks(tmp_path, programs, packaged, found):
+    """The x86_64 DLAMI 22.04: no x86_64 page says whether it ships GDRCopy, so the role looks (issue 31, item
+    5): GDRCopy's test program or its libgdrapi package makes it verify; neither makes it install (under
+    --tags install here, so the stand-in tree is not written to)."""
+    rc, results = _verify(
+        tmp_path,
+        loaded=True,
+        programs=programs,
+        packaged=packaged,
+        tags="install",
+        image="dlami-base-oss-ubuntu-22.04",
+    )
+    decided = results["Verify what the image ships, install what it lacks"]["ansible_facts"]["gdrcopy_mode"]
+    assert decided.strip() == found, results
+    installing = not results["Install NVIDIA's GDRCopy packages"].get("skipped")
+    assert installing == (found == "install"), results["Install NVIDIA's GDRCopy packages"]
+    if found == "verify":
+        assert rc == 0, {name: r.get("msg") for name, r in results.items() if r.get("failed")}

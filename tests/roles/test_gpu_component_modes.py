@@ -161,7 +161,7 @@ def _verify_nccl(tmp_path: Path, gpu_paths: dict[str, str]) -> tuple[int, dict[s
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the role writes its files owned by root")
 def test_nccl_verify_finds_the_dlami_library_in_its_cuda_tree_and_adds_it_to_the_linker(tmp_path):
-    image = load_image_manifests().images["dlami-base-oss-ubuntu-24.04"]
+    image = load_image_manifests().images["dlami-base-oss-ubuntu-24.04-arm64"]
     tree = _dlami_tree(tmp_path / "image")
     # The manifest's paths, moved under the test tree (the same layout).
     paths = {
@@ -224,3 +224,86 @@ def test_verify_mode_turns_persistence_mode_on_instead_of_failing(tmp_path):
     after = written["diff"][0]["after"] if isinstance(written["diff"], list) else written["diff"]["after"]
     assert "ExecStart=/usr/bin/nvidia-persistenced --user root --persistence-mode --verbose" in after, after
     assert not node["Assert that the node meets the pin and the inventory"].get("failed")
+
+
+def _detect(tmp_path: Path, role: str, host_vars: dict, stand_ins: dict[str, str]) -> dict[str, dict]:
+    """The role's detect step alone (tasks/detect.yml), with stand-in commands first on PATH."""
+    bin_dir = tmp_path / "detect-bin"
+    bin_dir.mkdir()
+    for name, text in stand_ins.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    play = [
+        {
+            "name": "Detect",
+            "hosts": "all",
+            "gather_facts": False,
+            "environment": {"PATH": f"{bin_dir}:{os.environ['PATH']}"},
+            "tasks": [
+                {"name": "Detect", "ansible.builtin.include_role": {"name": role, "tasks_from": "detect.yml"}}
+            ],
+        }
+    ]
+    inventory = {
+        "all": {
+            "hosts": {
+                "node": {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    **host_vars,
+                }
+            }
+        }
+    }
+    rc, results = run_playbook(tmp_path, inventory, play)
+    assert rc == 0, results
+    return results["node"]["Verify what the image ships, install what it lacks"]["ansible_facts"]
+
+
+EMPTY_LDCONFIG = "#!/bin/sh\necho '1 libs found in cache'\n"
+
+
+@pytest.mark.parametrize("ships", [True, False])
+def test_nccl_detect_finds_the_dlami_library_off_the_linker_cache(tmp_path, ships):
+    """The x86_64 DLAMI's NCCL is not settled by any x86_64 page (issue 31, item 5): the role looks in the
+    CUDA trees, and where it finds NCCL off the linker cache it verifies it there."""
+    homes = [str(tmp_path / "image" / "usr" / "local" / "cuda"), "/nonexistent/usr"]
+    if ships:
+        _dlami_tree(tmp_path / "image")
+    facts = _detect(tmp_path, "nccl", {"nccl_verify_homes": homes}, {"ldconfig": EMPTY_LDCONFIG})
+    assert facts["nccl_mode"].strip() == ("verify" if ships else "install"), facts
+    if ships:
+        assert facts["nccl_verify_lib_dir"].strip() == f"{homes[0]}/lib", facts
+
+
+@pytest.mark.parametrize("ships", [True, False])
+def test_cuda_detect_verifies_the_images_nvcc(tmp_path, ships):
+    home = tmp_path / "cuda"
+    if ships:
+        (home / "bin").mkdir(parents=True)
+        (home / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    facts = _detect(tmp_path, "cuda_toolkit", {"cuda_toolkit_verify_home": str(home)}, {})
+    assert facts["cuda_toolkit_mode"] == ("verify" if ships else "install"), facts
+
+
+@pytest.mark.parametrize("status", ["install ok installed", None])
+def test_dcgm_detect_verifies_the_images_dcgm(tmp_path, status):
+    answer = f'printf "%s" "{status}"' if status else "echo 'no packages found' >&2; exit 1"
+    facts = _detect(tmp_path, "gpu_health", {}, {"dpkg-query": f"#!/bin/sh\n{answer}\n"})
+    assert facts["gpu_health_mode"] == ("verify" if status else "install"), facts
+
+
+def test_the_x86_64_dlami_detects_cuda_nccl_and_dcgm(tmp_path):
+    image = load_image_manifests().images["dlami-base-oss-ubuntu-22.04"]
+    host = {
+        "gpufleet_gpus": 8,
+        "gpufleet_gpu_stack": "verify",
+        "gpufleet_gpu_components": component_modes(image),
+    }
+    assert _modes(tmp_path, host) == {
+        "driver": "verify",
+        "cuda": "detect",
+        "nccl": "detect",
+        "dcgm": "detect",
+        "nccl_tests": "detect",
+    }

@@ -152,7 +152,10 @@ OLD_PROMTOOL = """#!/bin/sh
 [ "$1 $2" = "check config" ] || { echo "promtool 2.31 stand-in: $* not modelled" >&2; exit 2; }
 shift 2
 for arg in "$@"; do
-  case "$arg" in --help|--version) ;; --*) echo "promtool: error: unknown long flag '$arg'" >&2; exit 1 ;; esac
+  case "$arg" in
+    --help|--version) ;;
+    --*) echo "promtool: error: unknown long flag '$arg'" >&2; exit 1 ;;
+  esac
 done
 exit 0
 """
@@ -175,8 +178,8 @@ def test_rendered_config_passes_promtool(tmp_path: Path) -> None:
 
 
 def test_the_config_check_runs_on_the_oldest_shipped_promtool(tmp_path: Path) -> None:
-    """Ubuntu 22.04's Prometheus 2.31 has no --syntax-only (issue 31, N5): the role's validate must be one every
-    shipped promtool takes."""
+    """Ubuntu 22.04's Prometheus 2.31 has no --syntax-only (issue 31, N5): the role's validate must be one
+    every shipped promtool takes."""
     stand_in = tmp_path / "bin" / "promtool"
     stand_in.parent.mkdir()
     stand_in.write_text(OLD_PROMTOOL)
