@@ -100,7 +100,7 @@ def test_nvidia_driver_verify_passes_nvlsm_to_the_node_check(tmp_path: Path, nod
     assert ("--nvswitch" in argv) is NODES[node][0], argv
 
 
-@pytest.mark.parametrize(("packages", "required"), [("", False), ("nvlink5-580 install ok installed", True)])
+@pytest.mark.parametrize(("packages", "required"), [("", False), ("nvlink5-580 installed", True)])
 def test_verify_mode_finds_out_on_the_node_whether_the_image_runs_nvlsm(tmp_path: Path, packages, required):
     """Google's A4 (and DGX OS 7 on B200/B300): no source says whether the image runs NVLSM (issue 31, M2).
     In verify mode the role asks dpkg: no NVLSM package, nothing is installed over the image's driver and the
@@ -108,7 +108,7 @@ def test_verify_mode_finds_out_on_the_node_whether_the_image_runs_nvlsm(tmp_path
     required."""
     stand_in = tmp_path / "bin" / "dpkg-query"
     stand_in.parent.mkdir()
-    stand_in.write_text(f"#!/bin/sh\nprintf '%s\\n' '{packages}' | grep . || true\n")
+    stand_in.write_text(f"#!/bin/sh\nprintf '%s\\n' '{packages}' | grep . ; exit 1\n")
     stand_in.chmod(0o755)
     check = tmp_path / "node_health.py"
     check.write_text("import sys\nprint(' '.join(sys.argv[1:]))\n")
