@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from playbook_json import ROOT, run_playbook
 
 from gpufleet.catalog.images import component_modes, component_paths, load_image_manifests
@@ -191,13 +192,25 @@ def test_nccl_verify_without_the_manifest_path_says_the_linker_does_not_know_it(
     assert "libnccl.so.2 unknown to the dynamic linker (ldconfig -p)" in message, message
 
 
-def test_verify_mode_turns_persistence_mode_on_instead_of_failing(tmp_path):
-    """Over the image's driver (Google's image boots with persistence mode off), verify mode writes the same
-    nvidia-persistenced drop-in as install mode, then runs the node check (a stand-in that passes here)."""
+def _verify_driver(tmp_path: Path, unit: str) -> dict[str, dict]:
+    """The nvidia_driver role in verify mode under --check, with a stand-in systemctl that reports the
+    nvidia-persistenced unit's LoadState (``loaded``, or ``not-found`` on an image without it)."""
     check = tmp_path / "node_check.py"
     check.write_text("import sys\nprint('ok: 8 GPUs, driver 580.95.05, persistence on')\nsys.exit(0)\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho {unit}\n")
+    (bin_dir / "systemctl").chmod(0o755)
     dropin = tmp_path / "etc" / "nvidia-persistenced.service.d" / "gpufleet.conf"
-    play = [{"name": "GPU node", "hosts": "all", "gather_facts": True, "roles": [{"role": "nvidia_driver"}]}]
+    play = [
+        {
+            "name": "GPU node",
+            "hosts": "all",
+            "gather_facts": True,
+            "environment": {"PATH": f"{bin_dir}:{os.environ['PATH']}"},
+            "roles": [{"role": "nvidia_driver"}],
+        }
+    ]
     inventory = {
         "all": {
             "hosts": {
@@ -217,13 +230,43 @@ def test_verify_mode_turns_persistence_mode_on_instead_of_failing(tmp_path):
     )
     failed = {name: r.get("msg") for name, r in results.get("node", {}).items() if r.get("failed")}
     assert rc == 0, failed
-    node = results["node"]
+    return results["node"]
+
+
+def test_verify_mode_turns_persistence_mode_on_instead_of_failing(tmp_path):
+    """Over the image's driver (Google's image boots with persistence mode off), verify mode writes the same
+    nvidia-persistenced drop-in as install mode, then runs the node check (a stand-in that passes here)."""
+    node = _verify_driver(tmp_path, "loaded")
     assert node["Install the driver"].get("skipped", True), "verify mode installed the driver"
     written = node["Start nvidia-persistenced with persistence mode on"]
     assert written.get("changed") and not written.get("skipped"), written
     after = written["diff"][0]["after"] if isinstance(written["diff"], list) else written["diff"]["after"]
     assert "ExecStart=/usr/bin/nvidia-persistenced --user root --persistence-mode --verbose" in after, after
     assert not node["Assert that the node meets the pin and the inventory"].get("failed")
+
+
+def test_verify_mode_on_an_image_without_the_persistenced_unit_leaves_it_to_the_node_check(tmp_path):
+    """An image whose driver brings no nvidia-persistenced unit (how the DLAMI installs its driver is not
+    published: issue 31, M5): no drop-in for a unit that is not there, no restart of it, a line that says so;
+    the node check judges persistence mode."""
+    node = _verify_driver(tmp_path, "not-found")
+    assert node["Start nvidia-persistenced with persistence mode on"].get("skipped"), node
+    assert node["Restart nvidia-persistenced with the drop-in, and enable it at boot"].get("skipped")
+    said = node["Say that the image has no nvidia-persistenced unit"]
+    assert "no nvidia-persistenced unit" in said["msg"], said
+    assert not node["Assert that the node meets the pin and the inventory"].get("failed")
+
+
+def test_facts_are_read_again_after_the_drivers_reboot():
+    """The reboot may boot a newer kernel (issue 31, M4): the task after it gathers the kernel again, when it
+    rebooted, before later roles build modules for ansible_facts['kernel']."""
+    tasks = yaml.safe_load((ROOT / "roles" / "nvidia_driver" / "tasks" / "reboot.yml").read_text())
+    names = [task["name"] for task in tasks]
+    reboot = names.index("Reboot to load the new kernel module")
+    regather = tasks[reboot + 1]
+    assert "ansible.builtin.setup" in regather, regather
+    assert "min" in regather["ansible.builtin.setup"]["gather_subset"]
+    assert regather["when"] == f"{tasks[reboot]['register']} is changed", regather
 
 
 def _detect(tmp_path: Path, role: str, host_vars: dict, stand_ins: dict[str, str]) -> dict[str, dict]:
