@@ -1,11 +1,11 @@
-"""enroot on Ubuntu 24.04 (issue 31, N7): where the kernel restricts unprivileged user namespaces
-(kernel.apparmor_restrict_unprivileged_userns = 1), the containers role installs enroot's own AppArmor profile
-where AppArmor loads it at boot and loads it now, as enroot's .deb does (NVIDIA/enroot v4.1.2
-pkg/deb/rules:35,42); elsewhere it does nothing. Its verify step starts a container as an unprivileged user;
-the container the smoke test builds (the host's /bin/sh and /usr/bin/true with their libraries) is run here
-for real through chroot, by a stand-in of `enroot start` that enters it the way enroot-switchroot does
-(`<shell> -c 'exec "$@"' sh CMD`). Run by Ansible on this machine (connection local); apparmor_parser is a
-stand-in that records its arguments."""
+"""The containers role on a node (issue 31, N7 and M3). enroot on Ubuntu 24.04: where the kernel restricts
+unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1), the containers role installs
+enroot's own AppArmor profile where AppArmor loads it at boot and loads it now, as enroot's .deb does
+(NVIDIA/enroot v4.1.2 pkg/deb/rules:35,42); elsewhere it does nothing. Its verify step starts a container as
+an unprivileged user; the container the smoke test builds (the host's /bin/sh and /usr/bin/true with their
+libraries) is run here for real through chroot, by a stand-in of `enroot start` that enters it the way
+enroot-switchroot does (`<shell> -c 'exec "$@"' sh CMD`). Run by Ansible on this machine (connection local);
+apparmor_parser is a stand-in that records its arguments."""
 
 from __future__ import annotations
 
@@ -156,3 +156,48 @@ def test_the_smoke_tests_container_runs_a_command_as_enroot_switchroot_would(tmp
     nobody = os.popen("id -u nobody").read().strip()
     assert seen.read_text().split()[2] == nobody, seen.read_text()  # the container belongs to its user
     assert not (local / "data" / f"user-{nobody}" / "gpufleet-smoke").exists()  # and is gone after
+
+
+@pytest.mark.parametrize(
+    ("provider", "fabric", "sources"),
+    [
+        # Google's fabrics: what nccl.env sources inside the container must be there (issue 31, M3).
+        ("gcp", "roce", ["/dev/infiniband", "/usr/local/gib"]),
+        ("gcp", "tcpx", ["/var/lib/tcpx", "/run/tcpx"]),
+        ("gcp", "tcpxo", ["/var/lib/tcpxo", "/dev/aperture_devices"]),
+        ("baremetal", "roce", ["/dev/infiniband"]),
+        ("aws", "efa", ["/dev/infiniband", "/opt/amazon/efa", "/opt/amazon/ofi-nccl"]),
+    ],
+)
+def test_every_container_gets_the_fabrics_devices_and_plugin(tmp_path, provider, fabric, sources):
+    out = tmp_path / "50-gpufleet.fstab"
+    play = [
+        {
+            "name": "Render the mounts",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                {"name": "Defaults", "ansible.builtin.include_vars": str(ROLE / "defaults" / "main.yml")},
+                {
+                    "name": "Render",
+                    "ansible.builtin.template": {
+                        "src": str(ROLE / "templates" / "mounts.fstab.j2"),
+                        "dest": str(out),
+                        "mode": "0644",
+                    },
+                },
+            ],
+        }
+    ]
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "gpufleet_provider": provider,
+        "gpufleet_fabric": fabric,
+    }
+    rc, results = run_playbook(tmp_path, {"all": {"hosts": {"node": host}}}, play)
+    assert rc == 0, results
+    lines = [line.split() for line in out.read_text().splitlines() if line and not line.startswith("#")]
+    fabric_sources = [fields[0] for fields in lines if fields[0] != "/etc/gpufleet"]
+    assert fabric_sources == sources, out.read_text()
+    assert all(fields[0] == fields[1] for fields in lines), lines  # each at its host path
