@@ -134,6 +134,9 @@ def twin_inventory(twins: list[Twin], addresses: dict[str, str], key: Path) -> d
                 "nvidia_driver_repo_url": f"file://{MIRROR}/cuda/repos",
                 "cuda_toolkit_repo_url": f"file://{MIRROR}/cuda/repos",
                 "gdrcopy_url": f"file://{MIRROR}/gdrcopy",
+                # the container toolkit from the mirror the CUDA keyring's source names (NVIDIA's CUDA
+                # repository carries it too: Cluster Toolkit installs it from there), not nvidia.github.io
+                "container_toolkit_add_repo": False,
                 "efa_disable_ptrace_protection": False,  # /proc/sys is read-only in a container
             },
         }
@@ -372,6 +375,9 @@ def _expect_installed(twin: Twin, modes: dict[str, str], now: dict[str, str]) ->
         expected["libnccl2"] = ("nccl", f"{pins.nccl}-1+cuda{pins.cuda}")
     if modes["dcgm"] == "install":
         expected[f"datacenter-gpu-manager-4-cuda{pins.cuda.split('.')[0]}"] = ("dcgm", "1:4.4.2-1")
+    if modes["container_toolkit"] == "install":  # the four at the container_toolkit role's pin
+        expected["nvidia-container-toolkit"] = ("container_toolkit", "1.20.0-1")
+        expected["libnvidia-container1"] = ("container_toolkit", "1.20.0-1")
     if modes["gdrcopy"] == "install" and twin.fabric in ("efa", "infiniband", "roce"):  # its own component
         expected["gdrcopy"] = ("gdrcopy", f"{GDRCOPY_PIN}-1")  # the gdrcopy role's pin, whatever NCCL's mode
     wrong = {

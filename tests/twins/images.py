@@ -93,8 +93,14 @@ class Twin:
         return self._known(component).ships(component)
 
     def version(self, component: str) -> str:
-        item = self._known(component).components[component]
-        return self.override.get(component) or item.version or ASSUMED[(self.image, component)]
+        """The version the twin ships: its override, the manifest's, else (a component the x86_64 DLAMI ships
+        without a version read, its driver) the CONTENTS page's, else ASSUMED."""
+        version = self._known(component).components[component].version
+        if version is None and self.image in CONTENTS:
+            contents = manifest(CONTENTS[self.image])
+            assert contents is not None
+            version = contents.components[component].version
+        return self.override.get(component) or version or ASSUMED[(self.image, component)]
 
     @property
     def host_nic(self) -> str:
@@ -155,8 +161,9 @@ class Twin:
             names += [DKMS] + [
                 f"{name}_{gdr}-1" for name in ("gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy")
             ]
-        if shipped("container_toolkit"):
-            names.append(f"nvidia-container-toolkit_{self.version('container_toolkit')}-1")
+        if shipped("container_toolkit"):  # all four, as the toolkit's Depends bring them on the real image
+            toolkit = self.version("container_toolkit")
+            names += [f"{name}_{toolkit}-1" for name in repo.CONTAINER_TOOLKIT_PACKAGES]
         return [
             f"{repo.MIRROR}/{'ubuntu' if '0ubuntu0' in name else 'repo'}/{name}_"
             f"{'all' if name.startswith('dkms_') else 'amd64'}.deb"

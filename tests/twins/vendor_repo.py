@@ -59,7 +59,14 @@ GDRCOPY = ("2.5.1", "2.5.2", "2.6")  # 2.6: the gdrcopy role's pin (issue 31, N2
 GDRCOPY_PROGRAMS = ("gdrcopy_copybw", "gdrcopy_copylat", "gdrcopy_apiperf", "gdrcopy_sanity", "gdrcopy_pplat")
 GDRDRV_MODULE = f"{STATE}/module-gdrdrv"
 OFI_NCCL = {"1.16.3": "multiarch", "1.21.1": "flat"}
-CONTAINER_TOOLKIT = ("1.17.8", "1.20.1")
+CONTAINER_TOOLKIT = ("1.17.8", "1.20.0", "1.20.1")  # 1.20.0: the container_toolkit role's pin
+# Its four packages, in the order dpkg takes them (each after what it depends on).
+CONTAINER_TOOLKIT_PACKAGES = (
+    "libnvidia-container1",
+    "libnvidia-container-tools",
+    "nvidia-container-toolkit-base",
+    "nvidia-container-toolkit",
+)
 UBUNTU = {"22.04": ("jammy", "ubuntu2204", "ubuntu22_04", "Ubuntu22_04"),
           "24.04": ("noble", "ubuntu2404", "ubuntu24_04", "Ubuntu24_04")}  # fmt: skip
 
@@ -287,6 +294,23 @@ def _gdrcopy(version: str) -> list[Deb]:
     ]  # fmt: skip
 
 
+def _container_toolkit(version: str) -> list[Deb]:
+    """The NVIDIA Container Toolkit's four packages, with the Depends NVIDIA's architecture overview draws
+    (tests/roles/nvidia_apt/standins.csv rows 44-51): the toolkit asks for the tools (>=) and its base
+    (=), the tools for libnvidia-container1 (>=); nvidia-container-cli in the tools (enroot's NVIDIA hook
+    runs it)."""
+    full = f"{version}-1"
+    cli = (f"#!/bin/sh\necho 'cli-version: {version}'\n", 0o755)
+    return [
+        Deb("libnvidia-container1", full),
+        Deb("libnvidia-container-tools", full, depends=f"libnvidia-container1 (>= {full})",
+            files={"/usr/bin/nvidia-container-cli": cli}),
+        Deb("nvidia-container-toolkit-base", full),
+        Deb("nvidia-container-toolkit", full,
+            depends=f"libnvidia-container-tools (>= {full}), nvidia-container-toolkit-base (= {full})"),
+    ]  # fmt: skip
+
+
 def _efa_packages() -> list[Deb]:
     """The EFA installer's own packages: fi_info under /opt/amazon/efa, aws-ofi-nccl under
     /opt/amazon/ofi-nccl in the folder each release uses."""
@@ -326,7 +350,8 @@ def packages() -> list[Deb]:
     for version in GDRCOPY:
         debs += _gdrcopy(version)
     debs += _efa_packages()
-    debs += [Deb("nvidia-container-toolkit", f"{v}-1") for v in CONTAINER_TOOLKIT]
+    for version in CONTAINER_TOOLKIT:
+        debs += _container_toolkit(version)
     # DKMS from Debian 12 (gdrdrv-dkms depends on it): a stand-in, since there is no kernel to build for.
     debs.append(Deb("dkms", "3.0.10-8+deb12u1+twin1", architecture="all"))
     return debs
