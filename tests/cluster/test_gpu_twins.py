@@ -339,11 +339,13 @@ def test_every_twin_installs_what_its_image_lacks_verifies_the_rest_and_ends_hea
         ), check.stdout + check.stderr
         verified = [c for c, m in modes.items() if m == "verify"]
         installed = [c for c, m in modes.items() if m == "install"]
+        detected = [c for c, m in modes.items() if m == "detect"]
         report += [
             f"  {twin.name} ({twin.manifest.name} {twin.manifest.release}, {twin.instance_type}, "
             f"fabric {twin.fabric}):",
             f"    verified (the image ships them): {', '.join(verified) or 'none'}",
             f"    to install (the image lacks them): {', '.join(installed) or 'none'}",
+            f"    found out on the node (no source settles them): {', '.join(detected) or 'none'}",
             f"    installed by the roles: {', '.join(added) or 'nothing'}",
             f"    node check: {check.stdout.strip()}",
         ]
