@@ -24,7 +24,7 @@ from typing import Any
 from gpufleet.errors import SpecError, StateError
 from gpufleet.infra import stack_access
 from gpufleet.infra.adopted import RECORD_KEY, AdoptedStack, adopted_of, read_outputs
-from gpufleet.infra.backend import PULUMI_KINDS, backend_for
+from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
 from gpufleet.infra.software import with_software
 from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle.lock import hold_cluster_lock
@@ -175,7 +175,8 @@ def adopt(
         if key is not None:
             _write_key(state, key)
         outputs = stack_access.contract_outputs(exported)
-        inventory = with_software(backend_for(spec).inventory_from_outputs(spec, state, outputs), spec)
+        cloud = pulumi_backend_of(spec.provider.kind)  # a Pulumi kind: refused above otherwise
+        inventory = with_software(cloud.inventory_from_outputs(spec, state, outputs), spec)
         inventory.write(state.inventory_file)
     state.mark("up", "done", hosts=len(inventory.hosts), adopted=stack)
     reporter.info(f"adopted cluster {spec.name} from {project}: 'gpufleet down' destroys through it")

@@ -22,7 +22,7 @@ from gpufleet.lifecycle import known, teardown
 from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.phases import tracked
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import ClusterSpec
+from gpufleet.spec.model import ClusterSpec, SchedulerKind
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
@@ -65,10 +65,18 @@ def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
 
 
 def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
-    """Run playbooks/site.yml on the cluster (safe to re-run)."""
+    """Run playbooks/site.yml on the cluster (safe to re-run). A Kubernetes cluster is configured by its
+    own operators (GPU Operator, device plugins): nothing runs, and the result says so."""
     from gpufleet.bake.baker import baked_and_current
     from gpufleet.configure import relay
-    from gpufleet.configure.runner import run_playbook
+    from gpufleet.configure.runner import PlayResult, run_playbook
+
+    if spec.scheduler.kind is SchedulerKind.KUBERNETES:
+        load_inventory(spec)  # the cluster must be up (surveyed)
+        reporter.info(
+            "configure: nothing to do on Kubernetes (its GPU Operator and device plugins configure the nodes)"
+        )
+        return PlayResult(ok=True, changed=0, install_phase="skipped: Kubernetes nodes are the cluster's own")
 
     choice = relay.chosen()  # GPUFLEET_CONFIGURE_FROM: auto, here or head (docs/architecture.md)
     hold_cluster_lock(spec.name, "configure")
@@ -108,20 +116,37 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
 
 
 def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
-    """Run the validation suite through Slurm on the login node; the report goes to ``out``."""
-    from gpufleet.configure.remote import SshExecutor
+    """Run the validation suite through the spec's scheduler (Slurm on the login node, or pods and MPIJobs on
+    Kubernetes); the report goes to ``out``. On Kubernetes, whatever the run made is deleted afterwards and
+    listed again: anything left is ``LeftoversError`` (exit 9), after the report is written."""
+    from gpufleet.errors import LeftoversError
     from gpufleet.monitoring import util
     from gpufleet.validate.report import append_section
-    from gpufleet.validate.suite import run_suite
+    from gpufleet.validate.suite import run_suite, scheduler_for
 
+    kubernetes = spec.scheduler.kind is SchedulerKind.KUBERNETES
+    if kubernetes and not ClusterState.for_name(spec.name).inventory_file.exists():
+        up(spec, reporter)  # a cluster handed over: up only surveys it and records its nodes
     hold_cluster_lock(spec.name, "validate")
     state, inventory = load_inventory(spec)
     collectives = ", ".join(c.value for c in spec.validation.collectives)
     started = time.time()
-    with tracked(state, "validate"), reporter.step(f"validate: {collectives} through Slurm"):
-        result = run_suite(spec, inventory, SshExecutor.login(inventory), out)
+    how = "as MPIJobs on Kubernetes" if kubernetes else "through Slurm"
+    with tracked(state, "validate"), reporter.step(f"validate: {collectives} {how}"):
+        scheduler = scheduler_for(spec, inventory)
+        try:
+            result = run_suite(spec, inventory, scheduler, out)
+        finally:
+            left = scheduler.cleanup()
     append_section(result.report, "utilization", util.during(inventory, started, time.time()))
     state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
+    if left:
+        raise LeftoversError(
+            f"validation of {spec.name} left {len(left)} object(s) on the cluster: {', '.join(left[:20])}",
+            hint="they carry the label gpufleet.io/cluster="
+            + spec.name
+            + "; gpufleet down SPEC deletes them",
+        )
     return result
 
 

@@ -1,4 +1,5 @@
-"""The deployer's permissions (examples/ci/aws/deployer-policy.json, examples/ci/gcp/deployer-role.yaml)
+"""The deployer's permissions (examples/ci/aws/deployer-policy.json, examples/ci/gcp/deployer-role.yaml,
+examples/ci/azure/deployer-role.json)
 cover every resource type and provider function the offline plan of every example creates or calls, and
 gpufleet's own calls around the program (the leftover check, the reaper, SSH to the nodes); and they hold
 nothing that none of those needs. What each type needs is tests/ci/data/deployer_permissions.yaml, with
@@ -29,13 +30,20 @@ AWS_POLICY = json.loads(
 )
 GCP_ROLE_TEXT = (ROOT / "examples" / "ci" / "gcp" / "deployer-role.yaml").read_text(encoding="utf-8")
 GCP_ROLE = yaml.safe_load(GCP_ROLE_TEXT)
+AZURE_ROLE = json.loads(
+    (ROOT / "examples" / "ci" / "azure" / "deployer-role.json").read_text(encoding="utf-8")
+)
+# The Reader role's one action: the leftover check's tag query sees only what the caller may read.
+AZURE_WILDCARDS = {"*/read"}
 # Types that call no cloud API: Pulumi's providers, gpufleet's components, keys made by pulumi-tls.
 NO_CLOUD_API = ("pulumi:providers:", "gpufleet:", "tls:")
 # ec2:Describe* only: Pulumi's reads and waits use many Describe calls, none of which takes a resource
 # ARN ("Describe actions do not support resource-level permissions", Service Authorization Reference).
 WILDCARDS = {"ec2:Describe*"}
 EXAMPLES = sorted(
-    path for path in (ROOT / "examples").glob("*.yaml") if load_spec(path).provider.kind in ("aws", "gcp")
+    path
+    for path in (ROOT / "examples").glob("*.yaml")
+    if load_spec(path).provider.kind in ("aws", "gcp", "azure")
 )
 
 
@@ -83,6 +91,12 @@ def _needed(path: Path) -> dict[str, list[str]]:
     return needed
 
 
+def _azure_allows(action: str) -> bool:
+    """Azure matches actions case-insensitively, ``*`` as a wildcard, in Actions or DataActions."""
+    patterns = [*AZURE_ROLE["Actions"], *AZURE_ROLE["DataActions"]]
+    return any(fnmatch.fnmatchcase(action.lower(), pattern.lower()) for pattern in patterns)
+
+
 def _aws_allows(action: str) -> bool:
     for statement in AWS_POLICY["Statement"]:
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
@@ -101,6 +115,11 @@ def test_every_resource_the_plan_creates_is_covered(path: Path):
         for permission in permissions:
             if kind == "aws":
                 allowed = _aws_allows(permission)
+            elif kind == "azure":
+                allowed = (
+                    _azure_allows(permission)
+                    and permission in AZURE_ROLE["DataActions" if "/blobs/" in permission else "Actions"]
+                )
             else:
                 allowed = permission in GCP_ROLE["includedPermissions"] or (
                     permission in NEEDS["gcp"]["service_account_user"]
@@ -113,8 +132,10 @@ def test_every_resource_the_plan_creates_is_covered(path: Path):
 def test_the_examples_cover_both_clouds_and_their_storage():
     kinds = {planned(path)[0] for path in EXAMPLES}
     types = {resource.type for path in EXAMPLES for resource in planned(path)[1].resources}
-    assert kinds == {"aws", "gcp"}
+    assert kinds == {"aws", "gcp", "azure"}
     for needed in (
+        "azure-native:storagecache:AmlFilesystem",
+        "azure-native:compute:VirtualMachineScaleSet",
         "aws:fsx/lustreFileSystem:LustreFileSystem",
         "gcp:lustre/instance:Instance",
         "gcp:filestore/instance:Instance",
@@ -144,6 +165,22 @@ def test_the_aws_policy_holds_nothing_unneeded():
             elif action not in needed:
                 extra.append(f"{statement['Sid']}: {action}")
     assert not extra, "the policy allows what nothing needs: " + ", ".join(extra)
+
+
+def test_the_azure_role_holds_nothing_unneeded_and_is_assignable_to_a_subscription_only():
+    needed = _every_needed("azure")
+    for key in ("Actions", "DataActions"):
+        listed = AZURE_ROLE[key]
+        assert len(set(listed)) == len(listed), f"{key}: a permission is listed twice"
+        for action in listed:
+            if "*" in action:
+                assert action in AZURE_WILDCARDS, f"{action} is wider than needed"
+        extra = sorted(set(listed) - needed)
+        assert not extra, f"the role's {key} hold what nothing needs: {extra}"
+    assert AZURE_ROLE["NotActions"] == [] and AZURE_ROLE["IsCustom"] is True
+    assert all(a.startswith("Microsoft.Storage/") and "/blobs/" in a for a in AZURE_ROLE["DataActions"])
+    (scope,) = AZURE_ROLE["AssignableScopes"]
+    assert scope.startswith("/subscriptions/") and scope.count("/") == 2, scope
 
 
 def test_aws_iam_writes_and_passrole_are_limited_to_gpufleets_path():

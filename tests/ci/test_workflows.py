@@ -23,9 +23,11 @@ def _tool(name: str) -> str | None:
     return str(here) if here.exists() else shutil.which(name)
 
 
-def test_both_clouds_ship_the_four_workflows():
+def test_every_cloud_ships_its_two_workflows():
     names = {(path.parent.name, path.stem) for path in WORKFLOWS}
-    assert names == {(cloud, kind) for cloud in ("aws", "gcp") for kind in ("cluster", "reaper")}, names
+    assert names == {(cloud, kind) for cloud in ("aws", "gcp", "azure") for kind in ("cluster", "reaper")}, (
+        names
+    )
 
 
 # The commit of each pinned action's release tag, read from the action's repository tags on 2026-11-24
@@ -38,9 +40,11 @@ RELEASES = {
     "google-github-actions/auth": ("7c6bc770dae815cd3e89ee6cdf493a5fab2cc093", "v3.0.0"),
     "google-github-actions/setup-gcloud": ("aa5489c8933f4cc7a4f7d45035b3b1440c9c10db", "v3.0.1"),
     "pulumi/actions": ("8e5e406f4007fca908480587cb9893c07090f58d", "v7.0.0"),
+    # read 2026-11-27 (git rev-list -n1 v3.0.1 in a mirror of github.com/Azure/login)
+    "azure/login": ("f5d393ae46f8fde4be8b75f32e3fc50e654ad0ca", "v3.0.1"),
 }
-CREDENTIALS = ("aws-actions/configure-aws-credentials", "google-github-actions/auth")
-CLOUDS = ("aws", "gcp")
+CREDENTIALS = ("aws-actions/configure-aws-credentials", "google-github-actions/auth", "azure/login")
+CLOUDS = ("aws", "gcp", "azure")
 EVENT = re.compile(r"github\.event_name == '(\w+)'")
 
 
@@ -185,7 +189,7 @@ def test_the_reaper_destroys_through_the_stacks_with_a_dry_run_input(cloud):
     assert dry_run["type"] == "boolean", dry_run
     job = reaper["jobs"]["expired"]
     script = " ".join(step.get("run", "") for step in job["steps"])
-    scope = "--aws-region" if cloud == "aws" else "--gcp-project"
+    scope = {"aws": "--aws-region", "gcp": "--gcp-project", "azure": "--azure-subscription"}[cloud]
     assert "gpufleet reap" in script and "--destroy-stacks stacks" in script and scope in script, script
     assert 'if [ "$DRY_RUN" = true ]; then args+=(--dry-run); fi' in script, "dry run only when asked"
     assert job["env"]["DRY_RUN"] == "${{ inputs.dry_run && 'true' || 'false' }}"  # a schedule destroys

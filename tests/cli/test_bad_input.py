@@ -269,4 +269,4 @@ def test_every_json_command_prints_one_document_on_failure(command: str, tmp_pat
 def test_reap_json_is_one_document_when_there_is_nothing_to_do(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path))
     exit_code, stdout, _ = invoke("reap", "--json")
-    assert exit_code == 0 and json.loads(stdout) == {"local": [], "aws": [], "gcp": []}
+    assert exit_code == 0 and json.loads(stdout) == {"local": [], "aws": [], "gcp": [], "azure": []}

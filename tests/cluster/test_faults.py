@@ -222,6 +222,36 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     wait_for(f"Slurm to finish draining {slow}", lambda: slurm_node()[0] == "drain", 120)
     assert "gpufleet" in slurm_node()[1], slurm_node()
 
+    # The MPIJob execution model (issue 35, tests/cluster/mpijob_model.py) on the same four nodes, the slowed
+    # one still slow: the launcher's mpirun over SSH, the gate on its output, and the bisection's rounds as
+    # MPIJobs on node subsets name the same node. (Drained in Slurm, it still runs what SSH starts.)
+    from mpijob_model import MpiJobOnNodes
+
+    from gpufleet.inventory.model import Inventory
+    from gpufleet.spec import load_spec
+    from gpufleet.validate.slurm import Sweep
+    from gpufleet.validate.suite import run_suite
+
+    data = yaml.safe_load(spec.read_text())
+    data["validation"].update(health_checks=False, drain_bad_nodes=False, training={"enabled": False})
+    model_spec = spec.with_name("mpijob-model.yaml")
+    model_spec.write_text(yaml.safe_dump(data))
+    as_pods = load_spec(model_spec)
+    inventory = Inventory.read(fleet.state / name / "inventory.yml")
+    model = MpiJobOnNodes(name, inventory, bindir=str(inventory.extra_vars["gpufleet_nccl_tests_dir"]),
+                          sweep=Sweep.from_spec(as_pods.validation))  # fmt: skip
+    try:
+        modelled = run_suite(as_pods, inventory, model, fleet.workdir / "mpijob-model")
+    finally:
+        assert model.cleanup() == []
+    assert not modelled.passed and modelled.bisection is not None, modelled.summary
+    assert list(modelled.bisection.bad_nodes) == [slow], modelled.bisection.to_json()
+    assert all(run.runner == "mpirun (MPIJob launcher)" for run in modelled.runs)
+    print(
+        f"MPIJob model: named {list(modelled.bisection.bad_nodes)} in {modelled.bisection.round_count} "
+        "round(s)"
+    )
+
     # SIGTERM in the middle of validate: it goes out once the collective's srun is seen running (its
     # many iterations over the slowed link keep it going for minutes), so it cannot land after the end.
     long_run = yaml.safe_load(spec.read_text())

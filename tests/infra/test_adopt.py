@@ -1,6 +1,6 @@
 """``gpufleet adopt``: a cluster made by ``pulumi up`` in stacks/ becomes a gpufleet cluster (issue 18).
 
-stacks/__main__.py runs under Pulumi's mocks for one AWS and one GCP stack; its outputs, written as
+stacks/__main__.py runs under Pulumi's mocks for one AWS, one GCP and one Azure stack; its outputs, written as
 ``pulumi stack output --json --show-secrets`` prints them, are adopted, and the inventory is the one
 ``gpufleet up`` writes for the same spec (its engine replaced by the same program under the same mocks).
 Then configure, validate, status and down run through the CLI on the adopted state, each faked at its
@@ -36,6 +36,8 @@ from gpufleet.infra.automation import PulumiBackend, cluster_key
 from gpufleet.infra.aws.backend import AwsBackend
 from gpufleet.infra.aws.images import AwsImages
 from gpufleet.infra.aws.mocks import AwsMockCloud
+from gpufleet.infra.azure.backend import AzureBackend
+from gpufleet.infra.azure.mocks import AzureMockCloud
 from gpufleet.infra.gcp.backend import GcpBackend
 from gpufleet.infra.gcp.images import GcpImages
 from gpufleet.infra.gcp.mocks import GcpMockCloud
@@ -47,7 +49,7 @@ from gpufleet.state import ClusterState
 
 ROOT = Path(__file__).resolve().parents[2]
 CREATED = "2026-11-24T09:00:00Z"
-CLOUDS = [("p5-fsx", AwsMockCloud), ("a3-mega-lustre", GcpMockCloud)]
+CLOUDS = [("p5-fsx", AwsMockCloud), ("a3-mega-lustre", GcpMockCloud), ("nd-h100-lustre", AzureMockCloud)]
 runner = CliRunner()
 PROJECT = ("--project-dir", str(STACKS))
 
@@ -67,6 +69,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
     monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", "example")
+    monkeypatch.setenv("ARM_CLIENT_ID", "00000000-0000-0000-0000-000000000000")
     monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", "http://127.0.0.1:9")  # no Prometheus: said, not fatal
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -104,6 +107,10 @@ def user_data_of(plan: Plan) -> list[str]:
         if r.inputs.get("userData")
     ]
     found += [r.inputs["metadata"]["user-data"] for r in plan.of_type("gcp:compute/instance:Instance")]
+    found += [
+        base64.b64decode(r.inputs["osProfile"]["customData"]).decode()
+        for r in plan.of_type("azure-native:compute:VirtualMachine")
+    ]
     return found
 
 
@@ -251,6 +258,15 @@ def test_configure_validate_status_and_down_work_on_an_adopted_cluster(
 
     monkeypatch.setattr(AwsBackend, "find_leftovers", find_leftovers)  # the cloud's listing API
     monkeypatch.setattr(GcpBackend, "find_leftovers", find_leftovers)
+    monkeypatch.setattr(AzureBackend, "find_leftovers", find_leftovers)
+    archived: list[str] = []  # the Azure stack's Managed Lustre has a durable copy: archived before destroy
+
+    def archive(cluster, fs, subscription, wait, reporter, **_):
+        archived.append(cluster)
+        assert stacks[name].calls.count("destroy") == 0, "the archive comes before the destroy"
+        return [f"archived {cluster}"]
+
+    monkeypatch.setattr("gpufleet.infra.azure.lustre_export.archive", archive)
     monkeypatch.setattr(
         "gpufleet.lifecycle.teardown.save_before_teardown", lambda state, reporter: {"available": False}
     )
@@ -259,6 +275,7 @@ def test_configure_validate_status_and_down_work_on_an_adopted_cluster(
     assert stacks[name].calls.count("destroy") == 1, stacks[name].calls
     assert {s["stack"] for s in selections} == {name} and {s["work_dir"] for s in selections} == {str(STACKS)}
     assert listed == [spec.name], "the leftover check runs after the destroy"
+    assert archived == ([spec.name] if spec.provider.kind == "azure" else []), archived
     document = json.loads(gone.stdout)
     assert document["cluster"] == spec.name and document["stack"] == name, document
     assert any(f"Pulumi stack '{name}'" in item and "kept" in item for item in document["removed"]), document

@@ -31,7 +31,7 @@ def _imports(path: Path) -> set[str]:
 def test_every_provider_kind_has_a_backend():
     models = get_args(ClusterSpec.model_fields["provider"].annotation)
     kinds = {get_args(model.model_fields["kind"].annotation)[0] for model in models}
-    assert kinds == {"local", "baremetal", "aws", "gcp"}, kinds
+    assert kinds == {"local", "baremetal", "aws", "gcp", "azure", "kubernetes"}, kinds
     assert set(BACKENDS) == kinds
 
 
@@ -67,13 +67,25 @@ def test_no_module_under_infra_imports_lifecycle_or_the_cli():
 def test_catalog_facts_import_no_cloud_sdk():
     for path in sorted((SRC / "catalog").glob("*.py")):
         heavy = {
-            n for n in _imports(path) if n.split(".")[0] in ("pulumi", "pulumi_aws", "pulumi_gcp", "boto3")
+            n
+            for n in _imports(path)
+            if n.split(".")[0]
+            in ("pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_azure_native", "boto3", "azure")
         }
         assert not heavy, f"{path.name} imports {heavy}"
 
 
-PROVIDER_KINDS = frozenset({"aws", "gcp", "local", "baremetal"})
-PROVIDER_MODELS = frozenset({"AwsProvider", "GcpProvider", "LocalProvider", "BaremetalProvider"})
+PROVIDER_KINDS = frozenset({"aws", "gcp", "azure", "local", "baremetal", "kubernetes"})
+PROVIDER_MODELS = frozenset(
+    {
+        "AwsProvider",
+        "GcpProvider",
+        "AzureProvider",
+        "LocalProvider",
+        "BaremetalProvider",
+        "KubernetesProvider",
+    }
+)
 _ONE_PROVIDER = "checks registered for one provider (@check(providers=...)) narrow the spec's model"
 # Where a provider may be named outside the table, and why. Nothing else in src/gpufleet compares a
 # provider kind or asks which provider model a spec holds: it asks the spec's backend.
@@ -81,15 +93,19 @@ MAY_NAME_PROVIDERS = {
     "infra/backend.py": "the table itself",
     "infra/aws/": "a provider folder knows its own provider",
     "infra/gcp/": "a provider folder knows its own provider",
+    "infra/azure/": "a provider folder knows its own provider",
     "infra/local/": "a provider folder knows its own provider",
     "infra/baremetal/": "a provider folder knows its own provider",
+    "infra/kubernetes/": "a provider folder knows its own provider",
     "spec/model.py": "the spec owns its discriminated union of providers (per-provider defaults, validation)",
     "catalog/images.py": "catalog data: each image manifest says which cloud it is for",
     "preflight/aws.py": _ONE_PROVIDER,
     "preflight/aws_tools.py": "a check registered for AWS only (the aws CLI, its SSM plugin)",
     "preflight/gcp.py": _ONE_PROVIDER,
+    "preflight/azure.py": _ONE_PROVIDER,
     "preflight/local.py": _ONE_PROVIDER,
     "preflight/baremetal.py": _ONE_PROVIDER,
+    "preflight/kubernetes.py": _ONE_PROVIDER,
     "preflight/common.py": "instance_type_known reads the catalog's section of the spec's provider: only on "
     "bare metal may a site name its own machines",
 }

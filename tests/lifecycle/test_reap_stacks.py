@@ -34,6 +34,7 @@ def test_the_shipped_stacks_are_found_by_the_cluster_their_spec_names():
         "p5-block": ["p5-capacity-block"],
         "a3mega": ["a3-mega-lustre"],
         "a3ultra": ["a3-ultra-reservation"],
+        "ndh100": ["nd-h100-lustre"],
     }
 
 
@@ -143,6 +144,37 @@ def test_reap_destroy_stacks_destroys_through_the_stack(project, expired_on_aws,
     assert called == ["p5-fsx"]
     (item,) = json.loads(result.stdout)["stacks"]
     assert item["action"] == "destroyed (stack p5-fsx)" and item["cluster"] == "llm-p5", item
+
+
+def test_reap_finds_azure_clusters_by_subscription_and_destroys_their_stack(project, monkeypatch, tmp_path):
+    from datetime import datetime
+
+    from gpufleet.infra.azure import leftovers
+    from gpufleet.infra.leftovers import ExpiredCluster
+
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    asked: list[str] = []
+
+    def find_expired(subscription: str) -> list[ExpiredCluster]:
+        asked.append(subscription)
+        return [ExpiredCluster("ndh100", datetime.fromisoformat(WHEN), 19)]
+
+    monkeypatch.setattr(leftovers, "find_expired", find_expired)
+    called: list[str] = []
+    monkeypatch.setattr(reap_cli, "project_stack_destroy", lambda folder, reporter: _destroyed(called))
+    subscription = "00000000-1111-2222-3333-444444444444"
+    args = ["reap", "--json", "--azure-subscription", subscription, "--destroy-stacks", str(project)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert asked == [subscription] and called == ["nd-h100-lustre"], (asked, called)
+    document = json.loads(result.stdout)
+    assert document["azure"] == [
+        {"subscription": subscription, "cluster": "ndh100", "expires_at": WHEN, "resources": 19}
+    ], document
+    (item,) = document["stacks"]
+    assert (
+        item["provider"] == f"azure {subscription}" and item["action"] == "destroyed (stack nd-h100-lustre)"
+    )
 
 
 def test_reap_destroy_stacks_dry_run_only_lists(project, expired_on_aws, monkeypatch):

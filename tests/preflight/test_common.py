@@ -89,7 +89,7 @@ def test_every_check_has_a_unique_name_and_providers() -> None:
     checks = registered_checks()
     assert len({c.name for c in checks}) == len(checks)
     for check in checks:
-        assert check.providers <= {"local", "aws", "gcp", "baremetal"}, check.name
+        assert check.providers <= {"local", "aws", "gcp", "azure", "baremetal", "kubernetes"}, check.name
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from fabric_env import NODE, ROOT, fabric_role, inventory, render
 
+from gpufleet.catalog.images import component_modes, load_image_manifests
 from gpufleet.spec.model import FabricKind
 from gpufleet.validate.gate import FABRIC_TRANSPORTS
 from gpufleet.validate.slurm import DEBUG_ENV, TaskEnvironment, collective_command, parse_env_reports
@@ -34,6 +35,8 @@ _ANSWERS = {
     "__infiniband_port_list": {"stdout_lines": _IB_PORTS},
     "__infiniband_gids": {"stdout_lines": []},
 }
+
+AZURE_HPC = dict(component_modes(load_image_manifests().images["azure-ubuntu-hpc-2204"]))
 
 CASES = {
     "efa-p5": (
@@ -61,6 +64,31 @@ CASES = {
         {},
         # "=": exact names (NCCL matches a plain list by prefix: mlx5_1 would take mlx5_10 and mlx5_11 too)
         {"NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8))},
+    ),
+    # Microsoft's HPC image on ND H100 v5: its settings (hopper.conf, ndv5.sh) besides the role's HCA list
+    "infiniband-azure-h100": (
+        ("infiniband", "azure", "Standard_ND96isr_H100_v5"),
+        {"gpus": 8, "gpu_stack": "verify", "gpu_components": AZURE_HPC},
+        {
+            "NCCL_TOPO_FILE": "/opt/microsoft/ndv5-topo.xml",
+            "NCCL_COLLNET_ENABLE": "1",
+            "NCCL_MIN_NCHANNELS": "32",
+            "NCCL_SOCKET_IFNAME": "eth0",
+            "NCCL_IB_HCA": "=" + ",".join(f"mlx5_{i}" for i in range(8)),
+            "OMPI_MCA_coll_hcoll_enable": "0",
+        },
+    ),
+    # ND GB200 v6 (an NVLink domain of 18 VMs): graceblackwell.conf, and its plugin folder on the library path
+    "infiniband-azure-gb200": (
+        ("infiniband", "azure", "Standard_ND128isr_NDR_GB200_v6"),
+        {"gpus": 4},
+        {
+            "NCCL_MNNVL_ENABLE": "1",
+            "NCCL_NVLS_ENABLE": "1",
+            "NCCL_IB_SL": "1",
+            "NCCL_NET_GDR_C2C": "1",
+            "LD_LIBRARY_PATH": "/usr/local/nccl-rdma-sharp-plugins/lib",
+        },
     ),
     "roce-baremetal": (
         ("roce", "baremetal", "baremetal"),
@@ -149,7 +177,16 @@ def test_the_collective_tasks_get_exactly_what_the_role_wrote(case: str, tmp_pat
 
 # ---- check-mode converge of the Fabric play, per platform -----------------------------------------
 
-CHECK_CASES = ["efa-p5", "tcpx-a3high", "tcpxo-a3mega", "gib-a3ultra", "infiniband-dgx", "ethernet-local"]
+CHECK_CASES = [
+    "efa-p5",
+    "tcpx-a3high",
+    "tcpxo-a3mega",
+    "gib-a3ultra",
+    "infiniband-dgx",
+    "infiniband-azure-h100",
+    "infiniband-azure-gb200",
+    "ethernet-local",
+]
 
 
 def _fabric_play() -> dict:

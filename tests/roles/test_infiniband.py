@@ -112,3 +112,29 @@ def test_doca_ofed_goes_in_before_the_nvidia_driver():
     install = next(t for t in doca_tasks if "ansible.builtin.apt" in t)
     assert install["notify"] == "Load DOCA-OFED's drivers", install
     assert doca_tasks[-1].get("ansible.builtin.meta") == "flush_handlers", doca_tasks[-1]
+
+
+def test_imex_peers_are_the_compute_nodes_of_the_same_nvlink_domain():
+    """GB200/GB300: each node lists the private IPs of the compute nodes that printed its NVLink
+    ClusterUUID (one rack), rendered with ansible-core's templating from the role's own expression."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    internal = yaml.safe_load((ROOT / "roles" / "infiniband" / "vars" / "main.yml").read_text())
+    racks = {"gb-0": "rack-a", "gb-1": "rack-b", "gb-2": "rack-a", "gb-3": "rack-b", "gb-4": None}
+    hostvars = {
+        name: {
+            "gpufleet_private_ip": f"10.40.0.{4 + index}",
+            **({"__infiniband_cluster_uuid": {"stdout": uuid, "rc": 0}} if uuid else {}),
+        }
+        for index, (name, uuid) in enumerate(racks.items())
+    }
+    for name, expected in (("gb-0", ["10.40.0.4", "10.40.0.6"]), ("gb-3", ["10.40.0.5", "10.40.0.7"])):
+        variables = {
+            "groups": {"compute": list(racks)},
+            "hostvars": hostvars,
+            **hostvars[name],
+            "__infiniband_imex_peers": trust_as_template(internal["__infiniband_imex_peers"]),
+        }
+        templar = Templar(loader=DataLoader(), variables=variables)
+        assert templar.template(trust_as_template("{{ __infiniband_imex_peers }}")) == expected, name

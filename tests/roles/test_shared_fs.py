@@ -36,6 +36,13 @@ MANAGED_LUSTRE = {
     "mount_point": "/lustre",
     "mount_source": "10.252.0.5@tcp:/lustre",
 }
+AZURE_LUSTRE = {
+    "kind": "azure_lustre",
+    "mount_point": "/lustre",
+    "mount_source": "10.40.64.4@tcp:/lustrefs",
+    "sku": "AMLFS-Durable-Premium-250",
+    "size_tib": 16,
+}
 FILESTORE = {
     "kind": "filestore",
     "mount_point": "/shared",
@@ -49,11 +56,18 @@ EXPECTED = {
     "fsx_lustre": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre "
     "defaults,noatime,flock,_netdev,x-systemd.automount 0 0",
     "managed_lustre": "10.252.0.5@tcp:/lustre /lustre lustre defaults,noatime,_netdev 0 0",
+    "azure_lustre": "10.40.64.4@tcp:/lustrefs /lustre lustre defaults,noatime,flock,_netdev 0 0",
     "filestore": "10.253.0.2:/shared /shared nfs "
     "hard,timeo=600,retrans=3,rsize=262144,wsize=1048576,resvport,async,_netdev 0 0",
     "nfs": "nas.example.internal:/export/home /shared nfs defaults,hard,noatime,_netdev 0 0",
 }
-FILESYSTEMS = {"fsx_lustre": FSX, "managed_lustre": MANAGED_LUSTRE, "filestore": FILESTORE, "nfs": NFS}
+FILESYSTEMS = {
+    "fsx_lustre": FSX,
+    "managed_lustre": MANAGED_LUSTRE,
+    "azure_lustre": AZURE_LUSTRE,
+    "filestore": FILESTORE,
+    "nfs": NFS,
+}
 
 
 def converge(
@@ -178,7 +192,7 @@ def test_user_options_replace_the_kinds_defaults(tmp_path):
             "ubuntu-24.04",
             {"kind": "lustre", "mount_point": "/x"},
             "gpufleet_filesystem.kind is 'lustre'; the shared_fs role mounts none, volume, nfs, filestore, "
-            "fsx_lustre, managed_lustre.",
+            "fsx_lustre, managed_lustre, azure_lustre.",
         ),
         (
             "ubuntu-22.04",

@@ -19,7 +19,7 @@ from gpufleet.spec.model import FabricKind
 from gpufleet.validate.bisect import ProbeResult, find_bad_nodes, round_limit
 from gpufleet.validate.gate import GateConfig
 from gpufleet.validate.slurm import SlurmRunner, Sweep, TaskEnvironment
-from gpufleet.validate.suite import SlurmProber
+from gpufleet.validate.suite import Prober
 
 SIZES = [*range(2, 131), 255, 256, 257, 500, 511, 512, 513, 1000, 1023, 1024]
 
@@ -135,7 +135,7 @@ def test_run_round_must_answer_every_group():
 # ---- through the Slurm runner, parsing and gating real-format logs ----------------------------------
 
 
-def _prober(slurm: FakeSlurm, tmp_path: Path, *, floor: float = 20.0) -> SlurmProber:
+def _prober(slurm: FakeSlurm, tmp_path: Path, *, floor: float = 20.0) -> Prober:
     runner = SlurmRunner(
         slurm,
         fabric=FabricKind.INFINIBAND,
@@ -149,7 +149,7 @@ def _prober(slurm: FakeSlurm, tmp_path: Path, *, floor: float = 20.0) -> SlurmPr
         require_transport=True,
         require_complete=True,
     )
-    return SlurmProber(runner, "all_reduce", config, load_catalog(), (1 << 30, 1 << 30), tmp_path)
+    return Prober(runner, "all_reduce", config, load_catalog(), (1 << 30, 1 << 30), tmp_path)
 
 
 @pytest.mark.parametrize(

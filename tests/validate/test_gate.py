@@ -98,6 +98,21 @@ def test_floor_judged_at_the_largest_size_at_or_above_the_threshold():
     assert "floor 300" in verdict.summary
 
 
+def test_a_verdicts_mode_is_a_gate_mode_that_reads_as_its_word():
+    """Verdict.mode is one of three (GateMode), and the JSON and the tables still say the word."""
+    import json
+
+    from gpufleet.validate.gate import GateMode
+
+    floor = judge(_test("06"), GateConfig(min_busbw={"reduce_scatter": 300.0}), CATALOG)
+    plain = judge(_test("05"), GateConfig(), CATALOG)
+    assert (floor.mode, plain.mode) == (GateMode.FLOOR, GateMode.CORRECTNESS_ONLY)
+    assert (
+        json.loads(json.dumps(floor.to_json()))["mode"] == "floor" and f"{plain.mode}" == "correctness-only"
+    )
+    assert {mode.value for mode in GateMode} == {"baseline", "floor", "correctness-only"}
+
+
 def test_floor_not_reached_fails_with_the_figures():
     verdict = judge(_test("06"), GateConfig(min_busbw={"reduce_scatter": 400.0}), CATALOG)
     assert not verdict.passed

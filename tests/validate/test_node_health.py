@@ -479,3 +479,59 @@ def test_a_long_report_travels_in_parts_that_survive_interleaving():
     short = {"hostname": "n3", "gpus": {}}
     assert node_health.report_lines(short).startswith("GPUFLEET_HEALTH {")
     assert parse_health_output(node_health.report_lines(short)) == {"n3": short}
+
+
+# ---- the single-node NVLink floor (Microsoft's aznhc check_nccl_allreduce; catalog node_floors) ----------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-tests"
+# A real single-process run over 8 H100s (nGpus 8): its 8 GiB row reads 362.55 GB/s out-of-place busbw.
+H100X8 = FIXTURES / "06-h100x8-reduce-scatter-zero-size-rows.log"
+# A legacy table without the root column: busbw is one column to the left.
+LEGACY = FIXTURES / "02-deepops-dgxa100-legacy-error-column.log"
+
+
+def test_the_busbw_column_is_read_from_the_header():
+    from gpufleet.validate.node_health import parse_busbw
+
+    assert parse_busbw(H100X8.read_text(), 8589934592) == 362.55
+    assert parse_busbw(LEGACY.read_text(), 134217728) == 114.00
+    assert parse_busbw(H100X8.read_text(), 17179869184) is None
+
+
+def test_nd_h100_nodes_run_the_nvlink_all_reduce_against_the_aznhc_floor(tmp_path):
+    """The script runs all_reduce_perf over the node's GPUs at the floor's size; the judge fails a node
+    below the catalog's floor (460 GB/s for ND H100 v5, 431 for ND H200 v5)."""
+    from gpufleet.spec.model import FabricKind
+    from gpufleet.validate.health import node_floor
+    from gpufleet.validate.slurm import health_command
+
+    host = _fabric_host("Standard_ND96isr_H100_v5", gpu_stack="verify")
+    floor = node_floor(host)
+    assert floor is not None and (floor.gpus, floor.message_bytes, floor.busbw_gbps) == (
+        8,
+        8589934592 * 2,
+        460,
+    )
+    command = health_command(
+        ["n1"], FabricKind.INFINIBAND, script="pass", nccl_tests_dir="/opt/nt", nvlink=(8, 17)
+    )
+    assert "--gpus-per-node=8" in command and command.endswith("--nvlink-gpus 8 --nvlink-bytes 17"), command
+
+    size = 8589934592
+    _fake_all_reduce_perf(tmp_path, H100X8, 0)
+    done = subprocess.run(
+        [sys.executable, "-c", node_health_script(), "--fabric", "infiniband", "--nccl-tests", str(tmp_path),
+         "--nvlink-gpus", "8", "--nvlink-bytes", str(size)],
+        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "n1"}, timeout=60,
+        check=True,
+    )  # fmt: skip
+    report = parse_health_output(done.stdout)["n1"]
+    assert report["nvlink"] == {"present": True, "exit": 0, "gpus": 8, "bytes": size, "busbw_gbps": 362.55}
+    node = evaluate_node(host, HealthRun(states={}, answers={"n1": report}, rc=0, stderr=""))
+    (check,) = [c for c in node.checks if c.name == "nvlink"]
+    assert check.status == FAIL and "362.55 GB/s busbw, below the node floor 460" in check.message, check
+    passing = {**report, "nvlink": {**report["nvlink"], "busbw_gbps": 471.2}}
+    node = evaluate_node(host, HealthRun(states={}, answers={"n1": passing}, rc=0, stderr=""))
+    assert [c.status for c in node.checks if c.name == "nvlink"] == [PASS]
+    plain = _fabric_host("p5.48xlarge")
+    assert node_floor(plain) is None, "no floor where the catalog has none: nothing is run or judged"

@@ -113,6 +113,28 @@ def test_local_cluster_passes_and_writes_the_report(tmp_path):
     assert "## Node health" in (tmp_path / MARKDOWN_NAME).read_text()
 
 
+def test_the_report_is_written_once_with_the_bisection_and_the_drain(tmp_path, monkeypatch):
+    """One write at the end (issue 30): the bisection and the drain are in the one report the suite writes."""
+    import gpufleet.validate.suite as suite
+
+    written = []
+    real = suite.write_report
+
+    def counting(out_dir, tests, verdicts, **kwargs):
+        written.append(sorted((kwargs.get("sections") or {}).keys()))
+        return real(out_dir, tests, verdicts, **kwargs)
+
+    monkeypatch.setattr(suite, "write_report", counting)
+    spec = parse_spec(GPU_SPEC % {"count": 4, "drain": "true"})
+    inventory = _inventory(4, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8, bad={"gpu-002": "slow"})
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert written == [["bisection", "health"]], written
+    document = json.loads((tmp_path / JSON_NAME).read_text())
+    assert document["context"]["drained"] == "gpu-002" and document["context"]["scheduler"] == "slurm"
+    assert result.drained == ["gpu-002"]
+
+
 def test_slow_node_is_found_and_drained(tmp_path):
     spec = parse_spec(GPU_SPEC % {"count": 16, "drain": "true"})
     inventory = _inventory(16, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")

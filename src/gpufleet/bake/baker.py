@@ -1,7 +1,8 @@
 """The ``Baker`` each backend has, built here from the backend table (``gpufleet.infra.backend``): a
-``CloudBaker`` for a backend with a Pulumi program (AWS, GCP: AMIs and GCP images, ``gpufleet.bake.cloud``),
-a ``LocalBaker`` for one that bakes on this machine (podman images, ``gpufleet.bake.local``), None where
-nothing is baked (bare metal); and the hash of a spec's roles and pins now, asked of its baker.
+``CloudBaker`` for a backend that bakes in its cloud (AWS, GCP: AMIs and GCP images,
+``gpufleet.bake.cloud``), a ``LocalBaker`` for one that bakes on this machine (podman images,
+``gpufleet.bake.local``), None where nothing is baked (bare metal, and Azure until it has a builder); and
+the hash of a spec's roles and pins now, asked of its baker.
 
 ``gpufleet image``, ``pipeline.up`` and ``configure`` talk to a baker and never branch on the provider.
 """
@@ -65,7 +66,7 @@ HOST_BACKEND = next(kind for kind, entry in BACKENDS.items() if entry.bakes_here
 def baker_of(kind: str) -> Baker | None:
     """The baker of a provider kind, from its row of the backend table."""
     entry = BACKENDS[kind]
-    if entry.pulumi:
+    if entry.bakes_in_cloud:
         from gpufleet.bake.cloud import CloudBaker
 
         return CloudBaker(pulumi_backend_of(kind))

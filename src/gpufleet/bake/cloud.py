@@ -130,8 +130,12 @@ def find_baked_in_program(spec: ClusterSpec) -> CloudImage | None:
     same choice, read with the provider's own functions, and said in the engine's log."""
     import pulumi
 
+    from gpufleet.infra.backend import BACKENDS
     from gpufleet.infra.program import pulumi_backend
 
+    if not BACKENDS[spec.provider.kind].bakes_in_cloud:  # Azure: no builder yet, nothing to look up
+        pulumi.log.info(f"{spec.provider.kind} bakes no images in gpufleet: nodes boot the spec's image")
+        return None
     source = pulumi_backend(spec).images
     return choose_baked(source, spec, lambda digest: source.baked_by_invoke(spec, digest), pulumi.log.info)
 

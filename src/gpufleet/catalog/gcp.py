@@ -219,10 +219,10 @@ def image_family(spec: ClusterSpec, instance_type: str) -> tuple[str, str]:
     return PLAIN_UBUNTU[cluster_os_release(spec)]
 
 
-def group_os_release(spec: ClusterSpec, instance_type: str) -> str | None:
-    """The OS release (catalog.os_releases key) a type boots in this cluster; None when ``provider.image``
-    names the image (every group then boots that one image)."""
-    if spec.provider.image:  # type: ignore[union-attr]
+def group_os_release(spec: ClusterSpec, instance_type: str, image: str | None) -> str | None:
+    """The OS release (catalog.os_releases key) a type boots in this cluster; None when ``image`` (the
+    spec's ``provider.image``) names the image (every group then boots that one image)."""
+    if image:
         return None
     return IMAGE_OS_RELEASE[image_family(spec, instance_type)[1]]
 

@@ -45,9 +45,19 @@ Component = Literal[
     "gdrcopy",
     "container_toolkit",
     "persistence_mode",
+    "doca_ofed",
+    "hpcx",
+    "nvidia_peermem",
+    "imex",
+    "lustre_client",
 ]
 PERSISTENCE = "persistence_mode"
-COMPONENTS = tuple(name for name in get_args(Component) if name != PERSISTENCE)
+# The fabric side of an image that carries one (Microsoft's HPC images): optional, listed only by the
+# manifests of such images; the infiniband role verifies what is listed and installs the rest.
+FABRIC_COMPONENTS = ("doca_ofed", "hpcx", "nvidia_peermem", "imex", "lustre_client")
+COMPONENTS = tuple(
+    name for name in get_args(Component) if name != PERSISTENCE and name not in FABRIC_COMPONENTS
+)
 # Components whose path a role reads when it verifies them (cuda: CUDA_HOME; nccl: NCCL's home).
 PATH_COMPONENTS = ("cuda", "nccl")
 
@@ -89,7 +99,7 @@ class Persistence(_Model):
 class ImageManifest(_Model):
     name: str
     release: str = Field(description="the exact release or image version the facts were read for")
-    provider: Literal["aws", "gcp", "baremetal", "local", "any"]
+    provider: Literal["aws", "gcp", "azure", "baremetal", "local", "any"]
     arch: Arch = Field(default="any", description="the CPU architecture the facts were read for")
     os_release: str
     families: list[str] = Field(min_length=1, description="the catalog's image family keys it is booted by")
@@ -99,10 +109,11 @@ class ImageManifest(_Model):
     @model_validator(mode="after")
     def _complete(self) -> ImageManifest:
         missing = [c for c in COMPONENTS if c not in self.components]
-        extra = sorted(set(self.components) - set(COMPONENTS))
+        extra = sorted(set(self.components) - set(COMPONENTS) - set(FABRIC_COMPONENTS))
         if missing or extra:
             raise ValueError(
-                f"components must be exactly {', '.join(COMPONENTS)} (missing {missing}, unknown {extra})"
+                f"components must be {', '.join(COMPONENTS)}, and any of {', '.join(FABRIC_COMPONENTS)} "
+                f"(missing {missing}, unknown {extra})"
             )
         if self.os_release not in OS_RELEASES:
             raise ValueError(f"os_release {self.os_release!r} is not one of {sorted(OS_RELEASES)}")
@@ -169,6 +180,9 @@ def component_modes(image: ImageManifest | None) -> dict[str, Mode]:
     """
     modes: dict[str, Mode] = {name: _mode(image, name) for name in COMPONENTS}
     modes[PERSISTENCE] = "verify" if image is not None and image.persistence_mode.enabled else "install"
+    for name in FABRIC_COMPONENTS:  # only where the manifest lists them (Microsoft's HPC images)
+        if image is not None and name in image.components:
+            modes[name] = "verify" if image.ships(name) else "install"
     return modes
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpufleet.spec.model import Collective, FabricKind
 
-Provider = Literal["aws", "gcp", "local", "baremetal"]
+Provider = Literal["aws", "gcp", "azure", "local", "baremetal"]
 
 # Figures an instance type must source when it has them (a key of ``InstanceType.sources``); cpu_arch
 # only when it is not the default x86_64.
@@ -77,6 +77,11 @@ class FabricInfo(CatalogModel):
         default_factory=list, description="GCP: host (gVNIC) interface names NCCL bootstraps over"
     )
     port_gbps: int | None = Field(default=None, ge=1, description="InfiniBand: rate of each fabric port")
+    nvlink_domain_vms: int | None = Field(
+        default=None,
+        ge=2,
+        description="VMs that share one multi-node NVLink domain (Azure ND GB200/GB300 v6: 18, a rack)",
+    )
 
 
 class Baseline(CatalogModel):
@@ -86,6 +91,35 @@ class Baseline(CatalogModel):
     nodes: int = Field(ge=1)
     message_bytes: int = Field(ge=1, description="message size the busbw was read at")
     busbw_gbps: float = Field(gt=0, description="bus bandwidth in GB/s, as nccl-tests prints it")
+    source: str
+    note: str | None = None
+    # The vendor's own three tiers, where it publishes them (Microsoft's per-SKU baselines): below
+    # ``warn_below_gbps`` re-test; below ``drain_below_gbps`` drain the node and report it to the cloud.
+    warn_below_gbps: float | None = Field(default=None, gt=0, description="vendor's warn threshold")
+    drain_below_gbps: float | None = Field(default=None, gt=0, description="vendor's drain threshold")
+    path: Literal["all", "network"] = Field(
+        default="all",
+        description="'network': measured over the inter-node network alone (multi-node NVLink off, e.g. "
+        "Azure GB300's inter-rack figure); such a baseline is recorded, not chosen by ``Catalog.baseline``",
+    )
+
+    @model_validator(mode="after")
+    def _tiers_ordered(self) -> Baseline:
+        warn, drain = self.warn_below_gbps, self.drain_below_gbps
+        if warn is not None and warn > self.busbw_gbps:
+            raise ValueError(f"warn_below_gbps {warn} is above the expected {self.busbw_gbps}")
+        if drain is not None and warn is not None and drain > warn:
+            raise ValueError(f"drain_below_gbps {drain} is above warn_below_gbps {warn}")
+        return self
+
+
+class NodeFloor(CatalogModel):
+    """A single-node figure a healthy node of the type reaches (the cloud's own node health check)."""
+
+    collective: Collective
+    gpus: int = Field(ge=1, description="the GPUs of one node the run spans")
+    message_bytes: int = Field(ge=1)
+    busbw_gbps: float = Field(gt=0, description="the floor: below it the node fails")
     source: str
     note: str | None = None
 
@@ -107,6 +141,9 @@ class InstanceType(CatalogModel):
     zones: list[str] = Field(default_factory=list, description="zones where offered, where known")
     sources: dict[str, str] = Field(default_factory=dict)
     baselines: list[Baseline] = Field(default_factory=list)
+    node_floors: list[NodeFloor] = Field(
+        default_factory=list, description="single-node NVLink floors the node check gates on"
+    )
     unknown: dict[str, str] = Field(
         default_factory=dict,
         description="figures gpufleet needs that no public source settles (figure -> why); "
@@ -139,7 +176,8 @@ class Catalog(CatalogModel):
             for figure, source in item.sources.items():
                 if source not in self.sources:
                     raise ValueError(f"{name}: sources.{figure} names unknown source '{source}'")
-            for baseline in item.baselines:
+            figures: list[Baseline | NodeFloor] = [*item.baselines, *item.node_floors]
+            for baseline in figures:
                 if baseline.source not in self.sources:
                     raise ValueError(f"{name}: a baseline names unknown source '{baseline.source}'")
         return self
@@ -160,7 +198,7 @@ class Catalog(CatalogModel):
         item = self.get(instance_type)
         if item is None:
             return None
-        matches = [b for b in item.baselines if b.collective == collective]
+        matches = [b for b in item.baselines if b.collective == collective and b.path == "all"]
         if not matches:
             return None
         at_or_below = [b for b in matches if b.nodes <= nodes]

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeGuard
 
 import typer
 from rich.markup import escape
@@ -38,6 +38,11 @@ from gpufleet.errors import ExitCode, GpufleetError
 from gpufleet.lifecycle.lock import release_all
 from gpufleet.lifecycle.signals import stop_on_signals
 
+if TYPE_CHECKING:
+    # The Context Click hands a group's invoke: the Click that Typer bundles (typer.Context, the public
+    # name, is its subclass for command callbacks). Read by the type checker alone, never at run time.
+    from typer._click import Context as ClickContext
+
 
 def error_document(kind: str, error_type: str, message: str, hint: str | None, code: int) -> dict[str, Any]:
     return {
@@ -46,7 +51,15 @@ def error_document(kind: str, error_type: str, message: str, hint: str | None, c
     }
 
 
-def _is_usage_error(exc: BaseException) -> bool:
+class _UsageError(Protocol):
+    """What gpufleet reads of Click's UsageError family."""
+
+    exit_code: int
+
+    def format_message(self) -> str: ...
+
+
+def _is_usage_error(exc: BaseException) -> TypeGuard[_UsageError]:
     """A bad command line (Click's UsageError family, as Typer bundles it): it has its exit code (2) and
     a message of its own. Told apart by shape, so no private Click module is imported."""
     return isinstance(getattr(exc, "exit_code", None), int) and callable(getattr(exc, "format_message", None))
@@ -64,30 +77,31 @@ class GpufleetGroup(TyperGroup):
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
         raw = list(sys.argv[1:] if args is None else args)
         options = raw[: raw.index("--")] if "--" in raw else raw
         self.json_wanted = "--json" in options
         if not self.json_wanted:
-            return super().main(raw, prog_name, complete_var, standalone_mode, **extra)
+            return super().main(raw, prog_name, complete_var, standalone_mode, windows_expand_args, **extra)
         try:
-            code = super().main(raw, prog_name, complete_var, False, **extra)
+            code = super().main(raw, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.Abort:
             code = int(ExitCode.SIGINT)
         except Exception as exc:
             if not _is_usage_error(exc):
                 raise
-            message = exc.format_message()  # type: ignore[attr-defined]
+            message = exc.format_message()
             err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-            print_json(error_document("usage", type(exc).__name__, message, None, exc.exit_code))  # type: ignore[attr-defined]
-            code = exc.exit_code  # type: ignore[attr-defined]
+            print_json(error_document("usage", type(exc).__name__, message, None, exc.exit_code))
+            code = exc.exit_code
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
         return code
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: ClickContext) -> Any:
         try:
             with stop_on_signals():
                 return super().invoke(ctx)

@@ -13,7 +13,8 @@ from gpufleet.errors import ExitCode
 from gpufleet.preflight import errors, run_checks
 from gpufleet.severity import FINDING_LEVELS, Severity
 
-# The choices of --level: the finding levels of Severity, as Typer lists an enum's values.
+# The choices of --level: the finding levels of Severity, as Typer lists an enum's values. Its members are
+# computed, and mypy reads only a literal member list of the functional Enum API: hence its two ignores.
 LevelChoice = StrEnum("LevelChoice", {level.name: level.value for level in FINDING_LEVELS})  # type: ignore[misc]
 
 

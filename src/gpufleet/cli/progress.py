@@ -8,13 +8,14 @@ from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
 
 
 class RichReporter:
     def __init__(self, console: Console, *, verbose: bool = False) -> None:
         self.console = console
         self.verbose = verbose
-        self._status = None
+        self._status: Status | None = None
         self._title = ""
 
     @contextmanager

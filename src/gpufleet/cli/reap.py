@@ -38,11 +38,18 @@ def reap(
         list[str] | None,
         typer.Option("--gcp-project", help="also list expired clusters by their GCP labels in this project"),
     ] = None,
+    azure_subscription: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--azure-subscription", help="also list expired clusters by their Azure tags in this subscription"
+        ),
+    ] = None,
     destroy_stacks: Annotated[
         Path | None,
         typer.Option(
             "--destroy-stacks",
-            help="destroy the expired clusters found by --aws-region/--gcp-project through the stack of this "
+            help="destroy the expired clusters found by --aws-region/--gcp-project/--azure-subscription "
+            "through the stack of this "
             "Pulumi project folder whose spec names them (e.g. stacks); --dry-run only lists them",
             show_default=False,
         ),
@@ -57,12 +64,12 @@ def reap(
 ) -> None:
     """Destroy every cluster made on this machine whose lifetime (spec lifetime.ttl) has passed.
 
-    Exits 1 when a teardown failed. With --aws-region (--gcp-project), clusters tagged gpufleet:expires-at
-    (labelled gpufleet-expires-at) in the past are listed too (those made from CI have no state here);
-    with --destroy-stacks DIR each is destroyed through the one stack of that Pulumi project folder whose
-    spec names it (pulumi destroy, then the leftover check). With --prune-images, baked images there that the
-    retention rule lets go are deleted (listed with --dry-run): never one a node runs from or a cluster
-    state on this machine records.
+    Exits 1 when a teardown failed. With --aws-region (--gcp-project, --azure-subscription), clusters tagged
+    gpufleet:expires-at (labelled gpufleet-expires-at) in the past are listed too (those made from CI have
+    no state here); with --destroy-stacks DIR each is destroyed through the one stack of that Pulumi
+    project folder whose spec names it (pulumi destroy, then the leftover check). With --prune-images,
+    baked images there that the retention rule lets go are deleted (listed with --dry-run): never one a
+    node runs from or a cluster state on this machine records.
     """
     if destroy_stacks is not None and not (destroy_stacks / "Pulumi.yaml").is_file():
         raise typer.BadParameter(
@@ -79,10 +86,15 @@ def reap(
         return report.removed
 
     items = reap_expired(tear_down, dry_run=dry_run)
-    cloud = {"aws": _cloud_expired("aws", aws_region or []), "gcp": _cloud_expired("gcp", gcp_project or [])}
+    cloud = {
+        "aws": _cloud_expired("aws", aws_region or []),
+        "gcp": _cloud_expired("gcp", gcp_project or []),
+        "azure": _cloud_expired("azure", azure_subscription or []),
+    }
     stacks = _stacks(destroy_stacks, cloud, reporter, dry_run) if destroy_stacks is not None else []
     pruned = _pruned(aws_region or [], gcp_project or [], dry_run) if prune_images else []
-    failed = [item for item in [*items, *stacks, *pruned] if item.action.startswith("failed")]
+    acted: list[ReapItem | PrunedImage] = [*items, *stacks, *pruned]
+    failed = [item for item in acted if item.action.startswith("failed")]
     if json_out:
         images = {"images": [item.to_json() for item in pruned]} if prune_images else {}
         made = {"stacks": [item.to_json() for item in stacks]} if destroy_stacks is not None else {}
@@ -111,7 +123,8 @@ def reap(
 
 
 def _cloud_expired(kind: str, scopes: list[str]) -> list[dict[str, Any]]:
-    """Expired clusters found by a cloud's tags or labels, in each region (AWS) or project (GCP)."""
+    """Expired clusters found by a cloud's tags or labels, in each region (AWS), project (GCP) or
+    subscription (Azure)."""
     if not scopes:
         return []
     cloud = pulumi_backend_of(kind)

@@ -148,8 +148,8 @@ def report(
             console.print(
                 f"report written: {files.markdown}, {files.json}" + (f", {files.plot}" if files.plot else "")
             )
-        for exc in unreadable:
-            err_console.print(f"[bold red]unreadable:[/] {escape(exc.message)}", soft_wrap=True)
+        for problem in unreadable:
+            err_console.print(f"[bold red]unreadable:[/] {escape(problem.message)}", soft_wrap=True)
         word = "[green]PASS[/]" if passed else "[bold red]FAIL[/]"
         count = f"{sum(v.passed for v in verdicts)} of {len(verdicts)} test(s) passed"
         if unreadable:
@@ -203,14 +203,14 @@ def _print_test(test: TestResult, verdict: Verdict) -> None:
         table.add_column(f"{half} #wrong", justify="right")
     for row in test.rows:
         cells = [format_bytes(row.size)]
-        for half in (row.oop, row.ip):
-            if half is None:
+        for result in (row.oop, row.ip):
+            if result is None:
                 cells += ["-", "-", "-"]
                 continue
-            wrong = f"err {half.error:g}" if half.error is not None else _text(half.wrong, "N/A")
-            if half.wrong:
+            wrong = f"err {result.error:g}" if result.error is not None else _text(result.wrong, "N/A")
+            if result.wrong:
                 wrong = f"[bold red]{wrong}[/]"
-            cells += [f"{half.time_us:g}", f"{half.busbw:g}", wrong]
+            cells += [f"{result.time_us:g}", f"{result.busbw:g}", wrong]
         table.add_row(*cells)
     console.print(table)
     for check in verdict.checks:

@@ -53,14 +53,14 @@ def render(report: util_report.UtilReport) -> None:
             util_report.fmt(usage.busy_ratio, ".1%"),
             util_report.fmt(usage.wasted_usd, ",.2f"),
         )
-    for jobid, usage in sorted(report.jobs.items()):
+    for jobid, job_usage in sorted(report.jobs.items()):
         table.add_row(
             f"job {escape(jobid)}",
             "",
-            f"{usage.allocated_gpu_hours:.3f}",
-            f"{usage.used_gpu_hours:.3f}",
-            util_report.fmt(usage.busy_ratio, ".1%"),
-            util_report.fmt(usage.wasted_usd, ",.2f"),
+            f"{job_usage.allocated_gpu_hours:.3f}",
+            f"{job_usage.used_gpu_hours:.3f}",
+            util_report.fmt(job_usage.busy_ratio, ".1%"),
+            util_report.fmt(job_usage.wasted_usd, ",.2f"),
         )
     console.print(table)
     console.print(

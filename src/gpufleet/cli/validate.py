@@ -62,7 +62,7 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) ->
         judged = "-"
         if verdict.measured_busbw is not None and verdict.measured_bytes is not None:
             judged = f"{verdict.measured_busbw:g} GB/s at {format_bytes(verdict.measured_bytes)}"
-        needs = verdict.mode
+        needs = verdict.mode.value
         if verdict.threshold is not None:
             needs = f"{verdict.threshold:g} GB/s ({verdict.mode})"
         why = "; ".join(check.message for check in verdict.failures) or "-"
@@ -89,7 +89,7 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) ->
 def validate(
     spec_path: SpecArg, json_out: JsonOpt = False, out: OutOpt = None, verbose: cluster_cmd.VerboseOpt = False
 ) -> None:
-    """Run the validation suite (health checks, collectives through Slurm, gate, report). Exits 1 on FAIL."""
+    """Run the validation suite (health, collectives through Slurm or as MPIJobs, gate, report); 1 on FAIL."""
     spec = read_spec(spec_path)
     passed = run_validation(spec, out or default_out(spec), json_out, verbose)
     if not passed:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +82,7 @@ def _tail(exc: BaseException, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
-def _plain(result_outputs: dict[str, Any]) -> dict[str, Any]:
+def _plain(result_outputs: Mapping[str, auto.OutputValue]) -> dict[str, Any]:
     return {key: value.value for key, value in result_outputs.items()}
 
 
@@ -262,7 +262,7 @@ class PulumiBackend(abc.ABC):
         CLI and its Session Manager plugin)."""
         return
 
-    def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
+    def replace_before_up(self, deployment: Mapping[str, Any]) -> dict[str, str]:
         """URN -> why, for what in the stack's state the next ``pulumi up`` must replace, not keep (none
         here; AWS: an instant fleet whose launch came short or that lost a node)."""
         return {}
@@ -336,7 +336,7 @@ class PulumiBackend(abc.ABC):
                     hint="run 'gpufleet down' again; resources still tagged for the cluster are listed by "
                     "the leftover check",
                 ) from None
-        deleted = (result.summary.resource_changes or {}).get("delete", 0)
+        deleted = (result.summary.resource_changes or {}).get(auto.OpType.DELETE, 0)
         return [f"Pulumi stack {name}: {deleted} resource(s) destroyed"]
 
     def leftovers(self, spec: ClusterSpec, state: ClusterState, reporter: Reporter) -> list[str]:

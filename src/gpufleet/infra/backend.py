@@ -1,12 +1,13 @@
 """The one table from a spec's ``provider.kind`` to the backend that makes, shows and destroys its machines.
 
-Every provider folder (``gpufleet.infra.local``, ``baremetal``, ``aws``, ``gcp``) exports ``backend``, an
-object with the methods of ``Backend``; every backend returns the same ``Inventory``. The clouds' backends
-are ``PulumiBackend``s (``gpufleet.infra.automation``): the same cloud-blind Automation API driver, with
-the cloud's own component, mocks, stack config, credentials check, SSH route, leftover finder and baked
-images. This is the only place that names the providers; nothing else branches on ``provider.kind``: what
-differs between them is a column here (a Pulumi program, images baked on this machine, configure from the
-head). The bakers stand above this table (``gpufleet.bake.baker`` builds one per backend from it).
+Every provider folder (``gpufleet.infra.local``, ``baremetal``, ``aws``, ``gcp``, ``azure``) exports
+``backend``, an object with the methods of ``Backend``; every backend returns the same ``Inventory``. The
+clouds' backends are ``PulumiBackend``s (``gpufleet.infra.automation``): the same cloud-blind Automation API
+driver, with the cloud's own component, mocks, stack config, credentials check, SSH route, leftover finder
+and baked images. This is the only place that names the providers; nothing else branches on
+``provider.kind``: what differs between them is a column here (a Pulumi program, images baked in the cloud
+or on this machine, configure from the head). The bakers stand above this table (``gpufleet.bake.baker``
+builds one per backend from it).
 
 Provider folders are imported on first use, so a verb pays only for the SDK of the cloud it touches.
 """
@@ -74,9 +75,11 @@ class Backend(Protocol):
 
 class _Entry(NamedTuple):
     module: str  # the provider folder; it exports ``backend``
-    # Whether it has a Pulumi program (``gpufleet plan``, ``stacks/``); its images are baked by a builder
-    # stack of its own (``gpufleet.bake.cloud``).
+    # Whether it has a Pulumi program (``gpufleet plan``, ``stacks/``).
     pulumi: bool
+    # Whether its node images are baked in the cloud by a builder stack of its own (``gpufleet.bake.cloud``,
+    # the backend's ``images``). Azure has a Pulumi program and no builder yet (docs/azure.md, "Images").
+    bakes_in_cloud: bool = False
     # Whether its node images are baked on this machine, in podman's store (``gpufleet.bake.local``);
     # ``gpufleet image list`` and ``delete`` without a spec look there. Neither: nothing is baked.
     bakes_here: bool = False
@@ -91,8 +94,10 @@ class _Entry(NamedTuple):
 BACKENDS: dict[str, _Entry] = {
     "local": _Entry("gpufleet.infra.local", pulumi=False, bakes_here=True),
     "baremetal": _Entry("gpufleet.infra.baremetal", pulumi=False),
-    "aws": _Entry("gpufleet.infra.aws", pulumi=True, head_by_default=True),
-    "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, head_by_default=True),
+    "aws": _Entry("gpufleet.infra.aws", pulumi=True, bakes_in_cloud=True, head_by_default=True),
+    "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, bakes_in_cloud=True, head_by_default=True),
+    "azure": _Entry("gpufleet.infra.azure", pulumi=True),
+    "kubernetes": _Entry("gpufleet.infra.kubernetes", pulumi=False),
 }
 PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 HEAD_BY_DEFAULT = tuple(kind for kind, entry in BACKENDS.items() if entry.head_by_default)

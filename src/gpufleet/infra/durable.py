@@ -1,4 +1,5 @@
-"""What the filesystem exporters share (``infra/aws/fsx_export.py``, ``infra/gcp/lustre_export.py``): the
+"""What the filesystem exporters share (``infra/aws/fsx_export.py``, ``infra/gcp/lustre_export.py``,
+``infra/azure/lustre_export.py``): the
 table of filesystem kinds that have a durable copy and the module that exports each, the error that stops
 ``gpufleet down`` when a filesystem's files have not reached their durable copy, and the bounded wait for
 a cloud's export. Like the backend table, the table names modules, imported when used (boto3 and
@@ -19,7 +20,12 @@ from typing import Protocol, cast
 
 from gpufleet.errors import ProvisionError
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, ManagedLustreFilesystem
+from gpufleet.spec.model import (
+    AzureLustreFilesystem,
+    ClusterSpec,
+    FsxLustreFilesystem,
+    ManagedLustreFilesystem,
+)
 
 DISCARD_FLAG = "--discard-checkpoints"
 TIMEOUT_FLAG = "--export-timeout"
@@ -83,22 +89,26 @@ class Exporter(Protocol):
 
 # Filesystem kinds that gpufleet makes with the cluster and deletes with it (an NFS server or a bare-metal
 # mount outlives the cluster): what is on them is gone after ``down`` unless it has a durable copy.
-MADE_WITH_THE_CLUSTER = ("volume", "fsx_lustre", "managed_lustre", "filestore")
+MADE_WITH_THE_CLUSTER = ("volume", "fsx_lustre", "managed_lustre", "filestore", "azure_lustre")
 
 # Filesystem kinds that can have a durable copy, and the module that exports them.
 EXPORTERS: dict[str, str] = {
     "fsx_lustre": "gpufleet.infra.aws.fsx_export",
     "managed_lustre": "gpufleet.infra.gcp.lustre_export",
+    "azure_lustre": "gpufleet.infra.azure.lustre_export",
 }
 
 
 def durable_copy_of(spec: ClusterSpec) -> str | None:
-    """The durable copy of the cluster's filesystem (an S3 or Cloud Storage path), None without one."""
+    """The durable copy of the cluster's filesystem (an S3, Cloud Storage or Blob container path), None
+    without one."""
     fs = spec.filesystem
     if isinstance(fs, FsxLustreFilesystem) and fs.data_repository is not None:
         return fs.data_repository.s3_path
     if isinstance(fs, ManagedLustreFilesystem) and fs.data_repository is not None:
         return fs.data_repository.gcs_path
+    if isinstance(fs, AzureLustreFilesystem) and fs.data_repository is not None:
+        return fs.data_repository.container_url
     return None
 
 

@@ -25,7 +25,7 @@ def pulumi_backend(spec: ClusterSpec) -> PulumiBackend:
     if spec.provider.kind not in PULUMI_KINDS:
         raise SpecError(
             f"provider '{spec.provider.kind}' has no Pulumi program; only {', '.join(PULUMI_KINDS)} do",
-            hint="the local and baremetal backends need no plan: run 'gpufleet up' directly",
+            hint="a provider without one makes its nodes itself or is handed them: run 'gpufleet up'",
         )
     return pulumi_backend_of(spec.provider.kind)
 

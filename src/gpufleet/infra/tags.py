@@ -1,6 +1,8 @@
 """The one helper that turns a spec into each cloud's tags or labels.
 
 AWS tags: ``gpufleet:cluster``, ``gpufleet:expires-at`` (ISO 8601, UTC) and the spec's tags.
+Azure tags: the AWS keys and values (Azure tag names may hold ':'; values are free text up to 256
+characters), on the cluster's resource group and on every resource in it.
 GCP labels: ``gpufleet-cluster``, ``gpufleet-expires-at`` and the spec's tags; label values allow only
 ``[a-z0-9_-]`` up to 63 characters, so the expiry is written as ``20261122t0930z``.
 The lifecycle reaper reads both forms back with ``parse_expiry``.
@@ -22,6 +24,8 @@ from gpufleet.spec.model import ClusterSpec
 
 AWS_CLUSTER_TAG = "gpufleet:cluster"
 AWS_EXPIRES_TAG = "gpufleet:expires-at"
+AZURE_CLUSTER_TAG = AWS_CLUSTER_TAG
+AZURE_EXPIRES_TAG = AWS_EXPIRES_TAG
 GCP_CLUSTER_LABEL = "gpufleet-cluster"
 GCP_EXPIRES_LABEL = "gpufleet-expires-at"
 AWS_IMAGE_TAG = "gpufleet:image"
@@ -53,6 +57,11 @@ def aws_tags(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
     tags[AWS_CLUSTER_TAG] = spec.name
     tags[AWS_EXPIRES_TAG] = expires_at_text(spec, created_at)
     return tags
+
+
+def azure_tags(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:
+    """Azure's tags: the same keys and values as AWS's."""
+    return aws_tags(spec, created_at)
 
 
 def gcp_labels(spec: ClusterSpec, created_at: datetime) -> dict[str, str]:

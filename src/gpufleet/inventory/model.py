@@ -19,7 +19,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.catalog.images import Component as GpuComponent
 from gpufleet.catalog.images import Mode as GpuMode
 from gpufleet.errors import SpecError
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import FabricKind, Role, SchedulerKind
 
 if TYPE_CHECKING:
     from gpufleet.inventory.stack import StackOutputs
@@ -38,6 +38,7 @@ _HOST_FIELDS = {
     "fabric_nics": "gpufleet_fabric_nics",
     "fabric_host_nics": "gpufleet_fabric_host_nics",
     "fabric_port_gbps": "gpufleet_fabric_port_gbps",
+    "fabric_nvlink_domain": "gpufleet_fabric_nvlink_domain",
     "cpus": "gpufleet_cpus",
     "memory_mb": "gpufleet_memory_mb",
     "gpu_arch": "gpufleet_gpu_arch",
@@ -87,6 +88,9 @@ class Host(BaseModel):
     fabric_nics: list[str] = Field(default_factory=list, description="GPU NIC names (GCP)")
     fabric_host_nics: list[str] = Field(default_factory=list, description="host NIC names NCCL boots over")
     fabric_port_gbps: int | None = Field(default=None, description="rate of each InfiniBand port")
+    fabric_nvlink_domain: int | None = Field(
+        default=None, description="nodes of one multi-node NVLink domain (GB200/GB300: 18); null: none"
+    )
 
     @model_validator(mode="after")
     def _default_gpu_stack(self) -> Host:
@@ -113,6 +117,7 @@ class Host(BaseModel):
             "fabric_nics": list(fabric.nic_names),
             "fabric_host_nics": list(fabric.host_nic_names),
             "fabric_port_gbps": fabric.port_gbps,
+            "fabric_nvlink_domain": fabric.nvlink_domain_vms,
         }
         return {**facts, **data}
 
@@ -139,6 +144,10 @@ class Inventory(BaseModel):
         default_factory=dict, description="the spec's software block: versions the roles install or verify"
     )
     extra_vars: dict[str, Any] = Field(default_factory=dict)
+    scheduler: SchedulerKind = Field(
+        default=SchedulerKind.SLURM,
+        description="what runs the jobs: Slurm (the roles configure it) or Kubernetes",
+    )
 
     def in_group(self, role: Role) -> list[Host]:
         return [host for host in self.hosts if role in host.roles]
@@ -169,6 +178,8 @@ class Inventory(BaseModel):
         }
         if self.software:
             all_vars["gpufleet_software"] = self.software
+        if self.scheduler is not SchedulerKind.SLURM:
+            all_vars["gpufleet_scheduler"] = self.scheduler.value
         if self.connection.private_key_file:
             all_vars["ansible_ssh_private_key_file"] = self.connection.private_key_file
         if self.connection.ssh_common_args:
@@ -179,7 +190,7 @@ class Inventory(BaseModel):
         children: dict[str, Any] = {}
         for role, group in GROUP_OF_ROLE.items():
             members = self.in_group(role)
-            if role is Role.LOGIN and not members:
+            if role is Role.LOGIN and not members and self.in_group(Role.CONTROLLER):
                 members = [self.controller]
             children[group] = {"hosts": {host.name: self._host_vars(host) for host in members}}
         return {"all": {"vars": all_vars, "children": children}}
@@ -208,7 +219,16 @@ class Inventory(BaseModel):
                 "{{slurm_controller, slurm_login, compute}}}}'",
                 hint="start from inventories/examples/baremetal.yml",
             ) from None
-        missing = [g for g in ("slurm_controller", "compute") if not (groups.get(g) or {}).get("hosts")]
+        # A Kubernetes cluster handed over has only the nodes to validate (no Slurm controller to configure).
+        named = str(all_vars.pop("gpufleet_scheduler", SchedulerKind.SLURM.value))
+        if named not in {kind.value for kind in SchedulerKind}:
+            raise SpecError(
+                f"{source}: gpufleet_scheduler is '{named}'; it is one of "
+                f"{', '.join(kind.value for kind in SchedulerKind)}"
+            )
+        scheduler = SchedulerKind(named)
+        needed = ("compute",) if scheduler is SchedulerKind.KUBERNETES else ("slurm_controller", "compute")
+        missing = [g for g in needed if not (groups.get(g) or {}).get("hosts")]
         if missing:
             raise SpecError(f"{source}: group(s) {', '.join(missing)} must list at least one host")
         hosts: dict[str, dict[str, Any]] = {}
@@ -247,6 +267,7 @@ class Inventory(BaseModel):
             software=all_vars.pop("gpufleet_software", {}),
             hosts=parsed,
             connection=connection,
+            scheduler=scheduler,
             extra_vars=all_vars,
         )
 

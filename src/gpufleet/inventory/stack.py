@@ -18,6 +18,7 @@ from gpufleet.spec.model import FabricKind
 
 
 class StackHost(Host):
+    # Wider than Host's on purpose: a stack host may leave its address out (from_stack_outputs fills it in).
     address: str | None = Field(default=None, description="where Ansible connects; default: private_ip")  # type: ignore[assignment]
 
 

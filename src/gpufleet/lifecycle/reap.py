@@ -111,8 +111,8 @@ class CloudExpired:
     """A cluster past its expiry by a cloud's tags or labels (``find_expired``), as the reaper sees it."""
 
     cluster: str
-    provider: str  # "aws", "gcp"
-    scope: str  # the region (AWS) or project (GCP) it was found in
+    provider: str  # "aws", "gcp", "azure"
+    scope: str  # the region (AWS), project (GCP) or subscription (Azure) it was found in
     expires_at: str
 
 
@@ -196,7 +196,7 @@ def project_stack_destroy(project: Path, reporter: Reporter) -> StackDestroy:
                 f"stack '{stack.name}' is destroyed but these are still there: " + ", ".join(left),
                 hint="run the reaper again; if they stay, remove them by hand",
             )
-        deleted = (result.summary.resource_changes or {}).get("delete", 0)
+        deleted = (result.summary.resource_changes or {}).get(auto.OpType.DELETE, 0)
         return [f"Pulumi stack {stack.name}: {deleted} resource(s) destroyed, nothing left"]
 
     return destroy

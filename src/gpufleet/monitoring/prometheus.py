@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from gpufleet.errors import ExitCode, GpufleetError
 from gpufleet.inventory.model import Inventory
@@ -76,7 +77,8 @@ class PrometheusClient:
     base_url: str
     timeout: float = 30.0
 
-    def _get(self, path: str, params: dict[str, str]) -> dict[str, object]:
+    def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
+        """The ``data`` of Prometheus's JSON answer (its shape is the query's: a JSON document)."""
         url = f"{self.base_url.rstrip('/')}{path}?{urllib.parse.urlencode(params)}"
         try:
             with urllib.request.urlopen(url, timeout=self.timeout) as response:
@@ -108,7 +110,7 @@ class PrometheusClient:
         )
         return [
             Series(dict(item["metric"]), [(float(t), float(v)) for t, v in item["values"]])
-            for item in data.get("result", [])  # type: ignore[union-attr]
+            for item in data.get("result", [])
         ]
 
     def query(self, expr: str, at: float | None = None) -> list[Series]:
@@ -117,7 +119,7 @@ class PrometheusClient:
             params["time"] = f"{at:.3f}"
         data = self._get("/api/v1/query", params)
         out = []
-        for item in data.get("result", []):  # type: ignore[union-attr]
+        for item in data.get("result", []):
             t, v = item["value"]
             out.append(Series(dict(item["metric"]), [(float(t), float(v))]))
         return out

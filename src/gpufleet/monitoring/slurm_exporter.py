@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     # The default collectors stay: process_cpu_seconds_total and process_resident_memory_bytes measure
     # the exporter's own overhead (docs/monitoring.md).
     if args.mode == "slurm":
-        REGISTRY.register(SlurmCollector(simulated_gpus=args.simulated_gpus))  # type: ignore[arg-type]
+        REGISTRY.register(SlurmCollector(simulated_gpus=args.simulated_gpus))
     else:
         if args.simulate_dcgm:
             try:
@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         collector = NodeJobsCollector(
             args.node, simulated_gpus=args.simulate_dcgm, cpus_per_gpu=args.cpus_per_gpu
         )
-        REGISTRY.register(collector)  # type: ignore[arg-type]
+        REGISTRY.register(collector)
     start_http_server(args.port, addr=args.listen)
     while True:
         time.sleep(3600)

@@ -362,10 +362,10 @@ def render_markdown(report: UtilReport, title: str = "GPU utilization") -> str:
             f"| {fmt(usage.busy_ratio, '.1%')} | {fmt(usage.wasted_usd, ',.2f')} |"
         )
     lines += ["", "| job | allocated GPU-hours | used | busy | wasted $ |", "| --- | --- | --- | --- | --- |"]
-    for jobid, usage in sorted(report.jobs.items(), key=_job_key):
+    for jobid, job_usage in sorted(report.jobs.items(), key=_job_key):
         lines.append(
-            f"| {jobid} | {usage.allocated_gpu_hours:.3f} | {usage.used_gpu_hours:.3f} "
-            f"| {fmt(usage.busy_ratio, '.1%')} | {fmt(usage.wasted_usd, ',.2f')} |"
+            f"| {jobid} | {job_usage.allocated_gpu_hours:.3f} | {job_usage.used_gpu_hours:.3f} "
+            f"| {fmt(job_usage.busy_ratio, '.1%')} | {fmt(job_usage.wasted_usd, ',.2f')} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -361,7 +361,7 @@ def gpu_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 def aws_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """Every group boots one OS release, so one Slurm release (catalog.os_releases): groups without GPUs
     boot the plain Ubuntu of the GPU family's release (rules.group_family); ami.id is one image for all."""
-    ami = spec.provider.ami  # type: ignore[union-attr]
+    ami = _provider(spec).ami
     if ami.id is not None:
         return
     releases = {}

@@ -46,7 +46,7 @@ _REGISTRY: list[RegisteredCheck] = []
 
 
 def check(
-    name: str, providers: Iterable[str] = ("local", "aws", "gcp", "baremetal")
+    name: str, providers: Iterable[str] = ("local", "aws", "gcp", "azure", "baremetal")
 ) -> Callable[[CheckFn], CheckFn]:
     def register(fn: CheckFn) -> CheckFn:
         _REGISTRY.append(RegisteredCheck(name, frozenset(providers), fn))
@@ -93,4 +93,15 @@ def require_no_errors(spec: ClusterSpec, catalog: Catalog | None = None) -> None
 
 def _load_check_modules() -> None:
     # Imported for their @check registrations. Cloud modules import no cloud SDK.
-    from gpufleet.preflight import aws, baremetal, checkpoint, common, gcp, head_size, local, names  # noqa: F401
+    from gpufleet.preflight import (  # noqa: F401
+        aws,
+        azure,
+        baremetal,
+        checkpoint,
+        common,
+        gcp,
+        head_size,
+        kubernetes,
+        local,
+        names,
+    )

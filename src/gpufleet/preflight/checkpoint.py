@@ -21,6 +21,7 @@ from gpufleet.infra.durable import EXPORTERS, MADE_WITH_THE_CLUSTER, durable_cop
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import (
     CHECKPOINT_STATE_BYTES,
+    AzureLustreFilesystem,
     CheckpointPlan,
     ClusterSpec,
     FsxLustreFilesystem,
@@ -83,6 +84,9 @@ def filesystem_throughput(spec: ClusterSpec) -> Throughput:
         tib = fs.size_gib / 1024
         what = f"Managed Lustre, {tib:,.2f} TiB x {fs.throughput_per_tib} MB/s per TiB"
         return Throughput(tib * fs.throughput_per_tib, fs.size_gib << 30, what)
+    if isinstance(fs, AzureLustreFilesystem):
+        what = f"Azure Managed Lustre {fs.sku}, {fs.size_tib} TiB x {fs.throughput_per_tib} MB/s per TiB"
+        return Throughput(float(fs.size_tib * fs.throughput_per_tib), fs.size_tib << 40, what)
     capacity = getattr(fs, "size_gib", None)
     return Throughput(None, capacity << 30 if capacity else None, f"a {fs.kind} filesystem")
 

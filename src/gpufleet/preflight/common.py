@@ -11,7 +11,9 @@ from gpufleet.catalog.os_releases import OS_RELEASES, SLURM_COMPATIBILITY_DOC, s
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
-_CLOUDS = ("aws", "gcp")
+_CLOUDS = ("aws", "gcp", "azure")
+# Checks of the catalog's facts hold on a Kubernetes cluster handed over too (its nodes are catalog types).
+_EVERY = ("local", "aws", "gcp", "azure", "baremetal", "kubernetes")
 _GENERIC = "baremetal"  # a bare-metal machine with no catalog entry (preflight.baremetal.GENERIC_TYPE)
 
 
@@ -20,7 +22,7 @@ def _group_path(spec: ClusterSpec, name: str) -> str:
     return f"node_groups[{index}]"
 
 
-@check("instance_type_known")
+@check("instance_type_known", providers=_EVERY)
 def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     provider = spec.provider.kind
     for group in spec.node_groups:
@@ -48,8 +50,8 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             ):
                 # A site may name its own machines, but a typo of a catalog type silently drops the
                 # bandwidth gate (no catalog figure to gate on): say which known type is closest.
-                known = sorted(i.name for i in catalog.for_provider("baremetal"))
-                close = difflib.get_close_matches(group.instance_type, known, n=1, cutoff=0.6)
+                named = sorted(i.name for i in catalog.for_provider("baremetal"))
+                close = difflib.get_close_matches(group.instance_type, named, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]}? " if close else ""
                 yield Finding(
                     Level.WARNING,
@@ -57,10 +59,22 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                     path,
                     f"'{group.instance_type}' is not in the catalog: {hint}Without a catalog entry there "
                     "is no fabric or bandwidth figure, so validation gates no bandwidth for this group; "
-                    f"known bare-metal types: {', '.join(known)}",
+                    f"known bare-metal types: {', '.join(named)}",
+                )
+            elif provider == "kubernetes":
+                # A handed-over cluster's nodes may be of any cloud's type: the closest of all GPU types.
+                gpu_types = sorted(i.name for i in catalog.instance_types.values() if i.gpu)
+                close = difflib.get_close_matches(group.instance_type, gpu_types, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]}? " if close else ""
+                yield Finding(
+                    Level.WARNING,
+                    "instance_type_known",
+                    path,
+                    f"'{group.instance_type}' is not in the catalog: {hint}the nodes' own GPU counts are "
+                    "taken, and bandwidth is judged only against validation.min_busbw",
                 )
             continue
-        if item.provider != provider:
+        if item.provider != provider and provider != "kubernetes":  # a handed-over cluster of any cloud
             yield Finding(
                 Level.ERROR,
                 "instance_type_provider",
@@ -69,7 +83,7 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             )
 
 
-@check("instance_type_figures_known")
+@check("instance_type_figures_known", providers=_EVERY)
 def instance_type_figures_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """A type whose catalog entry marks a needed figure unknown (no public source settles it) is refused,
     not planned on a guess."""
@@ -87,7 +101,7 @@ def instance_type_figures_known(spec: ClusterSpec, catalog: Catalog) -> Iterator
         )
 
 
-@check("fabric_matches_type")
+@check("fabric_matches_type", providers=_EVERY)
 def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     wanted = spec.fabric.kind
     for group in spec.compute_groups:
@@ -123,7 +137,7 @@ def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             )
 
 
-@check("cuda_targets_gpu", providers=("aws", "gcp", "baremetal"))
+@check("cuda_targets_gpu", providers=("aws", "gcp", "azure", "baremetal"))
 def cuda_targets_gpu(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """nccl-tests is built for the GPU's architecture: the spec's CUDA must be able to target it."""
     for group in spec.compute_groups:
@@ -143,7 +157,7 @@ def cuda_targets_gpu(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
-@check("compute_types_uniform")
+@check("compute_types_uniform", providers=_EVERY)
 def compute_types_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     types = {g.instance_type for g in spec.compute_groups}
     if len(types) > 1:
@@ -156,7 +170,7 @@ def compute_types_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Findi
         )
 
 
-@check("gpus_present", providers=("aws", "gcp", "baremetal"))
+@check("gpus_present", providers=("aws", "gcp", "azure", "baremetal", "kubernetes"))
 def gpus_present(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     for group in spec.compute_groups:
         item = catalog.get(group.instance_type)
@@ -169,7 +183,7 @@ def gpus_present(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
 
 
-@check("multi_node", providers=("aws", "gcp", "baremetal", "local"))
+@check("multi_node", providers=_EVERY)
 def multi_node(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if spec.compute_count < 2:
         yield Finding(
@@ -181,7 +195,7 @@ def multi_node(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         )
 
 
-@check("baseline_known")
+@check("baseline_known", providers=_EVERY)
 def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     groups = spec.compute_groups
     instance_type = groups[0].instance_type

@@ -49,6 +49,7 @@ from gpufleet.spec.model import (
     ClusterSpec,
     FabricKind,
     FilestoreFilesystem,
+    GcpProvider,
     ManagedLustreFilesystem,
     NodeGroup,
     Role,
@@ -75,6 +76,12 @@ MACHINE_TYPE_NAME = re.compile(
 
 # --------------------------------------------------------------------------------------------------
 # Checks
+
+
+def _provider(spec: ClusterSpec) -> GcpProvider:
+    """The spec's GCP provider (every check here is registered for GCP alone)."""
+    assert isinstance(spec.provider, GcpProvider)
+    return spec.provider
 
 
 def _path(spec: ClusterSpec, group: NodeGroup, field: str = "") -> str:
@@ -154,8 +161,8 @@ def gcp_nic_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 
 @check("gcp_zone_offered", providers=("gcp",))
 def gcp_zone_offered(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
-    provider = spec.provider
-    zone, region = provider.zone, provider.region  # type: ignore[union-attr]
+    provider = _provider(spec)
+    zone, region = provider.zone, provider.region
     for group in spec.node_groups:
         item = catalog.get(group.instance_type)
         if item is None:
@@ -213,7 +220,7 @@ def _service_zone(table: ZoneTable, service: str, zone: str, path: str) -> Itera
 @check("gcp_service_zones", providers=("gcp",))
 def gcp_service_zones(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """Managed Lustre and the RoCE VPC's network profile are zonal: the cluster's zone must offer them."""
-    zone = spec.provider.zone  # type: ignore[union-attr]
+    zone = _provider(spec).zone
     zones = load_gcp_zones()
     if isinstance(spec.filesystem, ManagedLustreFilesystem):
         yield from _service_zone(zones.managed_lustre, "Managed Lustre", zone, "provider.zone")
@@ -478,7 +485,7 @@ def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     ]
     if not tcpx:
         return
-    image = spec.provider.image  # type: ignore[union-attr]
+    image = _provider(spec).image
     types = ", ".join(sorted(set(tcpx)))
     if image is None:
         yield Finding(
@@ -504,7 +511,8 @@ def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 def gcp_os_release(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """Every group boots one OS release, so one Slurm release (catalog.os_releases): the head node follows
     the GPU nodes (catalog.gcp.image_family), but two series with images of their own can disagree."""
-    releases = {g.name: group_os_release(spec, g.instance_type) for g in spec.node_groups}
+    image = _provider(spec).image
+    releases = {g.name: group_os_release(spec, g.instance_type, image) for g in spec.node_groups}
     known = {name: release for name, release in releases.items() if release is not None}
     yield from os_release_findings(
         "gcp_os_release",

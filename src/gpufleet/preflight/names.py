@@ -15,6 +15,10 @@ Limits (read 2026-11-23):
   Pulumi auto-naming adds a dash and 7 random characters to the logical name.
 - AWS launch template names: 128 characters,
   https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateLaunchTemplate.html
+- Azure (read 2026-11-27, "Naming rules and restrictions for Azure resources",
+  https://learn.microsoft.com/en-us/azure/azure-resource-manager/management/resource-name-rules):
+  resource groups 90, Linux VMs and scale sets 64, NICs, public IPs, NAT gateways, Bastion hosts and
+  NSGs 80, AML file systems 80 characters.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, Role
 
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_HOST_WHAT = {"gcp": "GCE instance (host) name", "local": "container (host) name"}
+_HOST_WHAT = {
+    "gcp": "GCE instance (host) name",
+    "azure": "Azure VM (host) name",
+    "local": "container (host) name",
+}
 PULUMI_SUFFIX = 8  # "-" and 7 random characters Pulumi appends to an auto-named resource
 
 
@@ -79,6 +87,23 @@ def _aws_names(spec: ClusterSpec) -> list[DerivedName]:
     return names
 
 
+def _azure_names(spec: ClusterSpec) -> list[DerivedName]:
+    names = [
+        DerivedName("Azure scale set", f"{spec.name}-{group.name}-ib", 64, f"node_groups[{index}].name")
+        for index, group in enumerate(spec.node_groups)
+        if Role.COMPUTE in group.roles
+    ]
+    names += [
+        DerivedName("Azure NIC", f"{host}-nic", 80, f"node_groups[{index}].name")
+        for index, group in enumerate(spec.node_groups)
+        for host in spec.host_names(group)[-1:]
+    ]
+    names.append(DerivedName("Azure resource group", f"gpufleet-{spec.name}", 90, "name"))
+    for suffix in ("bastion-ip", "nat-ip", "bastion", "lustre", "vnet", "nsg"):
+        names.append(DerivedName("Azure network resource", f"{spec.name}-{suffix}", 80, "name"))
+    return names
+
+
 def _local_names(spec: ClusterSpec) -> list[DerivedName]:
     return [
         DerivedName("podman network", f"gpufleet-{spec.name}", 63, "name"),
@@ -90,6 +115,7 @@ def _local_names(spec: ClusterSpec) -> list[DerivedName]:
 _PROVIDER_NAMES: dict[str, Callable[[ClusterSpec], list[DerivedName]]] = {
     "gcp": _gcp_names,
     "aws": _aws_names,
+    "azure": _azure_names,
     "local": _local_names,
 }
 

@@ -4,6 +4,7 @@ from gpufleet.spec.load import load_spec, parse_spec
 from gpufleet.spec.model import (
     Access,
     AwsProvider,
+    AzureProvider,
     BaremetalProvider,
     Capacity,
     CapacityMode,
@@ -22,6 +23,7 @@ from gpufleet.spec.model import (
 __all__ = [
     "Access",
     "AwsProvider",
+    "AzureProvider",
     "BaremetalProvider",
     "Capacity",
     "CapacityMode",

@@ -153,7 +153,9 @@ class ProviderKind(StrEnum):
     LOCAL = "local"
     AWS = "aws"
     GCP = "gcp"
+    AZURE = "azure"
     BAREMETAL = "baremetal"
+    KUBERNETES = "kubernetes"
 
 
 class LocalProvider(SpecModel):
@@ -258,6 +260,113 @@ class GcpProvider(SpecModel):
         return self
 
 
+# An Azure subscription id (a GUID) and a region's programmatic name ('az account list-locations --query
+# "[].name"': eastus, southcentralus, swedencentral).
+_AZURE_SUBSCRIPTION = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+_AZURE_LOCATION = r"^[a-z]+[a-z0-9]*$"
+# A marketplace image URN, publisher:offer:sku:version ('az vm image list --all' prints it).
+_AZURE_URN = (
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9._-]+$"
+)
+# A managed image or a Compute Gallery image (version) resource id.
+_AZURE_IMAGE_ID = (
+    r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[A-Za-z0-9._()-]+/providers/Microsoft\.Compute/"
+    r"(images/[A-Za-z0-9._-]+|galleries/[A-Za-z0-9._]+/images/[A-Za-z0-9._-]+(/versions/[0-9.]+)?)$"
+)
+
+
+class AzureImage(SpecModel):
+    """The image the GPU nodes boot: Microsoft's Ubuntu HPC image for the SKU (the default), a marketplace
+    image by ``urn``, or a managed or Compute Gallery image by ``id`` (a gpufleet-baked or a site's own)."""
+
+    urn: (
+        Annotated[
+            str,
+            _pattern(
+                _AZURE_URN, "expected publisher:offer:sku:version, e.g. microsoft-dsvm:ubuntu-hpc:2204:latest"
+            ),
+        ]
+        | None
+    ) = None
+    id: (
+        Annotated[
+            str,
+            _pattern(
+                _AZURE_IMAGE_ID,
+                "expected a managed image or Compute Gallery image id, "
+                "/subscriptions/<id>/resourceGroups/<rg>/providers/Microsoft.Compute/...",
+            ),
+        ]
+        | None
+    ) = None
+    architecture: Literal["x64", "Arm64"] | None = Field(
+        default=None,
+        description="the CPU architecture the image is built for; default: the catalog's for a known URN. "
+        "Needed for an image 'id' or an unknown URN (preflight compares it with the SKU's)",
+    )
+    generation: Literal["V1", "V2"] = Field(
+        default="V2", description="the Hyper-V generation of the image (ND v5 and v6 boot Gen2 only)"
+    )
+    os_release: Literal["ubuntu-22.04", "ubuntu-24.04"] | None = Field(
+        default=None,
+        description="the Ubuntu release of an image 'id' or an unknown URN; default: the catalog's",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AzureImage:
+        if self.urn is not None and self.id is not None:
+            raise PydanticCustomError(
+                "image_source", "give the image's 'urn' or its 'id', not both", {"at": "id"}
+            )
+        return self
+
+
+class AzureProvider(SpecModel):
+    """Microsoft Azure: one resource group per cluster in ``subscription``, in region ``location``."""
+
+    kind: Literal["azure"] = "azure"
+    subscription: Annotated[
+        str,
+        _pattern(
+            _AZURE_SUBSCRIPTION,
+            "expected a subscription id (a GUID, lower case), e.g. 00000000-1111-2222-3333-444444444444",
+        ),
+    ] = Field(description="the subscription the cluster's resource group is made in")
+    location: Annotated[
+        str, _pattern(_AZURE_LOCATION, "expected an Azure region name such as eastus or southcentralus")
+    ] = Field(description="the Azure region (its programmatic name)")
+    zone: Literal["1", "2", "3"] | None = Field(
+        default=None,
+        description="an availability zone for the nodes and the Managed Lustre file system; null: regional "
+        "(no zone), where the SKU's capacity is not zonal",
+    )
+    image: AzureImage = Field(default=AzureImage(), description="the image the GPU nodes boot")
+    ib_domain_max_vms: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="the most VMs one scale set (one InfiniBand domain) may hold: 100 by default, more "
+        "only where Microsoft raised the subscription's limit on request",
+    )
+    address_space: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("10.40.0.0/16"),
+        description="the cluster's virtual network (a /16 to a /20, private): nodes, Bastion and Lustre "
+        "get subnets of it",
+    )
+
+    @field_validator("address_space")
+    @classmethod
+    def _private_range(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if not value.is_private or not 16 <= value.prefixlen <= 20:
+            raise PydanticCustomError(
+                "address_space",
+                "'{value}' must be a private range from /16 to /20 (the nodes, Bastion and Lustre subnets "
+                "are cut from it), e.g. 10.40.0.0/16",
+                {"value": str(value)},
+            )
+        return value
+
+
 class BaremetalProvider(SpecModel):
     """Machines that already exist, described by a hand-written Ansible inventory."""
 
@@ -277,8 +386,32 @@ class BaremetalProvider(SpecModel):
         return str(path) if value.startswith("~") else value
 
 
+class KubernetesProvider(SpecModel):
+    """A Kubernetes cluster that already exists (EKS, GKE, AKS, CoreWeave, on-premises with NVIDIA's GPU
+    Operator), handed over as a kubeconfig and a context; gpufleet makes no machine. Its jobs run as pods and
+    MPIJobs: ``scheduler: {kind: kubernetes, ...}`` (docs/kubernetes.md)."""
+
+    kind: Literal["kubernetes"] = "kubernetes"
+    kubeconfig: str | None = Field(
+        default=None,
+        description="the kubeconfig file, relative to the spec file; default: $KUBECONFIG, else "
+        "~/.kube/config",
+    )
+    context: Annotated[str, StringConstraints(min_length=1, max_length=253)] | None = Field(
+        default=None, description="the kubeconfig context to use; default: its current-context"
+    )
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _relative_to_spec(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A relative path is read from the spec file's folder, wherever gpufleet is run from."""
+        if value is None:
+            return None
+        return BaremetalProvider._relative_to_spec(value, info)
+
+
 Provider = Annotated[
-    LocalProvider | AwsProvider | GcpProvider | BaremetalProvider,
+    LocalProvider | AwsProvider | GcpProvider | AzureProvider | BaremetalProvider | KubernetesProvider,
     Field(discriminator="kind"),
 ]
 
@@ -538,6 +671,83 @@ class ManagedLustreFilesystem(SpecModel):
     )
 
 
+class BlobDataRepository(SpecModel):
+    """The Blob container an Azure Managed Lustre file system hydrates from and archives to: its durable
+    copy, which ``gpufleet down`` archives to before it deletes the file system (docs/azure.md). It lives
+    outside the cluster's resource group, so it outlives the cluster."""
+
+    storage_account_id: Annotated[
+        str,
+        _pattern(
+            r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[A-Za-z0-9._()-]+/providers/"
+            r"Microsoft\.Storage/storageAccounts/[a-z0-9]{3,24}$",
+            "expected a storage account id, /subscriptions/<id>/resourceGroups/<rg>/providers/"
+            "Microsoft.Storage/storageAccounts/<name>",
+        ),
+    ] = Field(description="the storage account (hierarchical namespace off) that holds both containers")
+    container: Annotated[
+        str,
+        _pattern(
+            r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+            "expected a container name: 3-63 of a-z, 0-9 and '-'",
+        ),
+    ] = Field(description="the container of the durable copy")
+    logging_container: Annotated[
+        str,
+        _pattern(
+            r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+            "expected a container name: 3-63 of a-z, 0-9 and '-'",
+        ),
+    ] = Field(
+        default="lustre-logs",
+        description="a second container of the same account for the file system's import and archive logs",
+    )
+    file_system_path: AbsolutePath = Field(
+        default="/", description="the folder of the file system to archive, from its root"
+    )
+
+    @model_validator(mode="after")
+    def _two_containers(self) -> BlobDataRepository:
+        if self.container == self.logging_container:
+            raise PydanticCustomError(
+                "logging_container",
+                "Managed Lustre logs to a container of its own: set logging_container to another name than "
+                "'{name}'",
+                {"name": self.container, "at": "logging_container"},
+            )
+        return self
+
+    @property
+    def account_name(self) -> str:
+        return self.storage_account_id.rsplit("/", 1)[-1]
+
+    @property
+    def container_url(self) -> str:
+        return f"https://{self.account_name}.blob.core.windows.net/{self.container}"
+
+
+class AzureLustreFilesystem(SpecModel):
+    """Azure Managed Lustre (an AML file system) in a subnet of the cluster's network."""
+
+    kind: Literal["azure_lustre"] = "azure_lustre"
+    sku: Literal[
+        "AMLFS-Durable-Premium-40",
+        "AMLFS-Durable-Premium-125",
+        "AMLFS-Durable-Premium-250",
+        "AMLFS-Durable-Premium-500",
+    ] = Field(default="AMLFS-Durable-Premium-250", description="the throughput tier, MB/s per TiB")
+    size_tib: int = Field(ge=4, le=12500, description="capacity in TiB (steps per SKU: gpufleet check)")
+    mount_point: AbsolutePath = "/lustre"
+    data_repository: BlobDataRepository | None = Field(
+        default=None,
+        description="a Blob container the file system archives to before 'gpufleet down' deletes it",
+    )
+
+    @property
+    def throughput_per_tib(self) -> int:
+        return int(self.sku.rsplit("-", 1)[-1])
+
+
 class FilestoreFilesystem(SpecModel):
     """Google Cloud Filestore (NFS)."""
 
@@ -559,7 +769,8 @@ Filesystem = Annotated[
     | NfsFilesystem
     | FsxLustreFilesystem
     | ManagedLustreFilesystem
-    | FilestoreFilesystem,
+    | FilestoreFilesystem
+    | AzureLustreFilesystem,
     Field(discriminator="kind"),
 ]
 
@@ -568,6 +779,8 @@ FILESYSTEMS_BY_PROVIDER: dict[str, tuple[str, ...]] = {
     "baremetal": ("none", "nfs"),
     "aws": ("none", "fsx_lustre"),
     "gcp": ("none", "managed_lustre", "filestore"),
+    "azure": ("none", "azure_lustre"),
+    "kubernetes": ("none",),  # pods see a PersistentVolumeClaim instead: scheduler.kubernetes.shared_volume
 }
 
 
@@ -887,6 +1100,116 @@ class ValidationSpec(SpecModel):
 
 
 # --------------------------------------------------------------------------------------------------
+# Scheduler
+
+
+class SchedulerKind(StrEnum):
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+
+
+# A Kubernetes namespace or object name (RFC 1123 label; kubernetes.io "Object Names and IDs").
+K8sName = Annotated[
+    str,
+    _pattern(
+        r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        "expected 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit "
+        "(a Kubernetes name), e.g. gpufleet",
+    ),
+]
+# A container image reference with a tag or a digest (the OCI distribution spec's reference grammar, in
+# short): gpufleet pins no image of its own, so the one the user names must say which build it is.
+OciImage = Annotated[
+    str,
+    _pattern(
+        r"^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+        r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}(@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})$",
+        "expected an image reference with a tag or a digest, such as "
+        "public.ecr.aws/hpc-cloud/nccl-tests:latest or registry.example.com/team/nccl-tests@sha256:<64 hex>",
+    ),
+]
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+class KubernetesOptions(SpecModel):
+    """How the validation's pods and MPIJobs run on a Kubernetes cluster (docs/kubernetes.md)."""
+
+    image: OciImage = Field(
+        description="the image every pod runs: nccl-tests under nccl_tests_dir, Open MPI's mpirun, sshd, "
+        "python3 (and torchrun for the training check), with the fabric's NCCL plugin (EFA: aws-ofi-nccl)",
+    )
+    namespace: K8sName = Field(
+        default="default", description="the namespace the pods and MPIJobs go to (it must exist)"
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels that pick the nodes to validate; default: node.kubernetes.io/instance-type set "
+        "to the compute group's instance_type",
+    )
+    job_api: Literal["mpijob"] = Field(
+        default="mpijob",
+        description="the job API of the collectives and the training check: the MPI "
+        "Operator's kubeflow.org/v2beta1 MPIJob",
+    )
+    nccl_tests_dir: AbsolutePath = Field(
+        default="/opt/nccl-tests/build", description="where the image keeps the nccl-tests binaries"
+    )
+    shared_volume: K8sName | None = Field(
+        default=None,
+        description="a ReadWriteMany PersistentVolumeClaim in the namespace, mounted on every worker at "
+        "/gpufleet-shared: where the training check writes its checkpoint (needed for validation.training)",
+    )
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            if not _LABEL_KEY.match(key):
+                raise PydanticCustomError(
+                    "label_key",
+                    "node_selector key '{key}' is not a Kubernetes label key ([prefix/]name, name 1-63 "
+                    "characters of letters, digits, '-', '_' and '.'), e.g. node.kubernetes.io/instance-type",
+                    {"key": key},
+                )
+            if not _LABEL_VALUE.match(str(item)):
+                raise PydanticCustomError(
+                    "label_value",
+                    "node_selector '{key}': '{value}' is not a Kubernetes label value (at most 63 letters, "
+                    "digits, '-', '_' and '.', starting and ending with a letter or digit)",
+                    {"key": key, "value": item},
+                )
+        return value
+
+
+class SchedulerSpec(SpecModel):
+    """What runs the validation's jobs: Slurm (gpufleet configures it) or Kubernetes (the cluster's own)."""
+
+    kind: SchedulerKind = Field(default=SchedulerKind.SLURM, description="slurm or kubernetes")
+    kubernetes: KubernetesOptions | None = Field(
+        default=None, description="kind kubernetes: the image, namespace and nodes of the validation's pods"
+    )
+
+    @model_validator(mode="after")
+    def _options_match_kind(self) -> SchedulerSpec:
+        if self.kind is SchedulerKind.KUBERNETES and self.kubernetes is None:
+            raise PydanticCustomError(
+                "kubernetes_options",
+                "scheduler kubernetes needs its options, at least the image the pods run: {fix}",
+                {"fix": "kubernetes: {image: <registry>/<nccl-tests image>:<tag>}", "at": "kubernetes"},
+            )
+        if self.kind is SchedulerKind.SLURM and self.kubernetes is not None:
+            raise PydanticCustomError(
+                "kubernetes_unused",
+                "scheduler.kubernetes is read only with kind: kubernetes; set kind: kubernetes or drop it",
+                {"at": "kubernetes"},
+            )
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
 # The cluster
 
 
@@ -898,9 +1221,16 @@ class ClusterSpec(SpecModel):
     """A whole cluster: where, what, how it is wired, what it runs, who reaches it, how long it lives."""
 
     name: ClusterName = Field(description="the cluster's name, part of every host and resource name")
-    provider: Annotated[Provider, Field(description="where: local, aws, gcp or baremetal (by 'kind')")]
+    provider: Annotated[
+        Provider, Field(description="where: local, aws, gcp, azure, baremetal or kubernetes (by 'kind')")
+    ]
+    scheduler: SchedulerSpec = Field(
+        default=SchedulerSpec(), description="what runs the jobs: slurm (default) or kubernetes (by 'kind')"
+    )
     node_groups: list[NodeGroup] = Field(
-        min_length=2, description="one controller group (count 1) and at least one compute group"
+        min_length=1,
+        description="slurm: one controller group (count 1) and at least one compute group; kubernetes: the "
+        "compute groups to validate",
     )
     fabric: Fabric = Field(default=Fabric(), description="'efa' is short for {kind: efa}")
     filesystem: Filesystem = Field(default=NoFilesystem(), description="a shared filesystem, by 'kind'")
@@ -908,7 +1238,7 @@ class ClusterSpec(SpecModel):
     access: Access = Field(default=Access(), description="who may reach the cluster")
     lifetime: Lifetime = Field(default=Lifetime(), description="when the cluster expires")
     tags: dict[str, str] = Field(
-        default_factory=dict, description="extra tags (AWS) / labels (GCP) on every resource"
+        default_factory=dict, description="extra tags (AWS, Azure) / labels (GCP) on every resource"
     )
     validation: ValidationSpec = Field(default=ValidationSpec(), description="what 'gpufleet validate' runs")
     checkpoint: CheckpointPlan | None = Field(
@@ -917,6 +1247,7 @@ class ClusterSpec(SpecModel):
     )
 
     _shorthand_provider = field_validator("provider", mode="before")(_kind_shorthand)
+    _shorthand_scheduler = field_validator("scheduler", mode="before")(_kind_shorthand)
     _shorthand_fabric = field_validator("fabric", mode="before")(_kind_shorthand)
     _shorthand_fs = field_validator("filesystem", mode="before")(_kind_shorthand)
 
@@ -951,7 +1282,9 @@ class ClusterSpec(SpecModel):
                 {"names": ", ".join(repeated)},
             )
         controllers = [g.name for g in self.node_groups if Role.CONTROLLER in g.roles]
-        if len(controllers) != 1:
+        if self.provider.kind == "kubernetes" or self.scheduler.kind is SchedulerKind.KUBERNETES:
+            self._kubernetes_shape(controllers)
+        elif len(controllers) != 1:
             raise PydanticCustomError(
                 "controller_groups",
                 "exactly one node group must have the controller role (found {n}: {names})",
@@ -996,7 +1329,7 @@ class ClusterSpec(SpecModel):
                         "capacity mode '{mode}' applies to clouds only; drop capacity or use on_demand",
                         {"mode": group.capacity.mode.value, "at": f"node_groups.{index}.capacity.mode"},
                     )
-        if self.validation.training.enabled:
+        if self.validation.training.enabled and self.scheduler.kind is SchedulerKind.SLURM:
             if self.software.pytorch is None:
                 raise PydanticCustomError(
                     "training_needs_pytorch",
@@ -1012,6 +1345,61 @@ class ClusterSpec(SpecModel):
                     {"at": "filesystem.kind"},
                 )
         return self
+
+    def _kubernetes_shape(self, controllers: list[str]) -> None:
+        """A Kubernetes cluster handed over: provider and scheduler both kubernetes, no Slurm controller, a
+        fabric whose pods need no vendor sidecar, the image in scheduler.kubernetes."""
+        if self.provider.kind != "kubernetes":
+            raise PydanticCustomError(
+                "kubernetes_provider",
+                "scheduler kubernetes runs on a Kubernetes cluster you hand over; gpufleet does not make "
+                "one on '{p}' yet: set {fix}",
+                {
+                    "p": self.provider.kind,
+                    "fix": "provider: {kind: kubernetes, kubeconfig: ~/.kube/config, context: <name>}",
+                    "at": "provider.kind",
+                },
+            )
+        if self.scheduler.kind is not SchedulerKind.KUBERNETES:
+            raise PydanticCustomError(
+                "kubernetes_scheduler",
+                "provider kubernetes runs jobs as pods, not through Slurm: set {fix}",
+                {
+                    "fix": "scheduler: {kind: kubernetes, kubernetes: {image: <nccl-tests image>:<tag>}}",
+                    "at": "scheduler.kind",
+                },
+            )
+        if controllers:
+            index = next(i for i, g in enumerate(self.node_groups) if g.name == controllers[0])
+            raise PydanticCustomError(
+                "kubernetes_controller",
+                "a Kubernetes cluster has no Slurm controller to make: drop the group '{g}' and list only "
+                "the compute nodes to validate",
+                {"g": controllers[0], "at": f"node_groups.{index}.roles"},
+            )
+        if self.fabric.kind in (FabricKind.TCPX, FabricKind.TCPXO):
+            raise PydanticCustomError(
+                "kubernetes_fabric",
+                "fabric '{f}' needs Google's receive-datapath manager beside every NCCL process, which "
+                "gpufleet's pods do not run yet on Kubernetes: validate it with scheduler slurm on gcp",
+                {"f": self.fabric.kind.value, "at": "fabric.kind"},
+            )
+        if self.software.container_image is not None:
+            raise PydanticCustomError(
+                "kubernetes_container_image",
+                "on Kubernetes every pod runs scheduler.kubernetes.image; software.container_image (an "
+                "enroot image for Slurm's pyxis) is not read: drop it",
+                {"at": "software.container_image"},
+            )
+        options = self.scheduler.kubernetes
+        if self.validation.training.enabled and (options is None or options.shared_volume is None):
+            raise PydanticCustomError(
+                "training_needs_volume",
+                "validation.training writes its checkpoint to a volume every worker shares: set "
+                "scheduler.kubernetes.shared_volume to a ReadWriteMany PersistentVolumeClaim, or set "
+                "validation.training.enabled: false",
+                {"at": "scheduler.kubernetes.shared_volume"},
+            )
 
     # ---- derived views used by every later stage ------------------------------------------------
 

@@ -58,7 +58,7 @@ def _type_name(annotation: Any) -> str:
 def _default(info: FieldInfo) -> str:
     if info.default is PydanticUndefined and info.default_factory is None:
         return "**required**"
-    value = info.default_factory() if info.default_factory is not None else info.default  # type: ignore[call-arg]
+    value = info.get_default(call_default_factory=True)  # the spec's factories take no validated data
     if isinstance(value, BaseModel):
         kind = getattr(value, "kind", None)
         return f"kind {kind!r}" if kind else "(see below)"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from gpufleet.catalog import Baseline, Catalog, load_catalog
@@ -65,6 +66,14 @@ _TRANSPORT_FIX: dict[FabricKind, str] = {
 
 # A check's status: a Severity spelled as the gate always printed it.
 PASS, FAIL, WARN, INFO = Severity.PASS, Severity.FAIL, Severity.WARN, Severity.INFO
+
+
+class GateMode(StrEnum):
+    """What a verdict's bandwidth was judged against (rule 3 of the module doc)."""
+
+    BASELINE = "baseline"  # margin x the catalog's baseline for the instance type and node count
+    FLOOR = "floor"  # the spec's explicit validation.min_busbw
+    CORRECTNESS_ONLY = "correctness-only"  # neither: bandwidth not judged
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,7 @@ class Check:
 class Verdict:
     passed: bool
     collective: str | None
-    mode: str  # "baseline", "floor" or "correctness-only"
+    mode: GateMode
     checks: list[Check]
     baseline: dict[str, Any] | None = None
     floor: float | None = None
@@ -148,7 +157,7 @@ class Verdict:
         name = self.collective or "unknown collective"
         if not self.passed:
             return f"{word} {name}: " + "; ".join(check.message for check in self.failures)
-        if self.mode == "correctness-only":
+        if self.mode is GateMode.CORRECTNESS_ONLY:
             return (
                 f"{word} {name}: correctness only (no baseline and no min_busbw floor: bandwidth not judged)"
             )
@@ -156,7 +165,7 @@ class Verdict:
 
     def _bandwidth_phrase(self) -> str:
         measured = f"busbw {self.measured_busbw:g} GB/s at {format_bytes(self.measured_bytes or 0)}"
-        if self.mode == "floor":
+        if self.mode is GateMode.FLOOR:
             return f"{measured} >= floor {self.floor:g} GB/s (spec validation.min_busbw)"
         assert self.baseline is not None
         return (
@@ -197,7 +206,7 @@ def judge(test: TestResult, config: GateConfig, catalog: Catalog | None = None) 
 
     _correctness(test, config, checks)
     _transport(test, config, checks)
-    verdict = Verdict(passed=True, collective=collective, mode="correctness-only", checks=checks)
+    verdict = Verdict(passed=True, collective=collective, mode=GateMode.CORRECTNESS_ONLY, checks=checks)
     _bandwidth(test, collective, config, catalog or load_catalog(), verdict)
     if test.elided:
         checks.append(Check("completeness", INFO, "rows were left out of this log by whoever copied it"))
@@ -365,9 +374,9 @@ def _bandwidth(
     if baseline is not None:
         verdict.baseline = _baseline_json(baseline, catalog)
     if floor is not None:
-        verdict.mode, verdict.floor, verdict.threshold = "floor", floor, floor
+        verdict.mode, verdict.floor, verdict.threshold = GateMode.FLOOR, floor, floor
     elif baseline is not None:
-        verdict.mode, verdict.margin = "baseline", config.margin
+        verdict.mode, verdict.margin = GateMode.BASELINE, config.margin
         verdict.threshold = baseline.busbw_gbps * config.margin
     else:
         where = (
@@ -408,7 +417,7 @@ def _bandwidth(
     verdict.measured_busbw, verdict.measured_bytes = measured, size
     verdict.measured_half = "out-of-place" if worst.oop is not None else "in-place"
     where = f"{format_bytes(size)} (line {worst.line})" if test.format == "text" else format_bytes(size)
-    if verdict.mode == "floor":
+    if verdict.mode is GateMode.FLOOR:
         against = f"the floor {verdict.threshold:g} GB/s (spec validation.min_busbw.{collective})"
     else:
         assert verdict.baseline is not None

@@ -7,12 +7,13 @@ This module adds Slurm's view, the checks that need the inventory's fabric facts
 results into ``Check``s. A node fails when it did not answer, Slurm does not consider it usable, its GPU or
 fabric device count is short of the inventory's ``gpufleet_gpus`` / ``gpufleet_fabric_interfaces``, it has
 uncorrected ECC errors, remapped-row failures or a serious XID, DCGM's level-1 diagnostic failed, a GPU runs
-without persistence mode, an NVSwitch node (``gpufleet_nvswitch``) has no running nvidia-fabricmanager (or,
-on fourth-generation NVSwitch HGX B200/B300, no nvlsm process), it
-has fewer CPUs or less memory than it declares to Slurm, munge/slurmd are not running, a fabric port or NIC
-is missing, down or at the wrong rate or MTU, or the inventory's shared filesystem is not mounted at its
-mount point with the filesystem type its kind means, or cannot be written. Tools that are absent are "not
-present" (not a failure) unless the inventory expects GPUs.
+without persistence mode, its all_reduce over NVLink falls below its type's node floor (where the catalog
+has one and the run was asked for), an NVSwitch node (``gpufleet_nvswitch``) has no running
+nvidia-fabricmanager (or, on fourth-generation NVSwitch HGX B200/B300, no nvlsm process), it has fewer CPUs
+or less memory than it declares to Slurm, munge/slurmd are not running, a fabric port or NIC is missing,
+down or at the wrong rate or MTU, or the inventory's shared filesystem is not mounted at its mount point
+with the filesystem type its kind means, or cannot be written. Tools that are absent are "not present" (not
+a failure) unless the inventory expects GPUs.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpufleet.catalog import NodeFloor, load_catalog
 from gpufleet.inventory.model import Host
 from gpufleet.severity import Severity
+from gpufleet.spec.model import Collective
 from gpufleet.validate.fabric_facts import (
     efa_problems,
     nic_problems,
@@ -33,7 +36,7 @@ from gpufleet.validate.fabric_facts import (
 )
 from gpufleet.validate.gate import FAIL, PASS, Check
 from gpufleet.validate.node_health import SERIOUS_XIDS, judge
-from gpufleet.validate.slurm import HealthRun
+from gpufleet.validate.scheduler import HealthRun
 
 __all__ = [
     "SERIOUS_XIDS",
@@ -43,6 +46,7 @@ __all__ = [
     "evaluate_health",
     "evaluate_node",
     "expectations",
+    "node_floor",
 ]
 
 # The filesystem type each kind of gpufleet_filesystem mounts (None: any; the local volume is a bind mount
@@ -50,6 +54,7 @@ __all__ = [
 FSTYPE_BY_KIND: dict[str, tuple[str, ...] | None] = {
     "fsx_lustre": ("lustre",),
     "managed_lustre": ("lustre",),
+    "azure_lustre": ("lustre",),
     "filestore": ("nfs", "nfs4"),
     "nfs": ("nfs", "nfs4"),
     "volume": None,
@@ -150,6 +155,11 @@ def driver_branch(software: dict[str, Any]) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+# How each scheduler's node-state check and health job are named in the messages (the check's name is the
+# scheduler's: "slurm", "kubernetes").
+_STATE_WORDS = {"slurm": ("Slurm state", "srun"), "kubernetes": ("Kubernetes node", "pod")}
+
+
 def evaluate_node(
     host: Host,
     run: HealthRun,
@@ -160,20 +170,21 @@ def evaluate_node(
     result = NodeHealth(host.name)
     checks = result.checks
     state = run.states.get(host.name)
+    words, job = _STATE_WORDS.get(run.scheduler, (run.scheduler, "job"))
     if state is not None:
         if state.usable:
-            checks.append(Check("slurm", PASS, f"Slurm state {state.state}"))
+            checks.append(Check(run.scheduler, PASS, f"{words} {state.state}"))
         else:
             reason = f" ({state.reason})" if state.reason and state.reason != "none" else ""
             checks.append(
-                Check("slurm", FAIL, f"Slurm state {state.state}{reason}: the node cannot run jobs")
+                Check(run.scheduler, FAIL, f"{words} {state.state}{reason}: the node cannot run jobs")
             )
     raw = run.answers.get(host.name) or run.answers.get(host.name.split(".")[0])
     if raw is None:
         detail = f": {run.stderr.strip().splitlines()[-1][:200]}" if run.stderr.strip() else ""
         if state is None or state.usable:
             checks.append(
-                Check("answer", FAIL, f"no health report from the node (srun exit {run.rc}){detail}")
+                Check("answer", FAIL, f"no health report from the node ({job} exit {run.rc}){detail}")
             )
         return result
     result.raw = raw
@@ -191,6 +202,13 @@ def evaluate_node(
 _NVLSM_ARCHS = ("sm_100", "sm_103")
 
 
+def node_floor(host: Host) -> NodeFloor | None:
+    """The catalog's single-node all_reduce floor of the host's type (Microsoft's for its ND sizes)."""
+    item = load_catalog().get(host.instance_type)
+    floors = [f for f in (item.node_floors if item else []) if f.collective == Collective.ALL_REDUCE]
+    return floors[0] if floors else None
+
+
 def expectations(host: Host, driver_branch: int | None = None) -> dict[str, Any]:
     """What the inventory says ``host`` has, in the shape ``node_health.judge`` (and the node) reads."""
     expect: dict[str, Any] = {
@@ -203,6 +221,9 @@ def expectations(host: Host, driver_branch: int | None = None) -> dict[str, Any]
     }
     if driver_branch is not None:
         expect["driver_branch"] = driver_branch
+    floor = node_floor(host)
+    if floor is not None:
+        expect["nvlink_floor_gbps"] = floor.busbw_gbps
     return expect
 
 

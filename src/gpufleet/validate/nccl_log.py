@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from gpufleet.errors import LogParseError
 from gpufleet.validate.models import (
@@ -575,7 +575,7 @@ class _Parser:
             self._problem(reason, line)
         self.in_table = False
 
-    def _problem(self, reason: str, line: int | None = None) -> None:
+    def _problem(self, reason: str, line: int | None = None) -> NoReturn:
         raise LogParseError(f"{self.name}: line {line or self.lineno}: {reason}", hint=HINT)
 
     def _row(self, text: str) -> None:

@@ -6,21 +6,25 @@ any node image. It prints one line, ``GPUFLEET_HEALTH {json}``, and always exits
 on the node (no GPU, no nvidia-smi, no dcgmi, dmesg not readable) is reported as "not present" or "not
 readable", never as a crash. The suite compares the line with the inventory's expectations.
 
-Reported: hostname and Slurm node name; GPUs (``nvidia-smi -L``); ECC error counts and remapped-row
-failures (``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl -k``); the DCGM level-1
-diagnostic when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa
-driver, or ``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the
-right link layer; TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the
-raw output of ``fi_info`` / ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory;
-the munge and slurmd services; persistence mode per GPU (``nvidia-smi --query-gpu``); the loaded driver
-(``/proc/driver/nvidia/version``); the nvidia-fabricmanager service, and the nvlsm process it starts on
-fourth-generation NVSwitch (HGX B200/B300); with ``--nccl-tests DIR``, a
-one-rank smoke run of ``DIR/all_reduce_perf`` (8 bytes, one iteration) started as its own process,
-outside Slurm's MPI, so a node whose CUDA, NCCL or driver cannot run the binaries says why (e.g. "CUDA
-driver version is insufficient for CUDA runtime version"); with ``--mount PATH``, the shared filesystem
-there: mounted or not, its type and source (``/proc/self/mountinfo``), and whether a file can be written
-and removed (in a thread with a deadline, so a hung network filesystem is reported, not waited on
-forever).
+Reported: hostname and Slurm node name; GPUs (``nvidia-smi -L``); ECC error counts and remapped-row failures
+(``nvidia-smi --query-gpu``); XID errors (``dmesg``, else ``journalctl -k``); the DCGM level-1 diagnostic
+when ``dcgmi`` exists; fabric devices (EFA: /sys/class/infiniband devices bound to the efa driver, or
+``fi_info -p efa``; InfiniBand/RoCE: /sys/class/infiniband ports that are ACTIVE with the right link layer;
+TCPX/TCPXO: gVNIC interfaces other than the one with the default route), with the raw output of ``fi_info``
+/ ``ibstat`` / ``ip -j link`` for the suite to parse; CPU count and memory; the munge and slurmd services;
+persistence mode per GPU (``nvidia-smi --query-gpu``); the loaded driver (``/proc/driver/nvidia/version``);
+the nvidia-fabricmanager service, and the nvlsm process it starts on fourth-generation NVSwitch (HGX
+B200/B300); with ``--nccl-tests DIR``, a one-rank smoke run of ``DIR/all_reduce_perf`` (8 bytes, one
+iteration) started as its own process, outside Slurm's MPI, so a node whose CUDA, NCCL or driver cannot run
+the binaries says why (e.g. "CUDA driver version is insufficient for CUDA runtime version"); with
+``--nvlink-gpus N --nvlink-bytes B`` too, an all_reduce over the node's N GPUs in one process at B bytes
+(NVLink only), judged against the type's node floor (Microsoft's aznhc check_nccl_allreduce; catalog
+``node_floors``); with ``--mount PATH``, the shared filesystem there: mounted or not, its type and source
+(``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread with a deadline, so a
+hung network filesystem is reported, not waited on forever).
+
+``--skip KEY,...`` leaves checks out (a Kubernetes pod skips ``services``); in a pod, the node's name comes
+from ``GPUFLEET_NODE_NAME`` and DCGM's host engine from ``GPUFLEET_DCGM_HOST`` (``validate.kubernetes``).
 
 The rules that turn a report into a verdict live here too (``judge``), so that the node itself and
 gpufleet judge alike: ``health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same file,
@@ -95,6 +99,12 @@ def _value(text: str | None) -> str | None:
     return None if text in _NA else text
 
 
+def _yes(text: str | None) -> bool | None:
+    """``Yes`` or ``No`` as a bool; None where nvidia-smi reports nothing."""
+    value = _value(text)
+    return None if value is None else value == "Yes"
+
+
 def _count(text: str | None) -> int | None:
     value = _value(text)
     return int(value) if value is not None and value.isdigit() else None
@@ -166,8 +176,8 @@ def parse_smi_xml(text: str) -> dict[str, object]:
                     (gpu.findtext("ecc_mode/current_ecc") or "").strip()
                 ),
                 "uncorrected_volatile": _ecc_uncorrected(gpu),
-                "remap_failure": None if _value(failure) is None else failure.strip() == "Yes",
-                "remap_pending": None if _value(pending) is None else pending.strip() == "Yes",
+                "remap_failure": _yes(failure),
+                "remap_pending": _yes(pending),
             }
         )
     attached = _count(root.findtext("attached_gpus"))
@@ -236,14 +246,15 @@ def ecc() -> dict[str, object]:
         return {"present": False, "note": "nvidia-smi not present"}
     if rc != 0:
         return {"present": True, "error": out.strip()[-300:]}
-    per_gpu = []
+    per_gpu: list[dict[str, object]] = []
+    uncorrected: list[int] = []
     for line in out.splitlines():
         parts = [part.strip() for part in line.split(",")]
         if len(parts) == 3:
-            per_gpu.append(
-                {"gpu": parts[0], "uncorrected": _int_or_none(parts[1]), "corrected": _int_or_none(parts[2])}
-            )
-    uncorrected = [item["uncorrected"] for item in per_gpu if item["uncorrected"] is not None]
+            errors = _int_or_none(parts[1])
+            per_gpu.append({"gpu": parts[0], "uncorrected": errors, "corrected": _int_or_none(parts[2])})
+            if errors is not None:
+                uncorrected.append(errors)
     result: dict[str, object] = {
         "present": True,
         "uncorrected": sum(uncorrected) if uncorrected else None,  # None: ECC off or not reported
@@ -274,13 +285,17 @@ def xids() -> dict[str, object]:
 
 
 def dcgm() -> dict[str, object]:
-    rc, out = run(["dcgmi", "diag", "-r", "1", "-j"], timeout=600)
+    # In a pod, the GPU Operator's DCGM host engine on the node's address (GPUFLEET_DCGM_HOST, set by
+    # validate.kubernetes where the operator runs one), else dcgmi's own default (the local host engine).
+    host = os.environ.get("GPUFLEET_DCGM_HOST")
+    rc, out = run(["dcgmi", "diag", "-r", "1", "-j", *(["--host", host] if host else [])], timeout=600)
     if rc == 127:
         return {"present": False, "note": "dcgmi not present"}
     text = out.strip()
     parsed = parse_dcgm_diag(text)
     failed = rc != 0 or '"Fail"' in text or '"fail"' in text or bool(parsed and parsed["failed"])
     if parsed and parsed["failed"]:
+        # parse_dcgm_diag's "failed" is its list of failed test names (the document is dict[str, object]).
         summary = "failed: " + ", ".join(parsed["failed"])  # type: ignore[arg-type]
     elif parsed is None:
         summary = text[-400:]
@@ -297,9 +312,9 @@ def persistence() -> dict[str, object]:
         return {"present": True, "error": out.strip()[-300:]}
     rows = parse_query_csv(out, ["index", "persistence_mode"])
     modes = {
-        row["index"]: row["persistence_mode"]
+        index: row["persistence_mode"]
         for row in rows
-        if row["persistence_mode"] in ("Enabled", "Disabled")
+        if (index := row["index"]) is not None and row["persistence_mode"] in ("Enabled", "Disabled")
     }
     return {
         "present": True,
@@ -486,6 +501,53 @@ def nccl_tests(bindir: str) -> dict[str, object]:
     if not passed:
         result["error"] = (failures[0] if failures else (lines[-1] if lines else "no output"))[:300]
     return result
+
+
+# The single-node NVLink all_reduce of a cloud's own node health check (Microsoft's aznhc
+# check_nccl_allreduce: all GPUs of the node, 16G, busbw against a per-size floor; the catalog's node_floors).
+NVLINK_ITERATIONS = ["-n", "20", "-w", "5"]
+
+
+def nvlink_allreduce(bindir: str, gpus: int, size: int) -> dict[str, object]:
+    """all_reduce_perf over every GPU of this node in one process (NVLink only), at ``size`` bytes: its
+    out-of-place bus bandwidth, as nccl-tests prints it (column 8 of the row of that size)."""
+    binary = Path(bindir) / "all_reduce_perf"
+    if not binary.is_file():
+        return {"present": False, "binary": str(binary), "note": f"{binary} not present"}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("SLURM_", "PMIX_", "PMI_", "OMPI_"))
+    }
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    argv = [str(binary), "-b", str(size), "-e", str(size), "-g", str(gpus), *NVLINK_ITERATIONS]
+    rc, out = run(argv, timeout=900, env=env)
+    result: dict[str, object] = {"present": True, "exit": rc, "gpus": gpus, "bytes": size}
+    busbw = parse_busbw(out, size)
+    if busbw is None:
+        lines = [line.strip() for line in out.splitlines() if line.strip()]
+        failures = [line for line in lines if _FAILURE.search(line) and not line.startswith("#")]
+        result["error"] = (failures[0] if failures else (lines[-1] if lines else "no output"))[:300]
+    else:
+        result["busbw_gbps"] = busbw
+    return result
+
+
+def parse_busbw(text: str, size: int) -> float | None:
+    """The out-of-place busbw of the row of ``size`` bytes in nccl-tests' table, or None. The column is
+    found by the header ("size count type redop root time algbw busbw ..."; builds before the root column
+    have one column fewer)."""
+    column = 7
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:1] == ["#"] and "size" in fields and "busbw" in fields:
+            column = fields.index("busbw") - 1  # the header's fields start with "#"
+        elif len(fields) > column and fields[0] == str(size):
+            try:
+                return float(fields[column])
+            except ValueError:
+                return None
+    return None
 
 
 def memory_mb() -> int | None:
@@ -684,6 +746,8 @@ def _judge_size(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
 
 
 def _judge_services(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    if "services" not in raw:  # not collected (--skip services: a Kubernetes pod runs no munge or slurmd)
+        return []
     checks = []
     services = raw.get("services") or {}
     for name in ("munge", "slurmd"):
@@ -714,12 +778,29 @@ def _judge_nccl_tests(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
     ]
 
 
+def _judge_nvlink(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    floor = expect.get("nvlink_floor_gbps")
+    result = raw.get("nvlink")
+    if floor is None or result is None:  # not asked for, or no floor for this type
+        return []
+    if not result.get("present"):
+        return [("nvlink", FAIL, f"NVLink all_reduce not run: {result.get('note', result.get('error'))}")]
+    busbw = result.get("busbw_gbps")
+    what = f"all_reduce over NVLink ({result.get('gpus')} GPUs, {result.get('bytes')} bytes)"
+    if busbw is None:
+        return [("nvlink", FAIL, f"{what} gave no figure (exit {result.get('exit')}): {result.get('error')}")]
+    if float(busbw) < float(floor):
+        return [("nvlink", FAIL, f"{what}: {busbw} GB/s busbw, below the node floor {floor} GB/s")]
+    return [("nvlink", PASS, f"{what}: {busbw} GB/s busbw (floor {floor})")]
+
+
 JUDGES = (
     _judge_gpus,
     _judge_ecc,
     _judge_xid,
     _judge_dcgm,
     _judge_nccl_tests,
+    _judge_nvlink,
     _judge_persistence,
     _judge_fabricmanager,
     _judge_driver,
@@ -738,10 +819,17 @@ def judge(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
 
 
 def collect(
-    kind: str, skip: tuple[str, ...] = (), mount_point: str | None = None, bindir: str | None = None
+    kind: str,
+    skip: tuple[str, ...] = (),
+    mount_point: str | None = None,
+    bindir: str | None = None,
+    nvlink: tuple[int, int] | None = None,
 ) -> dict[str, object]:
     report: dict[str, object] = {
-        "hostname": os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
+        # The node's name: Slurm's, or the one a Kubernetes pod is told (its own host name is the pod's).
+        "hostname": os.environ.get("SLURMD_NODENAME")
+        or os.environ.get("GPUFLEET_NODE_NAME")
+        or socket.gethostname().split(".")[0],
         "fqdn": socket.getfqdn(),
     }
     checks = {
@@ -762,6 +850,8 @@ def collect(
         checks["mount"] = lambda: mount(mount_point)
     if bindir:
         checks["nccl_tests"] = lambda: nccl_tests(bindir)
+    if bindir and nvlink:
+        checks["nvlink"] = lambda: nvlink_allreduce(bindir, nvlink[0], nvlink[1])
     for key, check in checks.items():
         if key in skip:
             continue
@@ -828,10 +918,13 @@ def check_node(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if "--check" in argv:
         return check_node(argv)
+    gpus, size = _option(argv, "--nvlink-gpus"), _option(argv, "--nvlink-bytes")
     report = collect(
         str(_option(argv, "--fabric", "ethernet")),
+        tuple(filter(None, str(_option(argv, "--skip", "")).split(","))),
         mount_point=_option(argv, "--mount"),
         bindir=_option(argv, "--nccl-tests"),
+        nvlink=(int(gpus), int(size)) if gpus and size else None,
     )
     sys.stdout.write(report_lines(report))
     sys.stdout.flush()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpufleet.spec.units import format_bytes
-from gpufleet.validate.gate import FAIL, PASS, WARN, Verdict
+from gpufleet.validate.gate import FAIL, PASS, WARN, GateMode, Verdict
 from gpufleet.validate.models import TestResult
 
 JSON_NAME = "validation-report.json"
@@ -25,7 +25,8 @@ PLOT_NAME = "busbw.png"
 class Section(Protocol):
     """Something that joins the report: node health results, bisection results."""
 
-    passed: bool
+    @property
+    def passed(self) -> bool: ...
 
     def to_json(self) -> dict[str, Any]: ...
 
@@ -116,9 +117,9 @@ def _measured(verdict: Verdict) -> str:
 
 
 def _threshold(verdict: Verdict) -> str:
-    if verdict.mode == "floor":
+    if verdict.mode is GateMode.FLOOR:
         return f"floor {verdict.floor:g} GB/s"
-    if verdict.mode == "baseline" and verdict.baseline:
+    if verdict.mode is GateMode.BASELINE and verdict.baseline:
         return f"{verdict.threshold:.4g} GB/s ({verdict.margin:g} x {verdict.baseline['busbw']:g})"
     return "correctness only"
 
@@ -263,7 +264,8 @@ def plot_busbw(
     figure, axes = plt.subplots(figsize=(10, 6), dpi=120)
     names = [verdict.collective or "unknown" for verdict in verdicts]
     repeated = {name for name in names if names.count(name) > 1}
-    colors = plt.get_cmap("tab10").colors
+    palette = plt.get_cmap("tab10")
+    colors = [palette(index) for index in range(palette.N)]
     sizes: list[int] = []
     marks: dict[tuple[Any, ...], dict[str, Any]] = {}
     for index, (test, verdict) in enumerate(zip(tests, verdicts, strict=True)):
@@ -275,12 +277,12 @@ def plot_busbw(
         color = colors[index % len(colors)]
         label = names[index] + (f" ({Path(test.file).name})" if names[index] in repeated else "")
         label += " - PASS" if verdict.passed else " - FAIL"
-        if verdict.passed and verdict.mode == "correctness-only":
+        if verdict.passed and verdict.mode is GateMode.CORRECTNESS_ONLY:
             label += " (correctness only)"
         xs, ys = zip(*points, strict=True)
         sizes.extend(xs)
         axes.plot(xs, ys, marker="o", markersize=3, linewidth=1.6, color=color, label=label)
-        if verdict.measured_busbw is not None:
+        if verdict.measured_busbw is not None and verdict.measured_bytes is not None:
             axes.plot(
                 [verdict.measured_bytes],
                 [verdict.measured_busbw],
@@ -312,10 +314,10 @@ def plot_busbw(
     for mark in marks.values():
         verdict = mark["verdict"]
         shared = len(mark["colors"]) > 1
-        color = "0.3" if shared else mark["colors"][0]
+        shade = "0.3" if shared else mark["colors"][0]
         who = "/".join(sorted(set(mark["names"])))
-        kind = "floor" if verdict.mode == "floor" else f"{verdict.margin:g} x baseline"
-        axes.hlines(verdict.threshold, start, 2**high, colors=[color], linestyles="dashed", linewidth=1.2)
+        kind = "floor" if verdict.mode is GateMode.FLOOR else f"{verdict.margin:g} x baseline"
+        axes.hlines(verdict.threshold, start, 2**high, colors=[shade], linestyles="dashed", linewidth=1.2)
         axes.annotate(
             f"{who} {kind}: {verdict.threshold:.4g}",
             (2**high, verdict.threshold),
@@ -323,7 +325,7 @@ def plot_busbw(
             xytext=(-4, -11),
             ha="right",
             fontsize=8,
-            color=color,
+            color=shade,
         )
         if verdict.baseline:
             base = verdict.baseline
@@ -332,7 +334,7 @@ def plot_busbw(
                 [base["busbw"]],
                 marker="*",
                 markersize=14,
-                color=color,
+                color=shade,
                 markeredgecolor="black",
                 linestyle="none",
                 label=f"baseline {who}: {base['busbw']:g} GB/s, {base['nodes']} nodes",

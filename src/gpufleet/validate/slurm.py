@@ -29,14 +29,39 @@ import re
 import shlex
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpufleet.errors import ValidationRunError
+from gpufleet.inventory.model import Host
 from gpufleet.spec.model import FabricKind, ValidationSpec
-from gpufleet.validate.container import srun_options
+from gpufleet.validate.container import check_same_image, srun_options, staged_image
+from gpufleet.validate.scheduler import (
+    CollectiveRun,
+    HealthRun,
+    JobRun,
+    TrainingRequest,
+    side_by_side,
+    uniform_compute,
+)
+from gpufleet.validate.training_job import TrainingJob
+
+if TYPE_CHECKING:
+    from gpufleet.inventory.model import Inventory
+    from gpufleet.spec.model import ClusterSpec
+
+__all__ = [
+    "DEFAULT_NCCL_ENV_FILE",
+    "DEFAULT_NCCL_TESTS_DIR",
+    "CollectiveRun",
+    "Executor",
+    "HealthRun",
+    "SlurmRunner",
+    "Sweep",
+    "TaskEnvironment",
+]
 
 DEFAULT_NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 HEALTH_MARKER = "GPUFLEET_HEALTH "
@@ -72,11 +97,16 @@ class TaskEnvironment:
 
     env_file: str = DEFAULT_NCCL_ENV_FILE
     env: dict[str, str] = field(default_factory=lambda: dict(DEBUG_ENV))
+    # The shell expression of the node's name, and the variable that holds the task's rank on its node (the
+    # first task of each node reports): Slurm's here; an MPIJob's worker writes its node's name to a file and
+    # Open MPI numbers the ranks of a node (``validate.kubernetes``).
+    host: str = '"${SLURMD_NODENAME:-$(hostname -s)}"'
+    local_rank: str = "SLURM_LOCALID"
 
     def script(self) -> str:
         """The ``bash -c`` script that prepares the task and then execs it (``$0 "$@"``)."""
         path = shlex.quote(self.env_file)
-        host = '"${SLURMD_NODENAME:-$(hostname -s)}"'
+        host = self.host
         report = (
             f'printf "{NCCL_ENV_MARKER} host=%s fabric=%s transport=%s file=%s\\n" {host} '
             f'"$GPUFLEET_FABRIC" "$GPUFLEET_TRANSPORT" {path} >&2'
@@ -85,7 +115,7 @@ class TaskEnvironment:
         steps = [
             f"{{ . {path} || {{ {missing}; }}; }}",
             *(f"export {key}={shlex.quote(value)}" for key, value in self.env.items()),
-            f'{{ [ "${{SLURM_LOCALID:-0}}" != 0 ] || {report}; }}',
+            f'{{ [ "${{{self.local_rank}:-0}}" != 0 ] || {report}; }}',
             'exec "$0" "$@"',
         ]
         return "; ".join(steps)
@@ -142,6 +172,14 @@ class Sweep:
             iterations=validation.iterations,
             warmup_iterations=validation.warmup_iterations,
         )
+
+    def narrowed(self, min_bytes: int | None, max_bytes: int | None) -> Sweep:
+        """The same sweep from ``min_bytes`` to ``max_bytes`` (a bisection runs the sizes that failed)."""
+        if min_bytes is None and max_bytes is None:
+            return self
+        low = min_bytes if min_bytes is not None else self.min_bytes
+        high = max(max_bytes if max_bytes is not None else self.max_bytes, low)
+        return replace(self, min_bytes=low, max_bytes=high)
 
     def args(self) -> list[str]:
         return [
@@ -205,14 +243,18 @@ def health_command(
     immediate: int = 120,
     mount_point: str | None = None,
     nccl_tests_dir: str | None = None,
+    nvlink: tuple[int, int] | None = None,
 ) -> str:
     """Run the node health script once per node (one task per node); ``mount_point``: check it too;
-    ``nccl_tests_dir``: the script also makes a one-rank smoke run of the nccl-tests binaries there."""
-    argv = _srun(nodes, 1, 0, immediate)
+    ``nccl_tests_dir``: the script also makes a one-rank smoke run of the nccl-tests binaries there;
+    ``nvlink`` (GPUs, bytes): and an all_reduce over the node's GPUs at that size, the task holding them."""
+    argv = _srun(nodes, 1, nvlink[0] if nvlink and nccl_tests_dir else 0, immediate)
     argv.remove("--mpi=pmix")
     argv.remove("--kill-on-bad-exit=1")
     extra = ["--mount", mount_point] if mount_point else []
     extra += ["--nccl-tests", nccl_tests_dir] if nccl_tests_dir else []
+    if nvlink and nccl_tests_dir:
+        extra += ["--nvlink-gpus", str(nvlink[0]), "--nvlink-bytes", str(nvlink[1])]
     return shlex.join([*argv, "python3", "-c", script, "--fabric", fabric.value, *extra])
 
 
@@ -235,23 +277,6 @@ def node_health_script() -> str:
 
 
 @dataclass
-class CollectiveRun:
-    """One srun of a collective: what ran, its exit code and its output (stdout, then stderr)."""
-
-    collective: str
-    nodes: tuple[str, ...]
-    command: str
-    rc: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    @property
-    def log(self) -> str:
-        return self.stdout if not self.stderr else f"{self.stdout.rstrip(chr(10))}\n{self.stderr}"
-
-
-@dataclass
 class SlurmState:
     node: str
     state: str
@@ -264,7 +289,10 @@ class SlurmState:
 
 
 class SlurmRunner:
-    """Submits collectives, health checks and drains through ``executor`` on the login node."""
+    """The Slurm ``Scheduler`` (``gpufleet.validate.scheduler``): submits collectives, health checks, the
+    training job and drains through ``executor`` on the login node."""
+
+    kind = "slurm"
 
     def __init__(
         self,
@@ -278,8 +306,12 @@ class SlurmRunner:
         timeout: float = 1800.0,
         max_parallel: int = 16,
         container_image: str | None = None,
+        hosts: Sequence[Host] = (),
+        shared_mount: str | None = None,
     ) -> None:
         self.executor = executor
+        self.hosts = list(hosts)
+        self.shared_mount = shared_mount
         self.container_image = container_image
         self.fabric = fabric
         self.gpus_per_node = gpus_per_node
@@ -288,6 +320,37 @@ class SlurmRunner:
         self.sweep = sweep or Sweep()
         self.timeout = timeout
         self.max_parallel = max_parallel
+
+    @classmethod
+    def for_inventory(cls, spec: ClusterSpec, inventory: Inventory, executor: Executor) -> SlurmRunner:
+        """The runner for the cluster ``inventory`` describes: its compute nodes, the NCCL environment file
+        and nccl-tests folder the inventory names, the image the spec's jobs run inside (pyxis)."""
+        gpus, _instance_type = uniform_compute(inventory.compute)
+        extra = inventory.extra_vars
+        # software.container_image: the collectives and the training check run inside the staged image, which
+        # must be the one this spec names.
+        check_same_image(spec.software.container_image, inventory.software)
+        image = staged_image(inventory.software, inventory.filesystem)
+        filesystem = inventory.filesystem
+        mount = filesystem.get("mount_point") if filesystem.get("kind", "none") != "none" else None
+        return cls(
+            executor,
+            fabric=inventory.fabric,
+            gpus_per_node=gpus,
+            bindir=str(extra.get("gpufleet_nccl_tests_dir") or DEFAULT_NCCL_TESTS_DIR),
+            environment=TaskEnvironment(
+                env_file=str(extra.get("gpufleet_nccl_env_file") or DEFAULT_NCCL_ENV_FILE)
+            ),
+            sweep=Sweep.from_spec(spec.validation),
+            timeout=spec.validation.timeout.total_seconds(),
+            container_image=image,
+            hosts=inventory.compute,
+            shared_mount=str(mount) if mount else None,
+        )
+
+    def nodes(self) -> list[Host]:
+        """The inventory's compute nodes (Slurm's own view of them is ``slurm_states``)."""
+        return list(self.hosts)
 
     def _run(self, command: str, timeout: float) -> tuple[int, str, str]:
         """The executor's answer; a run it gave up on (timeout, SSH) becomes exit code 124 and its reason,
@@ -317,14 +380,7 @@ class SlurmRunner:
         max_bytes: int | None = None,
     ) -> CollectiveRun:
         """Run one collective across ``nodes``; ``min_bytes``/``max_bytes`` narrow the sweep."""
-        sweep = self.sweep
-        if min_bytes is not None or max_bytes is not None:
-            low = min_bytes if min_bytes is not None else sweep.min_bytes
-            high = max(max_bytes if max_bytes is not None else sweep.max_bytes, low)
-            sweep = Sweep(
-                low, high, sweep.step_factor, sweep.iterations, sweep.warmup_iterations, sweep.check
-            )
-        command = self.command(nodes, collective, sweep)
+        command = self.command(nodes, collective, self.sweep.narrowed(min_bytes, max_bytes))
         started = time.monotonic()
         rc, stdout, stderr = self._run(command, self.timeout)
         return CollectiveRun(
@@ -339,15 +395,7 @@ class SlurmRunner:
         max_bytes: int | None = None,
     ) -> list[CollectiveRun]:
         """Run several collectives at once (on disjoint node sets, so Slurm runs them side by side)."""
-        jobs = list(jobs)
-        if not jobs:
-            return []
-        with ThreadPoolExecutor(max_workers=max(1, min(self.max_parallel, len(jobs)))) as pool:
-            futures = [
-                pool.submit(self.run_collective, nodes, collective, min_bytes=min_bytes, max_bytes=max_bytes)
-                for nodes, collective in jobs
-            ]
-            return [future.result() for future in futures]
+        return side_by_side(self.run_collective, jobs, min_bytes, max_bytes, self.max_parallel)
 
     def run_command(self, command: str, timeout: float) -> tuple[int, str, str]:
         """Any other job's command line (the training check's sbatch), with ``_run``'s handling of a run the
@@ -366,7 +414,12 @@ class SlurmRunner:
         return states
 
     def run_health(
-        self, nodes: Sequence[str], mount_point: str | None = None, *, smoke_nccl_tests: bool = False
+        self,
+        nodes: Sequence[str],
+        mount_point: str | None = None,
+        *,
+        smoke_nccl_tests: bool = False,
+        nvlink: tuple[int, int] | None = None,
     ) -> HealthRun:
         """Slurm's view of each node, then the health script on every usable node (one task per node);
         ``mount_point``: the shared filesystem to check; ``smoke_nccl_tests``: each node also runs one rank
@@ -382,6 +435,7 @@ class SlurmRunner:
                 script=node_health_script(),
                 mount_point=mount_point,
                 nccl_tests_dir=self.bindir if smoke_nccl_tests else None,
+                nvlink=nvlink,
             )
             rc, stdout, stderr = self._run(command, self.timeout)
             answers = parse_health_output(stdout)
@@ -392,13 +446,39 @@ class SlurmRunner:
         rc, _stdout, stderr = self.executor.run(drain_command(nodes, reason), 60.0)
         return rc, stderr
 
+    def run_training(self, request: TrainingRequest) -> JobRun:
+        """examples/jobs/train.sbatch with ``sbatch --wait`` on ``request.nodes``, its files written to the
+        shared filesystem (``training_job.TrainingJob``)."""
+        if request.mount_point is None:
+            raise ValueError("the training job on Slurm needs the shared filesystem's mount point")
+        job = TrainingJob(
+            request.nodes,
+            request.gpus_per_node,
+            request.mount_point,
+            request.run_id,
+            self.environment.env_file,
+            venv=request.venv,
+            container_image=self.container_image,
+        )
+        minutes = max(1, int(request.timeout // 60))
+        command = job.command(request.config, time_limit_minutes=minutes)
+        rc, stdout, stderr = self._run(command, request.timeout)
+        return JobRun(
+            f"sbatch --wait -N {len(request.nodes)} {job.folder}/train.sbatch",
+            rc,
+            stdout,
+            stderr,
+            log_header=f"sbatch {job.folder}/train.sbatch",
+        )
 
-@dataclass
-class HealthRun:
-    states: dict[str, SlurmState]
-    answers: dict[str, dict[str, Any]]  # hostname -> the JSON line the script printed
-    rc: int
-    stderr: str
+    def cleanup(self) -> list[str]:
+        """Nothing to remove: every srun step and the sbatch job end with the command that started them."""
+        return []
+
+
+def run_id(cluster: str) -> str:
+    """A run's name: the cluster and the UTC time (the training job's folder, Kubernetes' object labels)."""
+    return f"{cluster}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
 
 
 def parse_health_output(stdout: str) -> dict[str, dict[str, Any]]:

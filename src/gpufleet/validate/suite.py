@@ -1,53 +1,48 @@
 """The validation suite: is this cluster fit for a training run?
 
-``run_suite(spec, inventory, executor, out_dir)``:
+``run_suite(spec, inventory, scheduler, out_dir)`` runs these phases through a ``Scheduler``
+(``scheduler.py``: Slurm, or Kubernetes), each a function of the ``SuitePlan`` made from the spec, the
+inventory and the scheduler before anything runs:
 
-1. node health (when ``validation.health_checks``): Slurm's state of every compute node, then the health
-   script on each (``node_health.py``), judged against the inventory (``health.py``); on nodes with a GPU
-   stack (``gpufleet_gpu_stack`` install or verify) the script also runs one rank of ``all_reduce_perf``,
+1. ``check_health`` (when ``validation.health_checks``): the scheduler's state of every compute node, then the
+   health script on each (``node_health.py``), judged against the inventory (``health.py``); on nodes with a
+   GPU stack (``gpufleet_gpu_stack`` install or verify) the script also runs one rank of ``all_reduce_perf``,
    and a node where that fails (no driver, wrong CUDA) is left out of the collective runs;
-2. each collective of ``validation.collectives`` across all usable compute nodes, parsed and gated
-   (``gate.py``) against the spec's floor or the catalog's baseline for the instance type and node count;
-3. the report (JSON, Markdown, plot; ``report.py``) and every raw log, in ``out_dir``;
-4. when a collective failed and ``validation.find_bad_nodes``: the bisection (``bisect.py``) on that
-   collective, then, with ``validation.drain_bad_nodes``, ``scontrol update ... state=drain`` for the
-   nodes it names and for nodes that failed their health check.
+2. ``run_collectives``: each collective of ``validation.collectives`` across all usable compute nodes, parsed
+   and gated (``gate.py``) against the spec's floor or the catalog's baseline for the instance type and node
+   count;
+3. ``run_training`` (when ``validation.training.enabled``): the training check's job, judged by
+   ``training.judge_training``;
+4. ``find_and_drain``: when a collective failed and ``validation.find_bad_nodes``, the bisection
+   (``bisect.py``) on that collective; then, with ``validation.drain_bad_nodes``, the scheduler drains the
+   nodes it names, nodes that failed their health check and training stragglers (Slurm: ``scontrol update
+   ... state=drain``; Kubernetes: cordon, taint and an annotation with the reason);
+5. the report (JSON, Markdown, plot; ``report.py``), written once, and every raw log, in ``out_dir``.
 
-``SuiteResult.passed`` is what ``gpufleet validate`` turns into its exit code.
+``SuiteResult.passed`` is what ``gpufleet validate`` turns into its exit code. Whatever the scheduler made
+for the runs is removed by the caller (``Scheduler.cleanup``), also when a phase fails.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpufleet.catalog import Catalog, load_catalog
-from gpufleet.errors import LogParseError, ValidationRunError
+from gpufleet.errors import LogParseError
 from gpufleet.inventory.model import Host, Inventory
-from gpufleet.spec.model import ClusterSpec, FabricKind
+from gpufleet.spec.model import ClusterSpec, FabricKind, SchedulerKind, ValidationSpec
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
-from gpufleet.validate.container import check_same_image, staged_image
 from gpufleet.validate.gate import FAIL, Check, GateConfig, Verdict, judge
-from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health
+from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health, node_floor
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
-from gpufleet.validate.slurm import (
-    DEFAULT_NCCL_ENV_FILE,
-    DEFAULT_NCCL_TESTS_DIR,
-    CollectiveRun,
-    Executor,
-    SlurmRunner,
-    Sweep,
-    TaskEnvironment,
-    parse_env_reports,
-    parse_missing_env,
-)
+from gpufleet.validate.scheduler import CollectiveRun, Scheduler, TrainingRequest, uniform_compute
+from gpufleet.validate.slurm import Executor, SlurmRunner, Sweep, parse_env_reports, parse_missing_env, run_id
 from gpufleet.validate.training import TrainingResult, judge_training, parse_training_log, plot_training
-from gpufleet.validate.training_job import TrainingJob
 
 
 @dataclass
@@ -76,28 +71,6 @@ class SuiteResult:
         return f"{word}: " + " | ".join(parts)
 
 
-def _gpus_per_node(hosts: list[Host]) -> int:
-    counts = {host.gpus for host in hosts}
-    if len(counts) > 1:
-        raise ValidationRunError(
-            f"compute nodes differ in GPU count ({', '.join(str(c) for c in sorted(counts))}): one "
-            "nccl-tests run needs the same number of ranks on every node",
-            hint="validate each node group on its own, or fix gpufleet_gpus in the inventory",
-        )
-    return counts.pop()
-
-
-def _instance_type(hosts: list[Host]) -> str:
-    types = {host.instance_type for host in hosts}
-    if len(types) > 1:
-        raise ValidationRunError(
-            f"compute nodes are of several instance types ({', '.join(sorted(types))}); the gate needs one "
-            "baseline",
-            hint="validate each node group on its own",
-        )
-    return types.pop()
-
-
 # srun's own bookkeeping after a task failed: it says that a task exited, not why.
 _SRUN_BOOKKEEPING = re.compile(
     r"^srun: (error: \S+: tasks? [0-9,\-]+: (Exited with exit code|Killed|Terminated)"
@@ -121,7 +94,8 @@ def _failed_run_test(run: CollectiveRun, name: str, why: str) -> TestResult:
     test = TestResult(file=name, collective=run.collective, collective_source="test name")
     cause = _stderr_cause(run.stderr)
     detail = f"; stderr: {cause}" if cause else ""
-    test.failures.append(f"srun exit code {run.rc}, no nccl-tests table in the output ({why}){detail}")
+    table = f"no nccl-tests table in the output ({why})"
+    test.failures.append(f"{run.runner} exit code {run.rc}, {table}{detail}")
     return test
 
 
@@ -135,9 +109,9 @@ def _parse_run(run: CollectiveRun, name: str) -> list[TestResult]:
         for test in tests:
             if test.failures or test.out_of_bounds or test.wrong_total:
                 # nccl-tests exits non-zero when it counted errors: the gate already says why
-                test.notes.append(f"srun exit code {run.rc}: {stderr}")
+                test.notes.append(f"{run.runner} exit code {run.rc}: {stderr}")
             else:
-                test.failures.append(f"srun exit code {run.rc}: {stderr}")
+                test.failures.append(f"{run.runner} exit code {run.rc}: {stderr}")
     return tests
 
 
@@ -199,12 +173,12 @@ def _probe_sizes(verdict: Verdict, test: TestResult, sweep: Sweep, gate_min: int
     return low, high
 
 
-class SlurmProber:
-    """Runs one bisection round through the runner and judges each group's result with the gate."""
+class Prober:
+    """Runs one bisection round through the scheduler and judges each group's result with the gate."""
 
     def __init__(
         self,
-        runner: SlurmRunner,
+        runner: Scheduler,
         collective: str,
         config: GateConfig,
         catalog: Catalog,
@@ -238,240 +212,297 @@ class SlurmProber:
         return results
 
 
+@dataclass(frozen=True)
+class SuitePlan:
+    """What the suite will run and judge against, fixed before anything runs."""
+
+    spec: ClusterSpec
+    inventory: Inventory
+    scheduler: Scheduler
+    catalog: Catalog
+    out_dir: Path
+    hosts: list[Host]
+    gpus: int
+    instance_type: str
+    gate: GateConfig
+    sweep: Sweep
+
+    @classmethod
+    def from_inventory(
+        cls,
+        spec: ClusterSpec,
+        inventory: Inventory,
+        scheduler: Scheduler,
+        out_dir: Path,
+        catalog: Catalog | None = None,
+    ) -> SuitePlan:
+        hosts = scheduler.nodes()
+        gpus, instance_type = uniform_compute(hosts)
+        fabric = scheduler.fabric
+        gate = GateConfig.from_spec(
+            spec.validation,
+            instance_type=instance_type,
+            fabric=fabric,
+            require_transport=fabric is not FabricKind.ETHERNET,
+            require_complete=True,
+            container_image=scheduler.container_image,
+        )
+        catalog = catalog or load_catalog()
+        sweep = Sweep.from_spec(spec.validation)
+        return cls(spec, inventory, scheduler, catalog, out_dir, hosts, gpus, instance_type, gate, sweep)
+
+    @property
+    def validation(self) -> ValidationSpec:
+        return self.spec.validation
+
+    @property
+    def mount_point(self) -> str | None:
+        """The inventory's shared filesystem, where it has one."""
+        filesystem = self.inventory.filesystem
+        mount = filesystem.get("mount_point") if filesystem.get("kind", "none") != "none" else None
+        return str(mount) if mount else None
+
+
+@dataclass
+class Collectives:
+    """What ``run_collectives`` ran and judged, and the first failed verdict (what the bisection searches)."""
+
+    tests: list[TestResult] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    runs: list[CollectiveRun] = field(default_factory=list)
+    first_failure: tuple[str, Verdict, TestResult] | None = None
+
+
+@dataclass
+class Drained:
+    """What ``find_and_drain`` found and drained."""
+
+    bisection: BisectResult | None = None
+    nodes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
 def run_suite(
     spec: ClusterSpec,
     inventory: Inventory,
-    executor: Executor,
+    scheduler: Scheduler | Executor,
     out_dir: Path,
     *,
     catalog: Catalog | None = None,
 ) -> SuiteResult:
-    """Validate the cluster ``inventory`` describes, as ``spec.validation`` asks; see the module doc."""
-    validation = spec.validation
-    catalog = catalog or load_catalog()
-    hosts = inventory.compute
-    if not hosts:
-        raise ValidationRunError(
-            "the inventory has no compute nodes", hint="check the inventory's compute group"
-        )
-    gpus = _gpus_per_node(hosts)
-    instance_type = _instance_type(hosts)
-    fabric = inventory.fabric
-    extra = inventory.extra_vars
-    environment = TaskEnvironment(env_file=str(extra.get("gpufleet_nccl_env_file") or DEFAULT_NCCL_ENV_FILE))
-    sweep = Sweep.from_spec(validation)
-    # software.container_image: the collectives and the training check run inside the staged image, which
-    # must be the one this spec names.
-    check_same_image(spec.software.container_image, inventory.software)
-    image = staged_image(inventory.software, inventory.filesystem)
-    runner = SlurmRunner(
-        executor,
-        fabric=fabric,
-        gpus_per_node=gpus,
-        bindir=str(extra.get("gpufleet_nccl_tests_dir") or DEFAULT_NCCL_TESTS_DIR),
-        environment=environment,
-        sweep=sweep,
-        timeout=validation.timeout.total_seconds(),
-        container_image=image,
-    )
+    """Validate the cluster ``inventory`` describes, as ``spec.validation`` asks; see the module doc.
+    ``scheduler``: a ``Scheduler``, or an ``Executor`` on a Slurm login node (``SlurmRunner`` over it)."""
+    if not isinstance(scheduler, Scheduler):
+        scheduler = SlurmRunner.for_inventory(spec, inventory, scheduler)
+    plan = SuitePlan.from_inventory(spec, inventory, scheduler, out_dir, catalog)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
-
-    nodes = [host.name for host in hosts]
-    health: HealthReport | None = None
-    if validation.health_checks:
-        filesystem = inventory.filesystem
-        mounted = filesystem.get("kind", "none") != "none" and filesystem.get("mount_point")
-        smoke = any(host.gpu_stack not in (None, "none") for host in hosts)
-        health_run = runner.run_health(
-            nodes, mount_point=str(filesystem["mount_point"]) if mounted else None, smoke_nccl_tests=smoke
-        )
-        health = evaluate_health(
-            hosts, health_run, filesystem, driver_branch=driver_branch(inventory.software)
-        )
-        unusable = {
-            node.node
-            for node in health.nodes
-            if any(
-                check.name in ("slurm", "answer", "nccl_tests") and check.status == FAIL
-                for check in node.checks
-            )
-        }
-        nodes = [node for node in nodes if node not in unusable]
-
-    base_config = GateConfig.from_spec(
-        validation,
-        instance_type=instance_type,
-        fabric=fabric,
-        require_transport=fabric is not FabricKind.ETHERNET,
-        require_complete=True,
-        container_image=image,
+    health, nodes = check_health(plan)
+    collectives = run_collectives(plan, nodes)
+    training: TrainingResult | None = None
+    if plan.validation.training.enabled:
+        all_reduce = next((test for test in collectives.tests if test.collective == "all_reduce"), None)
+        training = run_training(plan, nodes, all_reduce)
+    drained = find_and_drain(plan, nodes, collectives, health, training)
+    candidates: list[tuple[str, Section | None]] = [
+        ("health", health),
+        ("training", training),
+        ("bisection", drained.bisection),
+    ]
+    sections = {name: section for name, section in candidates if section is not None}
+    report = write_report(
+        out_dir,
+        collectives.tests,
+        collectives.verdicts,
+        sections=sections,
+        context=_context(plan, nodes, collectives.runs, drained),
+        gate_min_bytes=plan.validation.gate_min_bytes,
     )
-    tests: list[TestResult] = []
-    verdicts: list[Verdict] = []
-    runs: list[CollectiveRun] = []
-    first_failure: tuple[str, Verdict, TestResult] | None = None
-    for collective in validation.collectives:
+    passed = (
+        bool(collectives.verdicts)
+        and all(v.passed for v in collectives.verdicts)
+        and (health is None or health.passed)
+        and (training is None or training.passed)
+    )
+    c = collectives
+    return SuiteResult(
+        passed, c.tests, c.verdicts, c.runs, health, drained.bisection, drained.nodes, report, nodes, training
+    )
+
+
+def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str]]:
+    """Phase 1: each node's health (when ``validation.health_checks``), and the nodes the collectives can
+    use: all of them, less those the scheduler cannot run on, that did not answer, or whose nccl-tests
+    cannot run one rank."""
+    nodes = [host.name for host in plan.hosts]
+    if not plan.validation.health_checks:
+        return None, nodes
+    smoke = any(host.gpu_stack not in (None, "none") for host in plan.hosts)
+    floor = next((found for host in plan.hosts if (found := node_floor(host)) is not None), None)
+    run = plan.scheduler.run_health(
+        nodes,
+        mount_point=plan.mount_point,
+        smoke_nccl_tests=smoke,
+        nvlink=(floor.gpus, floor.message_bytes) if smoke and floor is not None else None,
+    )
+    health = evaluate_health(
+        plan.hosts, run, plan.inventory.filesystem, driver_branch=driver_branch(plan.inventory.software)
+    )
+    excluding = (run.scheduler, "answer", "nccl_tests")
+    unusable = {
+        node.node
+        for node in health.nodes
+        if any(check.name in excluding and check.status == FAIL for check in node.checks)
+    }
+    return health, [node for node in nodes if node not in unusable]
+
+
+def run_collectives(plan: SuitePlan, nodes: list[str]) -> Collectives:
+    """Phase 2: each collective of ``validation.collectives`` across ``nodes``, logged, parsed and gated."""
+    done = Collectives()
+    for collective in plan.validation.collectives:
         name = collective.value
         if not nodes:
             run = CollectiveRun(
                 name, (), "", 1, "", "no usable compute node left after the health checks", 0.0
             )
         else:
-            run = runner.run_collective(nodes, name)
-        runs.append(run)
+            run = plan.scheduler.run_collective(nodes, name)
+        done.runs.append(run)
         log_name = f"{name}.log"
-        (out_dir / "logs" / log_name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
+        (plan.out_dir / "logs" / log_name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
         parsed = _parse_run(run, f"logs/{log_name}")
-        transport = _check_environment(run, parsed, fabric)
-        config = replace(base_config, nodes=len(nodes), transport=transport)
+        transport = _check_environment(run, parsed, plan.scheduler.fabric)
+        config = replace(plan.gate, nodes=len(nodes), transport=transport)
         for test in parsed:
             if test.collective != name and test.collective_source == "row shape":
                 test.collective_note = f"{test.collective_note}; set to {name}, the binary gpufleet ran"
                 test.collective, test.collective_source = name, "command line"
-            verdict = judge(test, config, catalog)
-            tests.append(test)
-            verdicts.append(verdict)
-            if not verdict.passed and first_failure is None:
-                first_failure = (name, verdict, test)
-
-    training: TrainingResult | None = None
-    if validation.training.enabled:
-        all_reduce = next((test for test in tests if test.collective == "all_reduce"), None)
-        training = run_training(
-            spec, inventory, runner, nodes, out_dir, gpus=gpus, nccl_all_reduce=all_reduce
-        )
-
-    context: dict[str, Any] = {
-        "cluster": inventory.cluster,
-        "instance type": instance_type,
-        "compute nodes": len(hosts),
-        "nodes in the collective runs": len(nodes),
-        "GPUs per node": gpus,
-        "fabric": fabric.value,
-        "ran inside": image or "the nodes themselves (no software.container_image)",
-        "NCCL environment": _environment_summary(runs),
-        "commands": "; ".join(run.command for run in runs if run.command),
-    }
-    sections: dict[str, Section] = {}
-    if health is not None:
-        sections["health"] = health
-    if training is not None:
-        sections["training"] = training
-    report = write_report(
-        out_dir, tests, verdicts, sections=sections, context=context, gate_min_bytes=validation.gate_min_bytes
-    )
-
-    bisection: BisectResult | None = None
-    if first_failure is not None and validation.find_bad_nodes and len(nodes) >= 2:
-        name, verdict, test = first_failure
-        prober = SlurmProber(
-            runner,
-            name,
-            base_config,
-            catalog,
-            _probe_sizes(verdict, test, sweep, validation.gate_min_bytes),
-            out_dir,
-        )
-        bisection = find_bad_nodes(nodes, prober)
-        bisection.collective = name
-
-    drained: list[str] = []
-    if validation.drain_bad_nodes:
-        to_drain: dict[str, str] = {}
-        if health is not None:
-            for node in health.nodes:
-                if not node.passed:
-                    to_drain[node.node] = f"gpufleet health: {node.problems[0]}"
-        if bisection is not None:
-            for node, why in bisection.bad_nodes.items():
-                to_drain.setdefault(node, f"gpufleet {bisection.collective}: {why}")
-        if training is not None:
-            for node, why in training.stragglers.items():
-                to_drain.setdefault(node, f"gpufleet training straggler: {why}")
-        errors = []
-        for node, reason in to_drain.items():
-            rc, stderr = runner.drain([node], reason[:200])
-            if rc == 0:
-                drained.append(node)
-            else:
-                errors.append(f"{node}: {stderr.strip()[:200] or f'exit {rc}'}")
-        if bisection is not None:
-            bisection.drained = [node for node in drained if node in bisection.bad_nodes]
-            bisection.drain_error = "; ".join(errors) or None
-        context["drained"] = ", ".join(drained) or "none"
-        if errors:
-            context["drain errors"] = "; ".join(errors)
-
-    if bisection is not None:
-        sections["bisection"] = bisection
-    if bisection is not None or drained:
-        report = write_report(
-            out_dir,
-            tests,
-            verdicts,
-            sections=sections,
-            context=context,
-            gate_min_bytes=validation.gate_min_bytes,
-        )
-    passed = (
-        bool(verdicts)
-        and all(v.passed for v in verdicts)
-        and (health is None or health.passed)
-        and (training is None or training.passed)
-    )
-    return SuiteResult(passed, tests, verdicts, runs, health, bisection, drained, report, nodes, training)
+            verdict = judge(test, config, plan.catalog)
+            done.tests.append(test)
+            done.verdicts.append(verdict)
+            if not verdict.passed and done.first_failure is None:
+                done.first_failure = (name, verdict, test)
+    return done
 
 
-def run_training(
-    spec: ClusterSpec,
-    inventory: Inventory,
-    runner: SlurmRunner,
-    nodes: list[str],
-    out_dir: Path,
-    *,
-    gpus: int,
-    nccl_all_reduce: TestResult | None,
-) -> TrainingResult:
-    """The training check (``validation.training``): examples/jobs/train.sbatch through Slurm on ``nodes``,
-    its output kept as logs/training.log, judged by ``training.judge_training``."""
-    config = spec.validation.training
-    filesystem = inventory.filesystem
-    mount = filesystem.get("mount_point") if filesystem.get("kind", "none") != "none" else None
+def run_training(plan: SuitePlan, nodes: list[str], nccl_all_reduce: TestResult | None) -> TrainingResult:
+    """Phase 3, the training check (``validation.training``): examples/jobs/train_ddp.py through the scheduler
+    on ``nodes`` (Slurm: train.sbatch; Kubernetes: an MPIJob), its output kept as logs/training.log, judged by
+    ``training.judge_training``."""
+    config = plan.validation.training
+    mount = plan.scheduler.shared_mount
     if not nodes or not mount:
         why = "no usable compute node left after the health checks" if not nodes else "no shared filesystem"
         result = TrainingResult([], list(nodes), 0)
         result.checks.append(Check("run", FAIL, f"the training job did not run: {why}"))
         return result
-    extra = inventory.extra_vars
-    job = TrainingJob(
+    extra = plan.inventory.extra_vars
+    request = TrainingRequest(
         tuple(nodes),
-        gpus,
-        str(mount),
-        f"{inventory.cluster}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}",
-        runner.environment.env_file,
+        plan.gpus,
+        run_id(plan.inventory.cluster),
+        config,
+        plan.validation.timeout.total_seconds(),
+        mount,
         venv=str(extra.get("pytorch_venv") or "/opt/gpufleet/torch"),
-        container_image=runner.container_image,
     )
-    minutes = max(1, int(spec.validation.timeout.total_seconds() // 60))
-    command = job.command(config, time_limit_minutes=minutes)
-    rc, stdout, stderr = runner.run_command(command, spec.validation.timeout.total_seconds())
+    job = plan.scheduler.run_training(request)
     log_name = "logs/training.log"
-    (out_dir / log_name).write_text(
-        f"# sbatch {job.folder}/train.sbatch\n{stdout}\n{stderr}", encoding="utf-8"
-    )
+    (plan.out_dir / log_name).write_text(f"# {job.log_header}\n{job.stdout}\n{job.stderr}", encoding="utf-8")
     result = judge_training(
-        parse_training_log(f"{stdout}\n{stderr}"),
+        parse_training_log(f"{job.stdout}\n{job.stderr}"),
         config,
         nodes=list(nodes),
-        ranks_per_node=max(gpus, 1),
-        gpu=gpus > 0,
-        rc=rc,
-        stderr=stderr,
+        ranks_per_node=max(plan.gpus, 1),
+        gpu=plan.gpus > 0,
+        rc=job.rc,
+        stderr=job.stderr,
         nccl_all_reduce=nccl_all_reduce,
     )
-    result.command = f"sbatch --wait -N {len(nodes)} {job.folder}/train.sbatch"
+    result.command = job.command
     result.log_file = log_name
     if result.per_rank:
-        result.plot = plot_training(result, out_dir / "training.png")
+        result.plot = plot_training(result, plan.out_dir / "training.png")
     return result
+
+
+def find_and_drain(
+    plan: SuitePlan,
+    nodes: list[str],
+    collectives: Collectives,
+    health: HealthReport | None,
+    training: TrainingResult | None,
+) -> Drained:
+    """Phase 4: the bisection on the first failed collective (``validation.find_bad_nodes``, two nodes or
+    more), then, with ``validation.drain_bad_nodes``, every node it named, failed its health check or
+    straggled in the training check, drained through the scheduler with the reason."""
+    found = Drained()
+    if collectives.first_failure is not None and plan.validation.find_bad_nodes and len(nodes) >= 2:
+        name, verdict, test = collectives.first_failure
+        sizes = _probe_sizes(verdict, test, plan.sweep, plan.validation.gate_min_bytes)
+        prober = Prober(plan.scheduler, name, plan.gate, plan.catalog, sizes, plan.out_dir)
+        found.bisection = find_bad_nodes(nodes, prober)
+        found.bisection.collective = name
+    if not plan.validation.drain_bad_nodes:
+        return found
+    bisection = found.bisection
+    to_drain: dict[str, str] = {}
+    if health is not None:
+        for checked in health.nodes:
+            if not checked.passed:
+                to_drain[checked.node] = f"gpufleet health: {checked.problems[0]}"
+    if bisection is not None:
+        for node, why in bisection.bad_nodes.items():
+            to_drain.setdefault(node, f"gpufleet {bisection.collective}: {why}")
+    if training is not None:
+        for node, why in training.stragglers.items():
+            to_drain.setdefault(node, f"gpufleet training straggler: {why}")
+    for node, reason in to_drain.items():
+        rc, stderr = plan.scheduler.drain([node], reason[:200])
+        if rc == 0:
+            found.nodes.append(node)
+        else:
+            found.errors.append(f"{node}: {stderr.strip()[:200] or f'exit {rc}'}")
+    if bisection is not None:
+        bisection.drained = [node for node in found.nodes if node in bisection.bad_nodes]
+        bisection.drain_error = "; ".join(found.errors) or None
+    return found
+
+
+def _context(
+    plan: SuitePlan, nodes: list[str], runs: list[CollectiveRun], drained: Drained
+) -> dict[str, Any]:
+    """The report's context lines: what was validated, where, how, and what was drained."""
+    context: dict[str, Any] = {
+        "cluster": plan.inventory.cluster,
+        "scheduler": plan.scheduler.kind,
+        "instance type": plan.instance_type,
+        "compute nodes": len(plan.hosts),
+        "nodes in the collective runs": len(nodes),
+        "GPUs per node": plan.gpus,
+        "fabric": plan.scheduler.fabric.value,
+        "ran inside": plan.scheduler.container_image or "the nodes themselves (no software.container_image)",
+        "NCCL environment": _environment_summary(runs),
+        "commands": "; ".join(run.command for run in runs if run.command),
+    }
+    if plan.validation.drain_bad_nodes:
+        context["drained"] = ", ".join(drained.nodes) or "none"
+        if drained.errors:
+            context["drain errors"] = "; ".join(drained.errors)
+    return context
+
+
+def scheduler_for(spec: ClusterSpec, inventory: Inventory, executor: Executor | None = None) -> Scheduler:
+    """The scheduler the spec's ``scheduler.kind`` names, for the cluster ``inventory`` describes (the
+    Kubernetes client loads only for a Kubernetes spec). ``executor``: Slurm's way onto the login node (an
+    ``Executor``; default SSH to the inventory's login)."""
+    if spec.scheduler.kind is SchedulerKind.KUBERNETES:
+        from gpufleet.validate.kubernetes.scheduler import KubernetesScheduler
+
+        return KubernetesScheduler.for_spec(spec, inventory)
+    if executor is None:
+        from gpufleet.configure.remote import SshExecutor
+
+        executor = SshExecutor.login(inventory)
+    return SlurmRunner.for_inventory(spec, inventory, executor)

@@ -308,13 +308,13 @@ def judge_training(
     if len(summaries) < expected:
         absent = sorted(set(range(expected)) - set(summaries))
         garbled = [rank for rank in absent if rank in log.lost]
-        silent = [rank for rank in absent if rank not in log.lost]
-        if silent:
+        quiet = [rank for rank in absent if rank not in log.lost]
+        if quiet:
             checks.append(
                 Check(
                     "finish",
                     FAIL,
-                    f"rank(s) {_ranges(silent)} printed no summary (the job exit code {rc}); see the job log",
+                    f"rank(s) {_ranges(quiet)} printed no summary (the job exit code {rc}); see the job log",
                 )
             )
         if garbled:
@@ -403,8 +403,8 @@ def judge_training(
         else:
             computes = statistics.median(float(summaries[r]["compute_s"]) for r in own)
             sends = statistics.median(float(broadcast[r]) for r in own)
-            for rank, value in sorted(own.items(), key=lambda item: -item[1]):
-                if value <= config.max_step_spread * middle:
+            for rank, own_s in sorted(own.items(), key=lambda item: -item[1]):
+                if own_s <= config.max_step_spread * middle:
                     continue
                 host = str(summaries[rank].get("host"))
                 compute, send = float(summaries[rank]["compute_s"]), float(broadcast[rank])
@@ -415,7 +415,7 @@ def judge_training(
                     if send - sends >= compute - computes
                     else f"its compute: forward+backward {compute:.3g} s (median rank {computes:.3g} s)"
                 )
-                why = f"rank {rank}: own step {value:.3g} s, {value / middle:.1f} x the median rank's; {part}"
+                why = f"rank {rank}: own step {own_s:.3g} s, {own_s / middle:.1f} x the median rank's; {part}"
                 result.stragglers.setdefault(host, why)
             named = "; ".join(f"{host} ({why})" for host, why in result.stragglers.items())
             checks.append(

@@ -7,7 +7,7 @@ proxy script; the leftover finder is ``gpufleet.infra.aws.leftovers``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +69,7 @@ class AwsBackend(PulumiBackend):
 
         require_ssm_tools(spec)
 
-    def replace_before_up(self, deployment: dict[str, Any]) -> dict[str, str]:
+    def replace_before_up(self, deployment: Mapping[str, Any]) -> dict[str, str]:
         """Fleets whose launch came short, fleets holding a lost node (``fleet.lost_fleets``) and a lost
         head or login instance (``lost.lost_instances``)."""
         import boto3

@@ -132,7 +132,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                     name, group, template=template, version=version, subnet_id=net.subnet_id, opts=child
                 )
                 self.fleets[group.name] = launched
-                for host in fleet_hosts(
+                for fleet_host in fleet_hosts(
                     launched,
                     spec.host_names(group),
                     expires_at=expires_at,
@@ -140,7 +140,7 @@ class GpuClusterAws(pulumi.ComponentResource):
                     invoke=invoke,
                     region=provider_spec.region,
                 ):
-                    addresses[host.name] = host.private_ip
+                    addresses[fleet_host.name] = fleet_host.private_ip
             else:
                 for host in spec.host_names(group):
                     instance = self._instance(

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_aws as aws
@@ -122,7 +122,20 @@ def launched_by_fleet(group: NodeGroup) -> bool:
     return Role.COMPUTE in group.roles and not {Role.CONTROLLER, Role.LOGIN} & set(group.roles)
 
 
-def _all_or_nothing(count: int) -> dict[str, object]:
+class _AllOrNothing(TypedDict):
+    min_target_capacity: int
+    single_instance_type: bool
+    single_availability_zone: bool
+
+
+class FleetOptions(TypedDict, total=False):
+    """A fleet's ``spot_options`` or ``on_demand_options`` (one of them)."""
+
+    spot_options: aws.ec2.FleetSpotOptionsArgs
+    on_demand_options: aws.ec2.FleetOnDemandOptionsArgs
+
+
+def _all_or_nothing(count: int) -> _AllOrNothing:
     return {
         "min_target_capacity": min(count, rules.FLEET_MIN_TARGET_CAPACITY_MAX),
         "single_instance_type": True,
@@ -130,7 +143,7 @@ def _all_or_nothing(count: int) -> dict[str, object]:
     }
 
 
-def fleet_options(group: NodeGroup) -> dict[str, object]:
+def fleet_options(group: NodeGroup) -> FleetOptions:
     """The ``on_demand_options`` or ``spot_options`` of a group's fleet."""
     count = group.count
     mode = group.capacity.mode
@@ -341,14 +354,24 @@ def fleet_hosts(
     ids = sets.apply(lambda both: (both[0], sorted_instance_ids(both[1])))
     found: list[FleetHost] = []
     for index, host in enumerate(hosts):
-        instance_id = ids.apply(lambda got, i=index: _nth(got[1], i, len(hosts), fleet_name, errors(got[0])))
+
+        def nth(got: tuple[str, list[str]], i: int = index) -> str:
+            return _nth(got[1], i, len(hosts), fleet_name, errors(got[0]))
+
+        def address(ips: list[str], h: str = host) -> str:
+            return _address(ips, h, fleet_name)
+
+        def by_id(found_id: str) -> list[aws.ec2.GetInstancesFilterArgs]:
+            return [aws.ec2.GetInstancesFilterArgs(name="instance-id", values=[found_id])]
+
+        instance_id = ids.apply(nth)
         aws.ec2.Tag(
             f"{host}-expires", resource_id=instance_id, key=AWS_EXPIRES_TAG, value=expires_at, opts=opts
         )
         private_ip = aws.ec2.get_instances_output(
-            filters=[aws.ec2.GetInstancesFilterArgs(name="instance-id", values=[instance_id])],
+            filters=instance_id.apply(by_id),
             instance_state_names=["pending", "running"],
             opts=invoke,
-        ).private_ips.apply(lambda ips, h=host: _address(ips, h, fleet_name))
+        ).private_ips.apply(address)
         found.append(FleetHost(host, instance_id, private_ip))
     return found

@@ -33,7 +33,7 @@ and waits for it to end.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.infra.durable import DISCARD_FLAG, TIMEOUT_FLAG, ExportRefused, Wait, refuse
 from gpufleet.infra.tags import AWS_CLUSTER_TAG
@@ -289,3 +289,11 @@ def _counts(task: dict[str, Any]) -> str:
 
 
 __all__ = ["ExportRefused", "cancel_fsx_tasks", "discard", "export", "export_fsx", "fsx_client"]
+
+
+if TYPE_CHECKING:
+    # The type checker holds this module to the ``Exporter`` protocol (``durable.exporter_for`` loads it).
+    from gpufleet.infra.aws import fsx_export as _this
+    from gpufleet.infra.durable import Exporter
+
+    _exporter: Exporter = _this

@@ -25,6 +25,7 @@ not the template).
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -42,7 +43,7 @@ KEPT_FAMILY_IMAGE = ("imageId",)
 
 
 def network_interface_args(
-    slot: InterfaceSlot, subnet_id: pulumi.Input[str], security_group_ids: list[pulumi.Input[str]]
+    slot: InterfaceSlot, subnet_id: pulumi.Input[str], security_group_ids: Sequence[pulumi.Input[str]]
 ) -> aws.ec2.LaunchTemplateNetworkInterfaceArgs:
     primary = slot.network_card_index == 0 and slot.device_index == 0
     return aws.ec2.LaunchTemplateNetworkInterfaceArgs(
@@ -63,7 +64,7 @@ def build_launch_template(
     image: Image,
     slots: list[InterfaceSlot],
     subnet_id: pulumi.Input[str],
-    security_group_ids: list[pulumi.Input[str]],
+    security_group_ids: Sequence[pulumi.Input[str]],
     instance_profile_arn: pulumi.Input[str] | None,
     placement_group: pulumi.Input[str] | None,
     tags: dict[str, str],
@@ -125,4 +126,7 @@ def _user_data(text: pulumi.Input[str] | None) -> pulumi.Input[str] | None:
     """The user data as EC2 takes it in a launch template: base64 (an Output when a key is one)."""
     if not text:
         return None
-    return _base64(text) if isinstance(text, str) else pulumi.Output.from_input(text).apply(_base64)
+    if isinstance(text, str):
+        return _base64(text)
+    later: pulumi.Input[str] = text  # an Output or an awaitable: from_input's overloads take either as Input
+    return pulumi.Output.from_input(later).apply(_base64)

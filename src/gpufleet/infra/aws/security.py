@@ -78,51 +78,30 @@ def build_security_groups(
         tags={"Name": f"{name}-fsx"},
         opts=opts,
     )
+    # Lustre's ports both ways between the file servers and between them and the nodes: (rule, its name's
+    # label, the group it belongs to, the peer group, what the description says).
+    ingress, egress = aws.vpc.SecurityGroupIngressRule, aws.vpc.SecurityGroupEgressRule
+    lustre = (
+        (ingress, "fsx-sg-nodes-in", fsx, nodes, "from the nodes"),
+        (ingress, "fsx-sg-self-in", fsx, fsx, "between file servers"),
+        (egress, "fsx-sg-self-out", fsx, fsx, "between file servers"),
+        (egress, "fsx-sg-nodes-out", fsx, nodes, "to the nodes"),
+        (egress, "sg-fsx-out", nodes, fsx, "to the file system"),
+        (ingress, "sg-fsx-in", nodes, fsx, "from the file system"),
+    )
     for low, high in rules.LUSTRE_PORTS:
         ports = f"{low}" if low == high else f"{low}-{high}"
-        common = {"ip_protocol": "tcp", "from_port": low, "to_port": high, "opts": opts}
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-fsx-sg-nodes-in-{ports}",
-            security_group_id=fsx.id,
-            referenced_security_group_id=nodes.id,
-            description=f"Lustre {ports} from the nodes",
-            **common,
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-fsx-sg-self-in-{ports}",
-            security_group_id=fsx.id,
-            referenced_security_group_id=fsx.id,
-            description=f"Lustre {ports} between file servers",
-            **common,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-fsx-sg-self-out-{ports}",
-            security_group_id=fsx.id,
-            referenced_security_group_id=fsx.id,
-            description=f"Lustre {ports} between file servers",
-            **common,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-fsx-sg-nodes-out-{ports}",
-            security_group_id=fsx.id,
-            referenced_security_group_id=nodes.id,
-            description=f"Lustre {ports} to the nodes",
-            **common,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-sg-fsx-out-{ports}",
-            security_group_id=nodes.id,
-            referenced_security_group_id=fsx.id,
-            description=f"Lustre {ports} to the file system",
-            **common,
-        )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-sg-fsx-in-{ports}",
-            security_group_id=nodes.id,
-            referenced_security_group_id=fsx.id,
-            description=f"Lustre {ports} from the file system",
-            **common,
-        )
+        for rule, label, group, peer, what in lustre:
+            rule(
+                f"{name}-{label}-{ports}",
+                security_group_id=group.id,
+                referenced_security_group_id=peer.id,
+                description=f"Lustre {ports} {what}",
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                opts=opts,
+            )
     if fsx_efa:
         _fsx_efa_rules(name, nodes, fsx, opts)
     return SecurityGroups(nodes=nodes, fsx=fsx, login=login)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
@@ -33,6 +33,9 @@ from gpufleet.infra.tags import GCP_CLUSTER_LABEL, expires_at_text, gcp_labels
 from gpufleet.infra.userdata import user_data
 from gpufleet.preflight import require_no_errors
 from gpufleet.spec.model import ClusterSpec
+
+if TYPE_CHECKING:
+    import pulumi_gcp as gcp
 
 TYPE_TOKEN = "gpufleet:gcp:GpuCluster"
 
@@ -69,11 +72,11 @@ class GpuClusterGcp(pulumi.ComponentResource):
         network = build_network(self, name, spec, list(layouts.values()), marker)
         filesystem = build_filesystem(self, name, spec, network, labels, marker)
         baked = args.baked
-        baked_path = f"projects/{provider.project}/global/images/{baked.id}" if baked else None  # type: ignore[union-attr]
+        baked_path = f"projects/{provider.project}/global/images/{baked.id}" if baked else None
         images = Images(self, spec, baked=baked_path)
 
         hosts: list[dict[str, Any]] = []
-        self.instances: dict[str, pulumi.Resource] = {}
+        self.instances: dict[str, gcp.compute.Instance] = {}
         for group in spec.node_groups:
             item = catalog.get(group.instance_type)
             policy = placement_policy(self, name, spec, group, marker)
@@ -93,7 +96,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
                     # Ubuntu's cloud-init reads the same cloud-config as on AWS from the user-data key.
                     metadata={"user-data": user_data(spec, hostname, args.ssh_keys)},
                     depends_on=[network.nat],
-                    keep_image=provider.image is None,  # type: ignore[union-attr]
+                    keep_image=provider.image is None,
                 )
                 self.instances[hostname] = vm
                 hosts.append(
@@ -113,8 +116,8 @@ class GpuClusterGcp(pulumi.ComponentResource):
         self.stack_outputs = {
             "cluster": spec.name,
             "provider": "gcp",
-            "region": provider.region,  # type: ignore[union-attr]
-            "zone": provider.zone,  # type: ignore[union-attr]
+            "region": provider.region,
+            "zone": provider.zone,
             "fabric": spec.fabric.kind.value,
             "expires_at": expires_at_text(spec, args.created_at),
             "head_node": spec.host_names(spec.controller_group)[0],
@@ -126,12 +129,18 @@ class GpuClusterGcp(pulumi.ComponentResource):
 
 
 def _baked_hash(
-    baked: CloudImage | None, path: str | None, vms: list[pulumi.Resource]
+    baked: CloudImage | None, path: str | None, vms: list[gcp.compute.Instance]
 ) -> pulumi.Output[str | None] | None:
     """The baked image's hash while every VM's boot disk was made from it (see the module doc)."""
     if baked is None or path is None or not vms:
         return None
-    images = [vm.boot_disk.apply(lambda disk: disk.initialize_params.image) for vm in vms]  # type: ignore[attr-defined]
+    images = [vm.boot_disk.apply(_boot_image) for vm in vms]
     return pulumi.Output.all(*images).apply(
         lambda found: baked.digest if all(str(image).endswith(path) for image in found) else None
     )
+
+
+def _boot_image(disk: gcp.compute.outputs.InstanceBootDisk) -> str | None:
+    """The image a VM's boot disk was made from, as the engine reports it."""
+    assert disk.initialize_params is not None, "a VM's boot disk is made from an image here"
+    return disk.initialize_params.image

@@ -33,7 +33,7 @@ from gpufleet.catalog.gcp import (
 )
 from gpufleet.catalog.images import gcp_manifest_key
 from gpufleet.infra.gcp.network import LOGIN_TAG, ClusterNetwork
-from gpufleet.spec.model import CapacityMode, ClusterSpec, NodeGroup, Role
+from gpufleet.spec.model import CapacityMode, ClusterSpec, GcpProvider, NodeGroup, Role
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 KEPT_BOOT_IMAGE = ("bootDisk.initializeParams.image",)
@@ -51,11 +51,12 @@ def placement_policy(
     ):
         return None
     provider = spec.provider
+    assert isinstance(provider, GcpProvider)
     return gcp.compute.ResourcePolicy(
         f"{name}-{group.name}-placement",
         name=f"{name}-{group.name}-placement",
-        project=provider.project,  # type: ignore[union-attr]
-        region=provider.region,  # type: ignore[union-attr]
+        project=provider.project,
+        region=provider.region,
         group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
             collocation="COLLOCATED",
             max_distance=compact_max_distance(group.instance_type, group.count),
@@ -73,7 +74,7 @@ class Images:
         """``baked``: the baked image every VM boots (``gpufleet image build``), a path or self-link."""
         self._parent = parent
         self._spec = spec
-        self._fixed = baked or spec.provider.image  # type: ignore[union-attr]
+        self._fixed = baked or base_image_named(spec)
         self._found: dict[tuple[str, str], pulumi.Output[str]] = {}
 
     def for_type(self, instance_type: str) -> pulumi.Input[str]:
@@ -91,9 +92,16 @@ class Images:
         return self._found[key]
 
 
+def base_image_named(spec: ClusterSpec) -> str | None:
+    """The image the spec names for every VM (``provider.image``), if it names one."""
+    provider = spec.provider
+    assert isinstance(provider, GcpProvider)
+    return provider.image
+
+
 def base_image(spec: ClusterSpec, instance_type: str) -> str:
     """The image a type boots, as a path: ``provider.image``, else its family in this cluster."""
-    fixed = spec.provider.image  # type: ignore[union-attr]
+    fixed = base_image_named(spec)
     if fixed:
         return fixed
     project, family = image_family(spec, instance_type)
@@ -142,11 +150,12 @@ def reservation_policy(spec: ClusterSpec, group: NodeGroup) -> str | None:
     if capacity.mode is not CapacityMode.RESERVATION or capacity.placement_group is None:
         return None
     provider = spec.provider
-    project = provider.project  # type: ignore[union-attr]
+    assert isinstance(provider, GcpProvider)
+    project = provider.project
     reservation = capacity.reservation or ""
     if reservation.startswith("projects/"):
         project = reservation.split("/")[1]
-    region = provider.region  # type: ignore[union-attr]
+    region = provider.region
     return f"projects/{project}/regions/{region}/resourcePolicies/{capacity.placement_group}"
 
 
@@ -223,6 +232,7 @@ def instance(
     keep_image: bool = False,
 ) -> gcp.compute.Instance:
     provider = spec.provider
+    assert isinstance(provider, GcpProvider)
     series = series_of(group.instance_type)
     gpu = item is not None and item.gpu is not None
     own_policy = reservation_policy(spec, group)
@@ -233,8 +243,8 @@ def instance(
     return gcp.compute.Instance(
         hostname,
         name=hostname,
-        project=provider.project,  # type: ignore[union-attr]
-        zone=provider.zone,  # type: ignore[union-attr]
+        project=provider.project,
+        zone=provider.zone,
         machine_type=group.instance_type,
         boot_disk=gcp.compute.InstanceBootDiskArgs(
             auto_delete=True,

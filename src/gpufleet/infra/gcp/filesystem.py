@@ -16,6 +16,7 @@ Parallelstore is being retired by Google and is not offered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.infra.gcp.network import ClusterNetwork, ingress_rule
-from gpufleet.spec.model import ClusterSpec, FilestoreFilesystem, ManagedLustreFilesystem
+from gpufleet.spec.model import ClusterSpec, FilestoreFilesystem, GcpProvider, ManagedLustreFilesystem
 
 LUSTRE_RANGE = ("10.252.0.0", 20)
 # Filestore's reserved range: a /29 for the basic tiers, a /26 for zonal and regional.
@@ -74,7 +75,8 @@ def _lustre(
     marker: str,
 ) -> ClusterFilesystem:
     provider = spec.provider
-    project, zone = provider.project, provider.zone  # type: ignore[union-attr]
+    assert isinstance(provider, GcpProvider)
+    project, zone = provider.project, provider.zone
     opts = pulumi.ResourceOptions(parent=parent)
     host = network.host_vpc.network
     address, prefix = LUSTRE_RANGE
@@ -143,7 +145,8 @@ def _filestore(
     marker: str,
 ) -> ClusterFilesystem:
     provider = spec.provider
-    project, region, zone = provider.project, provider.region, provider.zone  # type: ignore[union-attr]
+    assert isinstance(provider, GcpProvider)
+    project, region, zone = provider.project, provider.region, provider.zone
     opts = pulumi.ResourceOptions(parent=parent)
     host = network.host_vpc.network
     reserved = FILESTORE_RANGE["basic" if fs.tier.startswith("BASIC") else "other"]
@@ -175,7 +178,7 @@ def _filestore(
         [("tcp", _NFS_PORTS), ("udp", _NFS_PORTS)],
         f"{marker}: Filestore to the nodes (NFS locking)",
     )
-    address = instance.networks.apply(lambda nets: nets[0].ip_addresses[0])
+    address = instance.networks.apply(_first_address)
     output = {
         "kind": "filestore",
         "mount_point": fs.mount_point,
@@ -184,3 +187,10 @@ def _filestore(
         "capacity_gib": fs.size_gib,
     }
     return ClusterFilesystem(output, [instance, firewall])
+
+
+def _first_address(networks: Sequence[gcp.filestore.outputs.InstanceNetwork]) -> str:
+    """The Filestore instance's address: its first network's first IP (Google sets it when it makes one)."""
+    addresses = networks[0].ip_addresses
+    assert addresses, "a Filestore instance's network has its IP address once the instance is made"
+    return addresses[0]

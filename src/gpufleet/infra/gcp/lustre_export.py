@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufleet.infra.durable import TIMEOUT_FLAG, Wait, refuse
 from gpufleet.progress import Reporter
@@ -173,3 +173,11 @@ def _retry() -> str:
         "check the credentials ('gcloud auth application-default login') and that they hold "
         "lustre.instances.exportData (roles/lustre.admin), then run 'gpufleet down SPEC' again"
     )
+
+
+if TYPE_CHECKING:
+    # The type checker holds this module to the ``Exporter`` protocol (``durable.exporter_for`` loads it).
+    from gpufleet.infra.durable import Exporter
+    from gpufleet.infra.gcp import lustre_export as _this
+
+    _exporter: Exporter = _this

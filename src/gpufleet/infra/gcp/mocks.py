@@ -17,7 +17,7 @@ from typing import Any
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import fake_id
 from gpufleet.infra.tags import GCP_IMAGE_BASE_LABEL, GCP_IMAGE_HASH_LABEL
-from gpufleet.spec.model import ClusterSpec
+from gpufleet.spec.model import ClusterSpec, GcpProvider
 
 API = "https://www.googleapis.com/compute/v1"
 
@@ -26,9 +26,10 @@ class GcpMockCloud:
     def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
         provider = spec.provider
-        self.project = provider.project  # type: ignore[union-attr]
-        self.region = provider.region  # type: ignore[union-attr]
-        self.zone = provider.zone  # type: ignore[union-attr]
+        assert isinstance(provider, GcpProvider)
+        self.project = provider.project
+        self.region = provider.region
+        self.zone = provider.zone
         self._subnets: dict[str, ipaddress.IPv4Network] = {}  # self link -> range
         self._next_host: dict[str, int] = {}
         self._ranges: dict[str, ipaddress.IPv4Network] = {}  # global address name -> range

@@ -26,7 +26,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.catalog.gcp import HOST_MTU, NicLayout
-from gpufleet.spec.model import ClusterSpec
+from gpufleet.spec.model import ClusterSpec, GcpProvider
 
 IAP_RANGE = "35.235.240.0/20"
 LOGIN_TAG = "login"
@@ -87,7 +87,8 @@ def build_network(
 ) -> ClusterNetwork:
     """Create the VPCs every layout in ``layouts`` needs (the widest wins), with firewalls and NAT."""
     provider = spec.provider
-    project, region, zone = provider.project, provider.region, provider.zone  # type: ignore[union-attr]
+    assert isinstance(provider, GcpProvider)
+    project, region, zone = provider.project, provider.region, provider.zone
     opts = pulumi.ResourceOptions(parent=parent)
 
     def vpc(role: str, mtu: int, blocks: list[int], profile: str | None = None) -> Vpc:
