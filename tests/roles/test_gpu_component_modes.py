@@ -5,8 +5,10 @@ machine (connection local), against a DLAMI-shaped tree and stand-in commands, n
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -192,9 +194,52 @@ def test_nccl_verify_without_the_manifest_path_says_the_linker_does_not_know_it(
     assert "libnccl.so.2 unknown to the dynamic linker (ldconfig -p)" in message, message
 
 
-def _verify_driver(tmp_path: Path, unit: str) -> dict[str, dict]:
+def _repo_dir() -> str:
+    """NVIDIA's folder for this machine's OS and architecture (debian12/x86_64), as vars/Debian.yml."""
+    release = dict(
+        line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line
+    )
+    distro, version = release["ID"].strip('"'), release["VERSION_ID"].strip('"')
+    version = version.replace(".", "") if distro == "ubuntu" else version.split(".")[0]
+    return f"{distro}{version}/{os.uname().machine.replace('aarch64', 'sbsa')}"
+
+
+def _stand_in_repository(tmp_path: Path, image_source: bool) -> tuple[str, Path]:
+    """A file:// stand-in of NVIDIA's repository holding a cuda-keyring .deb (built with dpkg-deb), and the
+    node's apt sources: with or without an entry for NVIDIA's CUDA repository."""
+    repos = tmp_path / "cuda" / "repos"
+    package = tmp_path / "keyring-pkg"
+    (package / "DEBIAN").mkdir(parents=True)
+    (package / "DEBIAN" / "control").write_text(
+        "Package: cuda-keyring\nVersion: 1.1-1\nArchitecture: all\nMaintainer: stand-in <none@example.com>\n"
+        "Description: stand-in of NVIDIA's cuda-keyring\n"
+    )
+    (repos / _repo_dir()).mkdir(parents=True)
+    built = subprocess.run(
+        ["dpkg-deb", "--build", str(package), str(repos / _repo_dir() / "cuda-keyring_1.1-1_all.deb")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    sources = tmp_path / "apt" / "sources.list.d"
+    sources.mkdir(parents=True)
+    (tmp_path / "apt" / "sources.list").write_text(
+        "deb http://deb.debian.org/debian bookworm main\n"
+        f"# deb https://developer.download.nvidia.com/compute/cuda/repos/{_repo_dir()}/ /\n"
+    )
+    if image_source:
+        (sources / "cuda.sources").write_text(
+            "Types: deb\n"
+            f"URIs: https://developer.download.nvidia.com/compute/cuda/repos/{_repo_dir()}/\n"
+            "Suites: /\nSigned-By: /usr/share/keyrings/image-nvidia.gpg\n"
+        )
+    return f"file://{repos}", tmp_path / "apt"
+
+
+def _verify_driver(tmp_path: Path, unit: str, image_source: bool = True) -> dict[str, dict]:
     """The nvidia_driver role in verify mode under --check, with a stand-in systemctl that reports the
-    nvidia-persistenced unit's LoadState (``loaded``, or ``not-found`` on an image without it)."""
+    nvidia-persistenced unit's LoadState (``loaded``, or ``not-found`` on an image without it), and apt
+    sources that name NVIDIA's CUDA repository (``image_source``) or do not."""
+    repo_url, apt = _stand_in_repository(tmp_path, image_source)
     check = tmp_path / "node_check.py"
     check.write_text("import sys\nprint('ok: 8 GPUs, driver 580.95.05, persistence on')\nsys.exit(0)\n")
     bin_dir = tmp_path / "bin"
@@ -221,13 +266,16 @@ def _verify_driver(tmp_path: Path, unit: str) -> dict[str, dict]:
                     "gpufleet_gpu_stack": "verify",
                     "gpufleet_gpu_components": {"driver": "verify", "persistence_mode": "install"},
                     "nvidia_driver_check_script": str(check),
+                    "nvidia_driver_repo_url": repo_url,
                 }
             }
         }
     }
-    rc, results = run_playbook(
-        tmp_path, inventory, play, "--check", "--diff", "-e", f"__nvidia_driver_persistenced_dropin={dropin}"
-    )
+    extra = {
+        "__nvidia_driver_persistenced_dropin": str(dropin),
+        "__nvidia_driver_apt_sources": [str(apt / "sources.list"), str(apt / "sources.list.d")],
+    }
+    rc, results = run_playbook(tmp_path, inventory, play, "--check", "--diff", "-e", json.dumps(extra))
     failed = {name: r.get("msg") for name, r in results.get("node", {}).items() if r.get("failed")}
     assert rc == 0, failed
     return results["node"]
@@ -255,6 +303,23 @@ def test_verify_mode_on_an_image_without_the_persistenced_unit_leaves_it_to_the_
     said = node["Say that the image has no nvidia-persistenced unit"]
     assert "no nvidia-persistenced unit" in said["msg"], said
     assert not node["Assert that the node meets the pin and the inventory"].get("failed")
+
+
+@pytest.mark.parametrize("image_source", [False, True])
+def test_verify_mode_adds_nvidias_cuda_repository_only_where_the_image_lacks_it(tmp_path, image_source):
+    """The DLAMI ships the driver and CUDA, so no install-mode role adds NVIDIA's repository, yet DCGM, NCCL
+    and dcgm-exporter are installed from it by name: verify mode adds it through cuda-keyring where no apt
+    source names it (a commented line does not count), and keeps the image's own entry where there is one."""
+    node = _verify_driver(tmp_path, "loaded", image_source=image_source)
+    add = node["Add NVIDIA's CUDA repository the image lacks (cuda-keyring)"]
+    if image_source:
+        assert add.get("skipped"), add
+        said = node["Say where the image's apt sources name NVIDIA's CUDA repository"]["msg"]
+        assert "cuda.sources" in said and "keeps it" in said, said
+    else:
+        assert add.get("changed") and not add.get("skipped"), add  # under --check: would install it
+        update = node["Read NVIDIA's package lists"]
+        assert not update.get("skipped"), update
 
 
 def test_facts_are_read_again_after_the_drivers_reboot():
