@@ -291,6 +291,10 @@ def test_verify_mode_turns_persistence_mode_on_instead_of_failing(tmp_path):
     after = written["diff"][0]["after"] if isinstance(written["diff"], list) else written["diff"]["after"]
     assert "ExecStart=/usr/bin/nvidia-persistenced --user root --persistence-mode --verbose" in after, after
     assert not node["Assert that the node meets the pin and the inventory"].get("failed")
+    # The image's apt sources name NVIDIA's CUDA repository: kept, no keyring added over it.
+    assert node["Add NVIDIA's CUDA repository the image lacks (cuda-keyring)"].get("skipped"), node
+    said = node["Say where the image's apt sources name NVIDIA's CUDA repository"]["msg"]
+    assert "cuda.sources" in said and "keeps it" in said, said
 
 
 def test_verify_mode_on_an_image_without_the_persistenced_unit_leaves_it_to_the_node_check(tmp_path):
@@ -305,21 +309,16 @@ def test_verify_mode_on_an_image_without_the_persistenced_unit_leaves_it_to_the_
     assert not node["Assert that the node meets the pin and the inventory"].get("failed")
 
 
-@pytest.mark.parametrize("image_source", [False, True])
-def test_verify_mode_adds_nvidias_cuda_repository_only_where_the_image_lacks_it(tmp_path, image_source):
+def test_verify_mode_adds_nvidias_cuda_repository_where_the_image_lacks_it(tmp_path):
     """The DLAMI ships the driver and CUDA, so no install-mode role adds NVIDIA's repository, yet DCGM, NCCL
     and dcgm-exporter are installed from it by name: verify mode adds it through cuda-keyring where no apt
-    source names it (a commented line does not count), and keeps the image's own entry where there is one."""
-    node = _verify_driver(tmp_path, "loaded", image_source=image_source)
+    source names it (a commented line does not count) and reads the package lists. Where the image names it,
+    the role keeps it (the persistence test above, whose apt sources carry NVIDIA's entry)."""
+    node = _verify_driver(tmp_path, "loaded", image_source=False)
     add = node["Add NVIDIA's CUDA repository the image lacks (cuda-keyring)"]
-    if image_source:
-        assert add.get("skipped"), add
-        said = node["Say where the image's apt sources name NVIDIA's CUDA repository"]["msg"]
-        assert "cuda.sources" in said and "keeps it" in said, said
-    else:
-        assert add.get("changed") and not add.get("skipped"), add  # under --check: would install it
-        update = node["Read NVIDIA's package lists"]
-        assert not update.get("skipped"), update
+    assert add.get("changed") and not add.get("skipped"), add  # under --check: would install it
+    update = node["Read NVIDIA's package lists"]
+    assert not update.get("skipped"), update
 
 
 def test_facts_are_read_again_after_the_drivers_reboot():
