@@ -10,12 +10,15 @@ NCCL where CUDA is available, gloo otherwise (CPU nodes, the local cluster).
 - Checkpoints (torch.distributed.checkpoint, every --checkpoint-every steps and when stopped): written by all
   ranks into <dir>/.tmp-step-N-<job>, then rank 0 writes COMPLETE there and renames the folder to
   <dir>/step-N. A folder without COMPLETE (a job killed mid-write) is never read. At start the job resumes
-  from the newest complete step-N.
+  from the newest complete step-N. Before the first step rank 0 checks that the folder's filesystem holds
+  --keep checkpoints plus the one being written; when it does not, it prints a `no_space` event (path,
+  bytes needed and available) and every rank exits with NO_SPACE_EXIT, having trained nothing.
 - Stopping: SIGUSR1 (sbatch --signal=USR1@N) or SIGTERM (scancel, preemption, torchrun passing one on) sets
   a flag; the ranks agree on it at the next step (an all-reduce of the flag), write a checkpoint, rank 0
   writes <dir>/STOPPED and they exit with STOP_EXIT; train.sbatch then requeues the job. A finished run
   writes <dir>/DONE.
-- Measurements, printed as one JSON line per rank after `GPUFLEET_TRAIN ` (what the training check reads):
+- Measurements, printed as one JSON line per rank and event after `GPUFLEET_TRAIN ` (what the training
+  check reads; under `gpufleet validate`, TRAIN_EVENT_PARTS=1 sends a long one in short parts):
   time to join the process group and to the first step, per-step times, each rank's own compute time
   (forward+backward without the all-reduce) and the time of a gradient-sized broadcast from it (its link),
   DDP's all-reduce per bucket (a communication hook times each one), the loss, a hash of the parameters,
@@ -49,6 +52,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 
 MARKER = "GPUFLEET_TRAIN "
 STOP_EXIT = 3  # the ranks checkpointed on a signal: requeue me
+NO_SPACE_EXIT = 4  # the checkpoint folder's filesystem cannot hold the checkpoints: nothing was trained
 COMPLETE = "COMPLETE"
 
 _stop_requested = False
@@ -80,7 +84,9 @@ def emit(kind: str, **data: Any) -> None:
     a job that exited 0)."""
     sys.stdout.flush()
     text = json.dumps({"kind": kind, **data}, sort_keys=True)
-    if len(text) + len(MARKER) < PART_CHARS:
+    # Run by hand, each event is one readable line; `gpufleet validate` sets TRAIN_EVENT_PARTS=1 and reads
+    # the parts back together.
+    if len(text) + len(MARKER) < PART_CHARS or os.environ.get("TRAIN_EVENT_PARTS") != "1":
         lines = [MARKER + text]
     else:
         _emitted[0] += 1
@@ -168,6 +174,25 @@ def save_checkpoint(
     dist.barrier()
     info["write_s"] = time.perf_counter() - started
     return info
+
+
+def checkpoint_room(root: Path, model: torch.nn.Module, keep: int) -> dict[str, Any] | None:
+    """Before the first step: whether the checkpoint folder's filesystem holds ``keep`` complete checkpoints
+    plus the one being written. A checkpoint is the parameters and SGD's momentum buffer of each (twice the
+    parameters' bytes; DCP's metadata is a few KB more). None when it fits; else what the check reports."""
+    size = 2 * sum(p.numel() * p.element_size() for p in model.parameters())
+    needed = (keep + 1) * size
+    stats = os.statvfs(root)
+    available = stats.f_bavail * stats.f_frsize
+    if available >= needed:
+        return None
+    return {
+        "path": str(root),
+        "needed": needed,
+        "available": available,
+        "checkpoint_bytes": size,
+        "keep": keep,
+    }
 
 
 def load_checkpoint(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
@@ -266,11 +291,20 @@ def main() -> int:
     root = Path(args.checkpoint_dir) if args.checkpoint_dir else None
     start_step, resumed = 0, None
     if root is not None:
+        short: list[Any] = [None]
         if rank == 0:
             root.mkdir(parents=True, exist_ok=True)
             for stale in root.glob(".tmp-step-*"):  # a write a killed job never finished
                 shutil.rmtree(stale, ignore_errors=True)
             (root / "STOPPED").unlink(missing_ok=True)
+            short[0] = checkpoint_room(root, model, args.keep)
+        dist.broadcast_object_list(short, src=0)
+        if short[0] is not None:
+            # Not a step is run that could not be kept: every rank stops before training, and says why.
+            if rank == 0:
+                emit("no_space", rank=rank, host=host, **short[0])
+            dist.destroy_process_group()
+            return NO_SPACE_EXIT
         dist.barrier()
         choice: list[Any] = [str(complete_checkpoints(root)[-1][1]) if complete_checkpoints(root) else None]
         dist.broadcast_object_list(choice, src=0)

@@ -6,7 +6,12 @@ The CLI boundary (``gpufleet.cli``) turns these into a message and an exit code;
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import IntEnum
+from pathlib import Path
 
 
 class ExitCode(IntEnum):
@@ -19,7 +24,7 @@ class ExitCode(IntEnum):
     PROVISION = 4  # bringing up or tearing down infrastructure failed
     CONFIGURE = 5  # the Ansible run failed
     VALIDATE = 6  # the validation run could not be carried out (not the same as a failed gate)
-    STATE = 7  # no such cluster, or its state folder is inconsistent
+    STATE = 7  # no such cluster, its state folder is inconsistent, or the spec differs from the cluster's
     ENVIRONMENT = 8  # a host prerequisite is missing (podman, debootstrap, root, ...)
     LEFTOVERS = 9  # teardown finished but something tagged for the cluster is still there
     BUSY = 10  # another gpufleet command holds the cluster's lock
@@ -74,6 +79,10 @@ class StateError(GpufleetError):
     exit_code = ExitCode.STATE
 
 
+class SpecDrift(StateError):
+    """The spec differs from the one the cluster was made from, where the command cannot apply it."""
+
+
 class EnvironmentProblem(GpufleetError):
     """A host prerequisite is missing."""
 
@@ -100,3 +109,77 @@ class Interrupted(GpufleetError):
         )
         self.signal = signal
         self.exit_code = ExitCode.SIGINT if signal == "SIGINT" else ExitCode.SIGTERM
+
+
+# ---- the environment's refusals: a full disk, no permission, too many files, a read-only filesystem ------
+
+# errno -> (what the system said, what to do). Each is the machine's state, not a bug in gpufleet: the
+# message names the path and what was being written, the exit code is ENVIRONMENT (8).
+_REFUSALS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: (
+        "no space left on the device",
+        "free space on the filesystem that holds it (df -h {folder}), or point gpufleet elsewhere "
+        "(GPUFLEET_STATE_DIR for the state, --out for reports), then run the same command again",
+    ),
+    errno.EDQUOT: (
+        "the disk quota is exceeded",
+        "free space within your quota (quota -s), or point gpufleet elsewhere (GPUFLEET_STATE_DIR, --out), "
+        "then run the same command again",
+    ),
+    errno.EACCES: (
+        "permission denied",
+        "give your user write access to {folder} (ls -ld {folder}), or point gpufleet elsewhere "
+        "(GPUFLEET_STATE_DIR, --out)",
+    ),
+    errno.EPERM: (
+        "the operation is not permitted",
+        "check the owner and attributes of {folder} (ls -ld {folder}; lsattr -d {folder})",
+    ),
+    errno.EROFS: (
+        "the filesystem is read-only",
+        "remount it read-write (mount -o remount,rw), or point gpufleet at a writable place "
+        "(GPUFLEET_STATE_DIR, --out)",
+    ),
+    errno.EMFILE: (
+        "this process has too many open files",
+        "raise the limit of open files (ulimit -n 4096 in this shell) and run the same command again",
+    ),
+    errno.ENFILE: (
+        "the system has too many open files",
+        "close programs that hold many files, or raise fs.file-max (sysctl fs.file-max), then run again",
+    ),
+}
+
+
+def environment_problem(
+    exc: OSError, what: str | None = None, where: str | os.PathLike[str] | None = None
+) -> EnvironmentProblem | None:
+    """``exc`` as the clear error it is when the environment refused (``_REFUSALS``), naming ``what`` was
+    being written and the path (the error's own; else ``where``, the file or folder being written: a failed
+    write(2), unlike open(2), names no file); None for any other ``OSError`` (which stays what it is)."""
+    refusal = _REFUSALS.get(exc.errno or 0)
+    if refusal is None:
+        return None
+    said, todo = refusal
+    path = exc.filename if isinstance(exc.filename, str) else os.fspath(where) if where is not None else None
+    if path is None:
+        target = what or "a file (the system did not say which)"
+        folder = "."
+    else:
+        target = f"{what} at {path}" if what else path
+        folder = path if where is not None and Path(path).is_dir() else str(Path(path).parent)
+    return EnvironmentProblem(f"cannot write {target}: {said}", hint=todo.format(folder=folder))
+
+
+@contextmanager
+def writing(what: str, where: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """Turn the environment's refusal of a write inside the block into ``EnvironmentProblem`` naming
+    ``what`` (e.g. "the cluster's state record") and the path (``where``: the file or folder being
+    written, for errors that name none); other errors pass unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        problem = environment_problem(exc, what, where)
+        if problem is None:
+            raise
+        raise problem from exc

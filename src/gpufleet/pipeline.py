@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.bake.baker import baker_for
-from gpufleet.errors import StateError
+from gpufleet.errors import StateError, writing
 from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.infra.software import with_software
 from gpufleet.inventory.model import Inventory
-from gpufleet.lifecycle import known, teardown
+from gpufleet.lifecycle import drift, known, teardown
 from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.phases import tracked
 from gpufleet.progress import Reporter
@@ -34,11 +34,24 @@ if TYPE_CHECKING:
 
 
 def up(
-    spec: ClusterSpec, reporter: Reporter, spec_path: Path | None = None
+    spec: ClusterSpec, reporter: Reporter, spec_path: Path | None = None, *, replace: bool = False
 ) -> tuple[ClusterState, Inventory]:
-    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
+    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory. A spec that differs
+    from the one the cluster was made from is shown and applied where the backend changes it in place, and
+    refused elsewhere, or from another file, unless ``replace`` (``lifecycle.drift``): then a cluster whose
+    machines must change is taken down first and made again."""
     hold_cluster_lock(spec.name, "up")
     state = ClusterState.for_name(spec.name)
+    changed = drift.check_up(spec, state, spec_path, replace=replace)
+    if changed is not None and changed.remade:
+        reporter.info(
+            f"--replace: cluster {spec.name} is taken down and made again for:\n"
+            + "\n".join(f"  {c}" for c in changed.remade)
+        )
+        down(changed.recorded_spec(), reporter).raise_for_leftovers()
+        state = ClusterState.for_name(spec.name)
+    elif changed is not None and changed.in_place:
+        reporter.info("changes applied in place:\n" + "\n".join(f"  {c}" for c in changed.in_place))
     state.begin(spec, spec_path)
     state.ensure_munge_key()
     with tracked(state, "up"):
@@ -47,15 +60,21 @@ def up(
         baker = baker_for(spec)
         baked = baker.newest(spec, reporter) if baker is not None else None
         inventory = with_software(backend_for(spec).up(spec, state, reporter, spec_path, baked=baked), spec)
-        inventory.write(state.inventory_file)
-    state.mark("up", "done", hosts=len(inventory.hosts))
+        with writing("the cluster's inventory", state.inventory_file):
+            inventory.write(state.inventory_file)
+    applied = [str(c) for c in changed.in_place] if changed is not None and not changed.remade else []
+    state.mark("up", "done", hosts=len(inventory.hosts), **({"applied": applied} if applied else {}))
     return state, inventory
 
 
-def load_inventory(spec: ClusterSpec) -> tuple[ClusterState, Inventory]:
-    """The state and inventory of a cluster that is up, or ``StateError``."""
+def load_inventory(spec: ClusterSpec, command: str | None = None) -> tuple[ClusterState, Inventory]:
+    """The state and inventory of a cluster that is up, or ``StateError``. ``command`` (configure,
+    validate: what acts on the cluster as ``up`` made it): also ``SpecDrift`` when ``spec`` differs from the
+    cluster's but for the run's own settings, naming what differs and the command that applies it."""
     state = ClusterState.for_name(spec.name)
     state.load()
+    if command is not None:
+        drift.require_same(spec, state, command)
     if not state.inventory_file.exists():
         raise StateError(
             f"cluster '{spec.name}' has no inventory yet (its 'up' did not finish)",
@@ -80,7 +99,7 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
 
     choice = relay.chosen()  # GPUFLEET_CONFIGURE_FROM: auto, here or head (docs/architecture.md)
     hold_cluster_lock(spec.name, "configure")
-    state, inventory = load_inventory(spec)
+    state, inventory = load_inventory(spec, "gpufleet configure")
     baked = baked_and_current(spec, inventory.extra_vars)
     on_head = relay.runs_on_head(choice, inventory, baked)
     if baked:
@@ -121,24 +140,29 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
     listed again: anything left is ``LeftoversError`` (exit 9), after the report is written."""
     from gpufleet.errors import LeftoversError
     from gpufleet.monitoring import util
-    from gpufleet.validate.report import append_section
+    from gpufleet.validate.report import append_section, require_room
     from gpufleet.validate.suite import run_suite, scheduler_for
 
     kubernetes = spec.scheduler.kind is SchedulerKind.KUBERNETES
     if kubernetes and not ClusterState.for_name(spec.name).inventory_file.exists():
         up(spec, reporter)  # a cluster handed over: up only surveys it and records its nodes
     hold_cluster_lock(spec.name, "validate")
-    state, inventory = load_inventory(spec)
+    state, inventory = load_inventory(spec, "gpufleet validate")
+    require_room(out)
     collectives = ", ".join(c.value for c in spec.validation.collectives)
     started = time.time()
     how = "as MPIJobs on Kubernetes" if kubernetes else "through Slurm"
-    with tracked(state, "validate"), reporter.step(f"validate: {collectives} {how}"):
+    with (
+        tracked(state, "validate"),
+        reporter.step(f"validate: {collectives} {how}"),
+        writing("the validation report", out),
+    ):
         scheduler = scheduler_for(spec, inventory)
         try:
             result = run_suite(spec, inventory, scheduler, out)
         finally:
             left = scheduler.cleanup()
-    append_section(result.report, "utilization", util.during(inventory, started, time.time()))
+        append_section(result.report, "utilization", util.during(inventory, started, time.time()))
     state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
     if left:
         raise LeftoversError(
@@ -222,11 +246,12 @@ def run(
     spec_path: Path | None = None,
     keep: bool = False,
     bake: bool = False,
+    replace: bool = False,
     view: RunView | None = None,
 ) -> RunResult:
     """The whole job: (bake,) check, up, configure, validate, then down (also when a step fails, unless
     ``keep``). ``bake``: first bake the roles' install phase into a node image where the backend's baker
-    does so in a run (local), if none matches."""
+    does so in a run (local), if none matches. ``replace``: as ``up``'s."""
     from gpufleet.errors import GpufleetError
     from gpufleet.preflight import require_no_errors
 
@@ -237,7 +262,7 @@ def run(
         view.baked(baker.build(spec, reporter))
     try:
         require_no_errors(spec)
-        state, inventory = up(spec, reporter, spec_path)
+        state, inventory = up(spec, reporter, spec_path, replace=replace)
         view.up(state, inventory)
         view.configured(configure(spec, reporter))
         view.before_validate()

@@ -9,6 +9,7 @@ backend, ``local/`` for the podman backend). ``down`` removes the folder last, a
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -19,8 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufleet.errors import EnvironmentProblem, StateError
+from gpufleet.errors import EnvironmentProblem, StateError, writing
+from gpufleet.spec.drift import fingerprint, recordable
 from gpufleet.spec.model import ClusterSpec
+
+# The record is padded to a whole block of this size (``ClusterState.save``): 4 KiB, the block of ext4 and
+# XFS, and a tmpfs page on x86-64.
+_BLOCK = 4096
 
 
 def state_root() -> Path:
@@ -104,10 +110,40 @@ class ClusterState:
         return record
 
     def save(self, record: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Write the record (a new file renamed over the old one). The file is padded with blanks to a
+        whole block, which costs no space (a file takes whole blocks), so that on a full disk the record can
+        still be rewritten in the blocks it holds: a phase that failed because the disk filled is recorded
+        as failed, not left ``running``."""
+        data = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+        data += b" " * (-len(data) % _BLOCK)
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        tmp.replace(self.state_file)
+        with writing("the cluster's state record", self.state_file):
+            self.root.mkdir(parents=True, exist_ok=True)
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(self.state_file)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self._overwrite(data):
+                    raise
+
+    def _overwrite(self, data: bytes) -> bool:
+        """Rewrite the record in the blocks the file holds (no new block is needed); False when the
+        record has grown past them or there is no record."""
+        try:
+            size = self.state_file.stat().st_size
+        except FileNotFoundError:
+            return False
+        data = data.rstrip(b" ")
+        if len(data) > size:
+            return False
+        fd = os.open(self.state_file, os.O_WRONLY)
+        try:
+            os.write(fd, data + b" " * (size - len(data)))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
 
     def update(self, **changes: Any) -> dict[str, Any]:
         record = self.load() if self.exists() else {}
@@ -116,7 +152,9 @@ class ClusterState:
         return record
 
     def begin(self, spec: ClusterSpec, spec_path: Path | None) -> dict[str, Any]:
-        """Create (or re-open) the record for ``spec``; the creation time is kept across re-runs."""
+        """Create (or re-open) the record for ``spec``; the creation time is kept across re-runs. The
+        record holds the spec's content (``spec``, and its ``spec_sha256``): what later commands compare
+        the spec they are given with (``gpufleet.lifecycle.drift``)."""
         record = self.load() if self.exists() else {}
         if record and record.get("provider") != spec.provider.kind:
             raise StateError(
@@ -133,6 +171,8 @@ class ClusterState:
             created_at=created,
             expires_at=expires.isoformat(),
             spec_path=str(spec_path.resolve()) if spec_path else record.get("spec_path"),
+            spec=recordable(spec),
+            spec_sha256=fingerprint(recordable(spec)),
         )
         record.setdefault("phases", {})
         self.save(record)

@@ -58,7 +58,9 @@ class Recorder(pipeline.RunView):
 def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     done: list[str] = []
     monkeypatch.setattr("gpufleet.preflight.require_no_errors", lambda spec: done.append("check"))
-    monkeypatch.setattr(pipeline, "up", lambda spec, reporter, path: done.append("up") or (None, None))
+    monkeypatch.setattr(
+        pipeline, "up", lambda spec, reporter, path, replace=False: done.append("up") or (None, None)
+    )
     monkeypatch.setattr(pipeline, "configure", lambda spec, reporter: done.append("configure"))
 
     def validate(spec, out, reporter):  # type: ignore[no-untyped-def]

@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -227,6 +228,148 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     assert all(wrong in checks for checks in failing.values()), failing
 
 
+# ---- the spec is the truth; the environment's refusals are named (issue 38, docs/reliability.md) ----------
+
+
+def test_another_spec_with_the_cluster_name_is_refused_and_a_small_disk_is_named(cluster, tmp_path) -> None:
+    """Refusals that stop before anything runs, each a second or two: an up of another file with the cluster's
+    name that would change its memory and mount point (it used to rewrite the inventory silently, exit 0); a
+    configure of a spec with an image the cluster was not brought up with (it used to run 211 s, stage
+    nothing and exit 0); a validate whose report folder is on a 1 MiB filesystem."""
+    cli, spec, state = cluster
+    inventory_file, record_file = state / NAME / "inventory.yml", state / NAME / "state.json"
+    inventory_before, spec_before = inventory_file.read_text(), json.loads(record_file.read_text())["spec"]
+    other = yaml.safe_load(spec.read_text())
+    other["provider"]["node_memory_mb"] = 2048
+    other["filesystem"]["mount_point"] = "/data"
+    other_path = tmp_path / "spec.yaml"
+    other_path.write_text(yaml.safe_dump(other))
+    refused = cli.json("up", str(other_path), expect=7)["error"]
+    assert refused["type"] == "SpecDrift" and f"not from {other_path}" in refused["message"], refused
+    assert "provider.node_memory_mb: 1024 -> 2048" in refused["message"]
+    assert "filesystem.mount_point: /shared -> /data" in refused["message"]
+    assert f"gpufleet up --replace {other_path}" in refused["hint"]
+    assert inventory_file.read_text() == inventory_before
+    assert json.loads(record_file.read_text())["spec"] == spec_before
+
+    imaged = yaml.safe_load(spec.read_text())
+    imaged["software"]["container_image"] = "nvcr.io#nvidia/pytorch:25.01-py3"
+    imaged_path = spec.with_name("imaged.yaml")
+    imaged_path.write_text(yaml.safe_dump(imaged))
+    stopped = cli.json("configure", str(imaged_path), expect=7)["error"]
+    assert "software.container_image: (none) -> nvcr.io#nvidia/pytorch:25.01-py3" in stopped["message"]
+    assert stopped["hint"].startswith("apply them with 'gpufleet up SPEC' (they change in place)"), stopped
+
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
+    try:
+        full = cli.json("validate", str(spec), "--out", str(small / "report"), expect=8)["error"]
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    assert full["kind"] == "environment" and f"({small}) has 1 MiB free" in full["message"], full
+    assert f"df -h {small}" in full["hint"]
+
+
+def _nsenter(node: str, command: str) -> None:
+    """``command`` in ``node``'s mount namespace, as the host's root (the host's device cgroup, so a block
+    device of the host can be mounted there)."""
+    pid = podman("inspect", "-f", "{{.State.Pid}}", node)[0]
+    subprocess.run(["nsenter", "-t", pid, "-m", "--", "sh", "-c", command], check=True)
+
+
+def test_a_full_checkpoint_filesystem_and_a_node_slurm_drains_are_named(cluster, tmp_path) -> None:
+    """The training job's folder (<mount>/.gpufleet/training) on a 16 MiB ext4 loop device, mounted in every
+    node (one block device, one filesystem, as a shared one) and filled to under 1 MiB free: the job stops
+    before its first step, naming path, needed and available (it was a raw OSError traceback). While it runs,
+    Slurm drains a compute node (as it does when a node's SlurmdSpoolDir fills): the report names the node,
+    Slurm's reason and the command that returns it (nothing said so before)."""
+    cli, spec, _state = cluster
+    ctl, c0, c1 = f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"
+    image = tmp_path / "checkpoints.img"
+    subprocess.run(["truncate", "-s", "16M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    loop = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True)
+    device = loop.stdout.strip()
+    numbers = subprocess.run(["stat", "-c", "%t %T", device], check=True, capture_output=True, text=True)
+    major, minor = (int(x, 16) for x in numbers.stdout.split())
+    folder, node_device = "/shared/.gpufleet/training", "/dev/gpufleet-test-checkpoints"
+    mounted: list[str] = []
+    data = yaml.safe_load(spec.read_text())
+    data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
+    data["validation"]["find_bad_nodes"] = False
+    data["validation"]["training"]["steps"] = 10
+    small_spec = spec.with_name("full.yaml")
+    small_spec.write_text(yaml.safe_dump(data))
+    drained = threading.Event()
+
+    def drain_once_the_training_job_runs() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not drained.is_set():
+            running = _sh(ctl, "squeue -h -t R -n gpufleet-train -o %i")
+            if running:
+                _sh(ctl, f"scontrol update nodename={c1} state=drain reason='SlurmdSpoolDir is full'")
+                drained.set()
+                return
+            time.sleep(2)
+
+    try:
+        for node in (ctl, c0, c1):
+            _nsenter(node, f"mknod {node_device} b {major} {minor} && mkdir -p {folder} && "
+                           f"mount {node_device} {folder}")  # fmt: skip
+            mounted.append(node)
+        _sh(ctl, f"fallocate -l $(( $(df -B1 --output=avail {folder} | tail -1) - 786432 )) {folder}/filler")
+        watcher = threading.Thread(target=drain_once_the_training_job_runs, daemon=True)
+        watcher.start()
+        report = cli.json("validate", str(small_spec), "--out", str(tmp_path / "report"), expect=1)
+        drained.set()
+        watcher.join(timeout=10)
+    finally:
+        for node in mounted:  # lazy: a finished job's folder may still be held a moment
+            _nsenter(node, f"umount -l {folder}; rm -f {node_device}")
+        subprocess.run(["losetup", "-d", device], check=False)
+        _sh(ctl, f"scontrol update nodename={c1} state=resume >/dev/null 2>&1 || true")
+    training = report["training"]
+    checkpoint = next(c for c in training["checks"] if c["name"] == "checkpoint")
+    assert checkpoint["status"] == "fail", checkpoint
+    assert " KiB free; the job's checkpoints need " in checkpoint["message"], checkpoint
+    assert checkpoint["message"].startswith(f"{folder}/"), checkpoint
+    assert not any(c["name"] == "finish" for c in training["checks"]), training["checks"]
+    taken = report["slurm_took_out"]["nodes"]
+    assert set(taken) == {c1} and taken[c1]["reason"] == "SlurmdSpoolDir is full", taken
+    assert taken[c1]["resume"] == f"scontrol update nodename={c1} state=resume"
+    assert _sh(ctl, f"sinfo -h -n {c1} -o %t")[-1] in ("idle", "mix", "alloc"), "the test returned the node"
+
+
+def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(cluster, tmp_path) -> None:
+    """torchrun's rendezvous port blocked on the head node (iptables in its network namespace, from the
+    host): the join check names the ranks, the nodes where torchrun ran without a worker starting, the
+    rendezvous's node, and each node's own error from the job log (it named both nodes and hid the timeout,
+    quoting sbatch's stderr instead of the job log)."""
+    cli, spec, _state = cluster
+    c0 = f"{NAME}-compute-0"
+    data = yaml.safe_load(spec.read_text())
+    data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
+    data["validation"]["find_bad_nodes"] = False
+    data["validation"]["training"].update(steps=10, join_timeout=15)  # seconds
+    blocked = spec.with_name("blocked.yaml")
+    blocked.write_text(yaml.safe_dump(data))
+    pid = podman("inspect", "-f", "{{.State.Pid}}", c0)[0]
+    rule = ["INPUT", "-i", "eth0", "-p", "tcp", "--dport", "29500", "-j", "DROP"]
+    subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-I", *rule], check=True)
+    try:
+        report = cli.json("validate", str(blocked), "--out", str(tmp_path / "report"), expect=1)
+    finally:
+        subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-D", *rule], check=True)
+    log = (tmp_path / "report" / "logs" / "training.log").read_text()
+    print(f"\nthe blocked rendezvous's job log:\n{log[-4000:]}")
+    join = next(c for c in report["training"]["checks"] if c["name"] == "join")
+    assert join["status"] == "fail", join
+    assert join["message"].startswith("rank(s) 0-1 of 2 did not join; "), join
+    assert f"no worker started there (its rendezvous on {c0} did not complete)" in join["message"], join
+    assert "; the job log says " in join["message"] and "Error" in join["message"], join
+
+
 # ---- the MPIJob execution model (issue 35, docs/kubernetes.md) ---------------------------------------
 
 
@@ -304,15 +447,18 @@ def kill_a_node_and_resume(spec: Path, *, reference: str) -> None:
     steps = yaml.safe_load(spec.read_text())["validation"]["training"]["steps"]
     ctl, victim = f"{NAME}-controller", f"{NAME}-compute-1"
     folder = "/shared/recovery"
-    _sh(ctl, f"mkdir -p {folder}/checkpoints")
+    # Copied to a folder of the login node the compute nodes do not see, and run by hand from there (issue
+    # 38): the template stages itself on the shared filesystem and submits from there.
+    _sh(ctl, "mkdir -p /root/my-job")
     for name in ("train.sbatch", "train_ddp.py"):
-        podman("cp", str(ROOT / "examples" / "jobs" / name), f"{ctl}:{folder}/{name}")
+        podman("cp", str(ROOT / "examples" / "jobs" / name), f"{ctl}:/root/my-job/{name}")
     started = time.monotonic()
     settings = f"TRAIN_STEPS={steps} TRAIN_CHECKPOINT_EVERY=10 TRAIN_STEP_DELAY=0.5"
-    settings += f" TRAIN_CHECKPOINT_DIR={folder}/checkpoints"
-    job = _sh(ctl, f"cd {folder} && {settings} sbatch --parsable -N2 --output={folder}/job.out train.sbatch")[
-        0
-    ]
+    settings += f" TRAIN_CHECKPOINT_DIR={folder}/checkpoints TRAIN_JOB_DIR={folder}"
+    submitted = _sh(ctl, f"cd /tmp && {settings} bash /root/my-job/train.sbatch -N2")[-1]
+    job = submitted.split()[2]
+    assert submitted == f"submitted job {job} from {folder}; its output: {folder}/train-{job}.out", submitted
+    job_out = f"{folder}/train-{job}.out"
 
     def complete() -> list[int]:
         found = _sh(ctl, f"cd {folder}/checkpoints && ls -d step-*/COMPLETE 2>/dev/null || true")
@@ -342,12 +488,15 @@ def kill_a_node_and_resume(spec: Path, *, reference: str) -> None:
     try:
         _wait(f"job {job} to finish", lambda: _sh(ctl, finished), 300)
     except AssertionError as error:
-        state = _sh(ctl, f"scontrol show job {job}; tail -n 40 {folder}/job.out")
+        state = _sh(ctl, f"scontrol show job {job}; tail -n 40 {job_out}")
         raise AssertionError(f"{error}\n" + "\n".join(state)) from None
     done = json.loads(_sh(ctl, f"cat {folder}/checkpoints/DONE")[0])
-    log = "\n".join(_sh(ctl, f"cat {folder}/job.out"))
-    resumed = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines()
-               if line.startswith("GPUFLEET_TRAIN ") and '"kind": "resume"' in line]  # fmt: skip
+    log = "\n".join(_sh(ctl, f"cat {job_out}"))
+    # srun --label: each line starts with its task ("0: "), then the event.
+    events = [line.split("GPUFLEET_TRAIN ", 1)[1] for line in log.splitlines() if "GPUFLEET_TRAIN {" in line]
+    resumed = [json.loads(event) for event in events if '"kind": "resume"' in event]
+    # Run by hand, every event is one readable JSON line: the summaries too, no base64 parts.
+    assert "GPUFLEET_TRAIN_PART" not in log and '"kind": "summary"' in log, log[-2000:]
     print(f"recovered in {time.monotonic() - started:.0f} s; resumes: {[r['start_step'] for r in resumed]}")
     # The second attempt started from the newest checkpoint complete when the node died: what was lost is
     # at most the steps after it, fewer than one interval (10).
@@ -487,6 +636,22 @@ def test_monitoring_busy_idle_alerts_util(cluster, baked_image: dict) -> None:
     assert set(cli.json("util", str(spec), "--hours", "1", "--job", jobs["busy"])["jobs"]) == {jobs["busy"]}
     print(f"util: {json.dumps(util['jobs'])}")
     SHARED["jobs"] = jobs
+    # Issue 38: util says when the idle alert fires here (MONITORING_VARS: a 30 s window, 20 s for it), and
+    # what each node is doing at its last scrape (every job is gone: no node is allocated).
+    assert util["idle_alert"].startswith(
+        "alert GpuAllocatedIdle: an allocated GPU whose SM-active, averaged over 30s, stays below 0.05 for "
+        "20s"
+    ), util["idle_alert"]
+    assert {util["nodes"][node]["now"] for node in (c0, c1)} == {"not allocated"}, util["nodes"]
+    # Prometheus stopped on the controller: util names the controller and the service, not a tunnel port.
+    _sh(ctl, "systemctl stop prometheus")
+    try:
+        stopped = cli.json("util", str(spec), "--hours", "1", expect=6)["error"]
+    finally:
+        _sh(ctl, "systemctl start prometheus")
+    assert stopped["message"].startswith(f"Prometheus on the controller {ctl} ("), stopped
+    assert "port 9090 there) does not answer" in stopped["message"] and "127.0.0.1" not in stopped["message"]
+    assert "systemctl status prometheus" in stopped["hint"], stopped
 
 
 # ---- containers (issue 22, docs/containers.md) ---------------------------------------------------------
@@ -568,7 +733,12 @@ def test_jobs_and_validation_run_inside_the_image(cluster, images: tuple[Path, P
     data["software"]["container_image"] = str(good)
     in_image = spec.with_name("containers.yaml")
     in_image.write_text(yaml.safe_dump(data))
-    cli("up", str(in_image))
+    # Another file with the cluster's name (issue 38): refused until it is named the cluster's spec, and then
+    # the image is the one change, made in place (the nodes stay as they are).
+    refused = cli.json("up", str(in_image), expect=7)["error"]
+    assert f"software.container_image: (none) -> {good}" in refused["message"], refused
+    replaced = cli.json("up", str(in_image), "--replace")
+    assert replaced["applied"] == [f"software.container_image: (none) -> {good}"], replaced
     configured = cli.json("configure", str(in_image))
     assert configured["ok"] is True
 
@@ -620,6 +790,31 @@ def test_jobs_and_validation_run_inside_the_image(cluster, images: tuple[Path, P
     assert failed["passed"] is False
     reasons = json.dumps(failed["tests"])
     assert "libmpi.so" in reasons, reasons[:3000]
+    # The cause first (issue 38): the loader's line, then srun's bookkeeping.
+    first = failed["tests"][0]["failures"][0]
+    assert first.startswith("/opt/gpufleet/mpi-perf/bin/all_reduce_perf: error"), first
+
+    # A registry image that cannot be imported (issue 38): the stage step of roles/containers, as configure
+    # runs it, names the reference and enroot's own error (it said "non-zero return code").
+    reference = "nvcr.io#nvidia/gpufleet-no-such-image:1"
+    play = state.parent / "stage.yml"
+    play.write_text(yaml.safe_dump([{
+        "hosts": controller, "gather_facts": False,
+        "tasks": [{"ansible.builtin.include_role": {"name": "containers", "tasks_from": "stage.yml"},
+                   "vars": {"containers_image": reference}}],
+    }]))  # fmt: skip
+    playbook = str(Path(GPUFLEET).parent / "ansible-playbook")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
+    env["ANSIBLE_ROLES_PATH"] = str(ROOT / "roles")
+    staged = subprocess.run(
+        [playbook, "-i", str(state / NAME / "inventory.yml"), str(play)],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert staged.returncode != 0, staged.stdout[-3000:]
+    said = " ".join(staged.stdout.split())
+    assert f"enroot could not import software.container_image {reference}" in said, said[-3000:]
+    assert "[ERROR]" in said or "curl" in said, said[-3000:]  # enroot's own words
+    print(f"enroot's import failure as configure reports it: {said[said.find('enroot could not') :][:600]}")
 
 
 # ---- down (the last test: the module's cluster is gone after it) ----------------------------------------

@@ -431,7 +431,7 @@ def test_gpufleet_configure_takes_the_head_path_when_the_switch_or_auto_says_so(
         def mark(self, *args: object, **kwargs: object) -> None:
             called.append(("mark", args))
 
-    monkeypatch.setattr(pipeline, "load_inventory", lambda spec: (State(), inventory))
+    monkeypatch.setattr(pipeline, "load_inventory", lambda spec, command=None: (State(), inventory))
     monkeypatch.setattr(pipeline, "tracked", lambda state, phase: contextlib.nullcontext())
     monkeypatch.setattr(baker, "baked_and_current", lambda spec, extra: "abc123")
 

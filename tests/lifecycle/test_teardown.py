@@ -95,3 +95,29 @@ def test_a_damaged_state_record_does_not_stop_down(spec_path, monkeypatch):
     report = teardown.down(spec, state, SilentReporter())
     assert report.removed[0] == "vm demo-gpu-0" and report.leftovers == []
     assert report.stack is None and not state.root.exists()
+
+
+def test_the_logs_of_a_failed_phase_outlive_down(spec_path, monkeypatch, tmp_path):
+    """Issue 38: configure's import failure was in an Ansible log that down deleted with the state folder."""
+    spec = load_spec(spec_path)
+    state = ClusterState.for_name(spec.name)
+    events = state.logs_dir / "ansible" / "artifacts" / "job_events"
+    events.mkdir(parents=True)
+    (events / "9-failed.json").write_text('{"event": "runner_on_failed"}')
+    state.mark("configure", "failed", error="site.yml failed")
+    _use(monkeypatch, Stubborn(left=[]))
+    code = CliRunner().invoke(app, ["down", str(spec_path), "--json"])
+    assert code.exit_code == 0, code.output
+    kept = json.loads(code.stdout)["logs"]
+    assert kept and kept.startswith(str(tmp_path / "state" / "reports" / f"{spec.name}-")), kept
+    assert (Path(kept) / "ansible" / "artifacts" / "job_events" / "9-failed.json").exists()
+    assert not state.root.exists()
+
+
+def test_a_clean_life_keeps_no_logs(spec_path, monkeypatch):
+    spec = load_spec(spec_path)
+    state = ClusterState.for_name(spec.name)
+    (state.logs_dir / "ansible").mkdir(parents=True)
+    state.mark("configure", "done")
+    _use(monkeypatch, Stubborn(left=[]))
+    assert teardown.down(spec, state, SilentReporter()).logs is None

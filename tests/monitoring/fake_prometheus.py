@@ -1,4 +1,8 @@
-"""A fake Prometheus HTTP API for tests: a real HTTP server that answers ``/api/v1/query_range`` and
+"""A fake Prometheus HTTP API, kept only where no real engine answers: Prometheus 3.x's left-open ranges
+(tests/monitoring/test_util.py; Debian 12 ships 2.42, which test_util_engine.py runs for real). It answers
+by the query's exact text, so it cannot tell right PromQL from wrong: never test a query with it.
+
+A real HTTP server that answers ``/api/v1/query_range`` and
 ``/api/v1/query`` in Prometheus's shape (https://prometheus.io/docs/prometheus/latest/querying/api/,
 read 2026-11-24), including what makes it awkward: values are strings, times are floats, a range is
 sampled at start + k * step up to end inclusive, an unknown query is a 400 ``bad_data`` error, and a

@@ -1,15 +1,14 @@
-"""``down`` writes the utilization report before it destroys anything, and still tears down (and proves
-nothing is left) when Prometheus cannot be read."""
+"""``down`` still tears down (and proves nothing is left) when Prometheus cannot be read, and says why its
+utilization report is missing. The report it writes from a real Prometheus before it destroys anything is
+test_util_engine.py's ``test_down_writes_the_cluster_lifes_report_before_destroying``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.monitoring.fake_prometheus import fake_prometheus
-from tests.monitoring.test_util import answers, begin_demo, inventory
+from tests.monitoring.test_util import begin_demo, inventory
 
 from gpufleet.infra.baremetal.backend import BaremetalBackend
 from gpufleet.lifecycle import teardown
@@ -46,25 +45,9 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Clust
     return spec, state, backend
 
 
-def _reports() -> Path:
+def reports() -> Path:
     (found,) = (state_root() / "reports").iterdir()
     return found
-
-
-def test_report_is_written_before_destroy(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec, state, backend = cluster
-    inventory().write(state.inventory_file)
-    with fake_prometheus(answers()) as (url, _seen):
-        monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", url)
-        result = teardown.down(spec, state, RecordingReporter())
-    assert [p.name for p in backend.reports_at_destroy] == [
-        "utilization.json",
-        "utilization.md",
-        "utilization.png",
-    ]
-    assert result.utilization["available"] is True and not result.leftovers
-    assert not state.exists(), "the state folder goes last, the report stays"
-    assert json.loads((_reports() / "utilization.json").read_text())["available"] is True
 
 
 def test_unreachable_prometheus_still_tears_down_and_says_so(
@@ -79,7 +62,7 @@ def test_unreachable_prometheus_still_tears_down_and_says_so(
     assert result.utilization["available"] is False and "cannot be reached" in result.utilization["reason"]
     assert (
         "Not available: Prometheus at http://127.0.0.1:1 cannot be reached"
-        in (_reports() / "utilization.md").read_text()
+        in (reports() / "utilization.md").read_text()
     )
     assert any("utilization report: not available" in line for line in reporter.lines)
 

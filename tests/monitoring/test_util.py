@@ -1,11 +1,14 @@
-"""gpufleet util: GPU-hours allocated and used, busy ratio and dollars wasted, read from a fake Prometheus
-that speaks the real HTTP API (tests/monitoring/fake_prometheus.py)."""
+"""gpufleet util where no Prometheus engine answers: the scrape interval it reads, the step it asks for,
+what it says when Prometheus cannot be reached; and, through the fake Prometheus
+(tests/monitoring/fake_prometheus.py), the windows' arithmetic under Prometheus 3.x's left-open ranges,
+which no engine here runs (Debian 12 ships 2.42). The fake answers util's own query strings, so these
+tests check the windows, never the PromQL: everything a real engine can answer is in
+test_util_engine.py, against Prometheus itself."""
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,6 @@ import yaml
 from tests.monitoring.fake_prometheus import Answers, fake_prometheus
 from typer.testing import CliRunner
 
-from gpufleet.catalog import load_catalog
 from gpufleet.cli.app import app
 from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
 from gpufleet.monitoring import util
@@ -56,101 +58,16 @@ def const(value: float, until: float | None = None):
     return lambda t: value if until is None or t < until else None
 
 
-def answers(job: str | None = None) -> Answers:
-    alloc = (
-        util.ALLOCATED
-        if job is None
-        else util.ALLOCATED.replace("slurm_job_gpu", f'slurm_job_gpu{{jobid="{job}"}}')
-    )
-    used = util.USED if job is None else util.USED.replace("slurm_job_gpu", f'slurm_job_gpu{{jobid="{job}"}}')
-    half = T0 + HOUR / 2
-    allocated = [
-        ({"jobid": "7", "node": "n1", "gpu": "0"}, const(1)),
-        ({"jobid": "7", "node": "n1", "gpu": "1"}, const(1)),
-        ({"jobid": "8", "node": "n2", "gpu": "0"}, const(1, until=half)),
-    ]
-    busy = [
-        ({"jobid": "7", "node": "n1", "gpu": "0"}, const(0.5)),
-        ({"jobid": "7", "node": "n1", "gpu": "1"}, const(0.0)),
-        ({"jobid": "8", "node": "n2", "gpu": "0"}, const(1.0, until=half)),
-    ]
-    if job:
-        allocated = [a for a in allocated if a[0]["jobid"] == job]
-        busy = [b for b in busy if b[0]["jobid"] == job]
-    return {
-        alloc: allocated,
-        used: busy,
-        util.CAPACITY: [({"node": "n1"}, const(8)), ({"node": "n2"}, const(8))],
-        util.SIMULATED: [],
-    }
-
-
-def price() -> float:
-    itype = load_catalog().instance_types["p5.48xlarge"]
-    assert itype.price_per_hour_usd
-    return itype.price_per_hour_usd / itype.gpu_count
-
-
-def test_gpu_hours_busy_ratio_and_waste_per_node_and_job() -> None:
-    with fake_prometheus(answers()) as (url, seen):
-        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR)
-    assert {r["path"] for r in seen} == {"/api/v1/query_range"}
-    assert {float(r["step"]) for r in seen} == {15.0}
-    n1, n2 = report.nodes["n1"], report.nodes["n2"]
-    assert (n1.gpu_hours, n1.allocated_gpu_hours, n1.used_gpu_hours) == pytest.approx((8, 2, 0.5))
-    assert (n2.gpu_hours, n2.allocated_gpu_hours, n2.used_gpu_hours) == pytest.approx((8, 0.5, 0.5))
-    assert n1.busy_ratio == pytest.approx(0.25) and n2.busy_ratio == pytest.approx(1.0)
-    # n1: 1.5 allocated-idle GPU-hours + 6 unallocated; n2: 7.5 unallocated
-    assert n1.wasted_usd == pytest.approx(7.5 * price()) and n2.wasted_usd == pytest.approx(7.5 * price())
-    job7, job8 = report.jobs["7"], report.jobs["8"]
-    assert (job7.allocated_gpu_hours, job7.used_gpu_hours, job7.busy_ratio) == pytest.approx((2, 0.5, 0.25))
-    assert job7.wasted_usd == pytest.approx(1.5 * price()) and job8.wasted_usd == pytest.approx(0)
-    assert report.total.busy_ratio == pytest.approx(1.0 / 2.5)
-    assert not report.simulated
-    document = report.to_json()
-    assert document["jobs"]["7"]["busy_ratio"] == 0.25 and document["nodes"]["n2"]["gpu_hours"] == 8
-
-
-def test_one_job() -> None:
-    with fake_prometheus(answers("7")) as (url, _seen):
-        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR, job="7")
-    assert set(report.jobs) == {"7"}
-    assert report.nodes["n1"].allocated_gpu_hours == pytest.approx(2)
-    assert report.nodes["n1"].wasted_usd == pytest.approx(1.5 * price())  # no unallocated share for one job
-
-
-def test_no_price_no_dollars() -> None:
-    with fake_prometheus(answers()) as (url, _seen):
-        report = util.collect(PrometheusClient(url), inventory(instance_type="local"), T0, T0 + HOUR)
-    assert report.total.wasted_usd is None and report.jobs["7"].wasted_usd is None
-    assert "no price in the catalog" in util.render_markdown(report)
-
-
 def test_step_keeps_under_prometheus_point_limit() -> None:
     assert step_for(0, 3600) == 15
     week = 7 * 24 * HOUR
     assert week / step_for(0, week) < 11_000
 
 
-def test_prometheus_errors_are_clear() -> None:
-    with (
-        fake_prometheus({}) as (url, _seen),
-        pytest.raises(PrometheusUnavailable, match=r"refused the query \(400\): 1:1: parse error"),
-    ):
-        PrometheusClient(url).query_range("up", T0, T0 + 60, 15)
+def test_unreachable_prometheus_is_clear() -> None:
     with pytest.raises(PrometheusUnavailable, match="cannot be reached") as failure:
         PrometheusClient("http://127.0.0.1:1", timeout=2).query("up")
     assert failure.value.exit_code == 6 and failure.value.hint
-
-
-def test_report_files(tmp_path: Path) -> None:
-    with fake_prometheus(answers()) as (url, _seen):
-        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR)
-    files = util.write_report(tmp_path, report)
-    assert [f.name for f in files] == ["utilization.json", "utilization.md", "utilization.png"]
-    assert json.loads(files[0].read_text())["total"]["allocated_gpu_hours"] == 2.5
-    assert "| 7 | 2.000 | 0.500 | 25.0% |" in files[1].read_text()
-    assert files[2].read_bytes()[:4] == b"\x89PNG"
 
 
 def begin_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, ClusterState]:
@@ -172,18 +89,6 @@ def local_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_cli_util_json(local_state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    now = time.time()
-    with fake_prometheus(answers()) as (url, seen):
-        monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", url)
-        result = CliRunner().invoke(app, ["util", str(local_state), "--json", "--hours", "1"])
-    assert result.exit_code == 0, result.output
-    document = json.loads(result.stdout)
-    assert document["cluster"] == "demo" and set(document["jobs"]) == {"7"}  # job 8 ended before the window
-    assert document["nodes"]["n1"]["allocated_gpu_hours"] == pytest.approx(2, abs=0.01)
-    assert float(seen[0]["start"]) == pytest.approx(now - HOUR, abs=30)
-
-
 def test_cli_util_unreachable_prometheus_exits_6_with_the_cause(
     local_state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,28 +97,6 @@ def test_cli_util_unreachable_prometheus_exits_6_with_the_cause(
     assert result.exit_code == 6, result.output
     error = json.loads(result.stdout)["error"]
     assert "cannot be reached" in error["message"] and error["hint"]
-
-
-def test_validation_report_gains_the_utilization_during_the_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from gpufleet.validate.report import append_section, write_report
-
-    files = write_report(tmp_path, [], [])
-    with fake_prometheus(answers()) as (url, _seen):
-        monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", url)
-        section = util.during(inventory(), T0, T0 + HOUR)
-    append_section(files, "utilization", section)
-    document = json.loads(files.json.read_text())
-    assert (
-        document["utilization"]["available"] is True
-        and document["utilization"]["jobs"]["7"]["busy_ratio"] == 0.25
-    )
-    markdown = files.markdown.read_text()
-    assert markdown.startswith("# gpufleet validation report")
-    assert (
-        "## GPU utilization during the run: demo" in markdown and "| 7 | 2.000 | 0.500 | 25.0% |" in markdown
-    )
 
 
 def test_validation_report_says_why_there_is_no_utilization(
@@ -268,14 +151,14 @@ def short_jobs(starts: list[float], seconds: float, interval: float = 15.0) -> A
     }
 
 
-@pytest.mark.parametrize("left_open", [False, True], ids=["prometheus-2", "prometheus-3"])
-def test_jobs_shorter_than_a_step_get_their_gpu_hours(left_open: bool) -> None:
-    """A week's window: a step of 60 s (55 s from step_for, up to a multiple of the 15 s scrape). Jobs busy
-    for 20 s each are seen by one or two scrapes; one sample per step (the code before) missed most of
-    them. Their GPU-hours are what Prometheus recorded: the scrapes that saw them x 15 s."""
+def test_jobs_shorter_than_a_step_get_their_gpu_hours_under_prometheus_3() -> None:
+    """Prometheus 3.x's left-open ranges (test_util_engine.py has 2.x's, on the engine). A week's window: a
+    step of 60 s (55 s from step_for, up to a multiple of the 15 s scrape). Jobs busy for 20 s each are seen
+    by one or two scrapes; one sample per step (the code before) missed most of them. Their GPU-hours are what
+    Prometheus recorded: the scrapes that saw them x 15 s."""
     week = 7 * 24 * HOUR
     starts = [T0 + day * 24 * HOUR + 1000 + 11 * day for day in range(7)]
-    with fake_prometheus(short_jobs(starts, 20), left_open=left_open) as (url, seen):
+    with fake_prometheus(short_jobs(starts, 20), left_open=True) as (url, seen):
         report = util.collect(PrometheusClient(url), inventory(), T0, T0 + week)
     for i, begin in enumerate(starts):
         recorded = scrapes_holding(begin, begin + 20) * 15 / HOUR
@@ -290,23 +173,6 @@ def test_jobs_shorter_than_a_step_get_their_gpu_hours(left_open: bool) -> None:
     assert {r["query"] for r in seen} >= {f"sum_over_time(({util.ALLOCATED})[60s:15s])"}
 
 
-def test_the_inventory_scrape_interval_sets_the_resolution() -> None:
-    """A cluster scraped every 5 s: an 8 s job inside a 1-hour window (step 15 s) is seen by one or two
-    scrapes; each counts for 5 s."""
-    inv = inventory()
-    inv.extra_vars["monitoring_scrape_interval"] = "5s"
-    starts = [T0 + 600 + 3 * i + 60 * i for i in range(5)]
-    with fake_prometheus(short_jobs(starts, 8, interval=5)) as (url, seen):
-        report = util.collect(PrometheusClient(url), inv, T0, T0 + HOUR)
-    for i, begin in enumerate(starts):
-        recorded = scrapes_holding(begin, begin + 8, interval=5) * 5 / HOUR
-        assert str(100 + i) in report.jobs, f"job {100 + i} (8 s) missing from util"
-        assert report.jobs[str(100 + i)].allocated_gpu_hours == pytest.approx(recorded)
-    assert report.resolution == 5 and report.step == 15
-    assert {r["query"] for r in seen} >= {f"sum_over_time(({util.ALLOCATED})[15s:5s])"}
-
-
-@pytest.mark.parametrize("left_open", [False, True], ids=["prometheus-2", "prometheus-3"])
 @pytest.mark.parametrize(
     ("start", "seconds"),
     [
@@ -317,8 +183,9 @@ def test_the_inventory_scrape_interval_sets_the_resolution() -> None:
         (T0, 14),
     ],
 )
-def test_windows_count_every_scrape_once(left_open: bool, start: float, seconds: float) -> None:
-    """One GPU allocated throughout: exactly the scrape-interval multiples in (start, end] count, each
+def test_windows_count_every_scrape_once_under_prometheus_3(start: float, seconds: float) -> None:
+    """Prometheus 3.x's left-open ranges (test_util_engine.py has 2.x's, on the engine). One GPU allocated
+    throughout: exactly the scrape-interval multiples in (start, end] count, each
     once, whatever the window (the head query and the range query's windows neither overlap nor leave a
     gap, with Prometheus 2.x's closed ranges and 3.x's left-open ones), and the range query stays under
     Prometheus's 11,000 points (the fake refuses more, as Prometheus does)."""
@@ -329,23 +196,13 @@ def test_windows_count_every_scrape_once(left_open: bool, start: float, seconds:
         util.CAPACITY: [],
         util.SIMULATED: [],
     }
-    with fake_prometheus(answers, left_open=left_open) as (url, seen):
+    with fake_prometheus(answers, left_open=True) as (url, seen):
         report = util.collect(PrometheusClient(url), inventory(), start, end)
     multiples = math.floor(end / 15) - math.floor(start / 15)
     assert report.jobs["1"].allocated_gpu_hours * HOUR == pytest.approx(multiples * 15)
     for r in seen:
         if r["path"] == "/api/v1/query_range":
             assert (float(r["end"]) - float(r["start"])) / float(r["step"]) <= 11_000
-
-
-def test_timeline_is_busy_gpus_per_window() -> None:
-    with fake_prometheus(answers()) as (url, _seen):
-        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + HOUR)
-    times = [t for t, _ in report.timeline]
-    assert times == sorted(times) and times[0] >= T0 - 15 and times[-1] < T0 + HOUR
-    busy = dict(report.timeline)
-    assert busy[times[0]] == pytest.approx(1.5)  # job 7's GPU at 0.5 and job 8's at 1.0
-    assert busy[times[-1]] == pytest.approx(0.5)  # job 8 ended at half past
 
 
 def test_scrape_interval_from_the_inventory_or_the_role_default() -> None:
@@ -358,3 +215,28 @@ def test_scrape_interval_from_the_inventory_or_the_role_default() -> None:
     with pytest.raises(PrometheusUnavailable, match="monitoring_scrape_interval cannot be read") as failure:
         util.scrape_interval(inv)
     assert "15s" in (failure.value.hint or "")
+
+
+def test_an_allocated_node_idle_now_reads_idle_and_util_says_when_the_alert_fires() -> None:
+    """Issue 38: a 5-minute average hid an idle node right after busy work, and util did not say the idle
+    alert's window or delay. A job busy for 58 minutes of an hour and idle for the last 2: its busy ratio is
+    high, the rules' 5-minute average is still above the idle threshold, and util's 'now' reads idle."""
+    end = T0 + HOUR
+    busy_until = end - 120
+    held = {"jobid": "9", "node": "n1", "gpu": "0"}
+    answers = {
+        util.ALLOCATED: [(held, const(1))],
+        util.USED: [(held, lambda t: 1.0 if t < busy_until else 0.0)],
+        util.CAPACITY: [({"node": "n1"}, const(8)), ({"node": "n2"}, const(8))],
+        util.SIMULATED: [],
+    }
+    with fake_prometheus(answers) as (url, _seen):
+        report = util.collect(PrometheusClient(url), inventory(), T0, end)
+    assert report.jobs["9"].busy_ratio is not None and report.jobs["9"].busy_ratio > 0.9
+    assert report.now == {"n1": "idle", "n2": "not allocated"}
+    assert report.to_json()["nodes"]["n1"]["now"] == "idle"
+    assert report.idle_alert == (
+        "alert GpuAllocatedIdle: an allocated GPU whose SM-active, averaged over 5m, stays below 0.05 for "
+        "15m; a GPU that was busy is reported about 20m after it went idle (the 'now' column reads the last "
+        "scrape)"
+    )

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
 from gpufleet.catalog import load_catalog
 from gpufleet.preflight import Level, errors, registered_checks, run_checks
 from gpufleet.spec import parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
 
 AWS = {
     "name": "p5",
@@ -140,3 +144,39 @@ def test_baremetal_compute_type_typo_warns_with_the_nearest_catalog_type(tmp_pat
 def test_baremetal_known_and_generic_types_do_not_warn(tmp_path) -> None:
     spec = _baremetal("dgx-h100", tmp_path)
     assert not [f for f in run_checks(spec) if f.check == "instance_type_known"]
+
+
+@pytest.mark.parametrize(
+    ("image", "level", "words"),
+    [
+        ("/nonexistent/job.sqsh", Level.ERROR, "/nonexistent/job.sqsh does not exist on this machine"),
+        (
+            "{tmp}/not-squashfs.sqsh",
+            Level.ERROR,
+            "is not a squashfs image (it starts with b'PK\\x03\\x04', not squashfs's 'hsqs')",
+        ),
+        ("{tmp}", Level.ERROR, "is not a file"),
+        ("nvcr.io/nvidia/pytorch:25.01-py3", Level.ERROR, "Write it nvcr.io#nvidia/pytorch:25.01-py3"),
+        ("ghcr.io/team/job@sha256:" + "a" * 64, Level.ERROR, "Write it ghcr.io#team/job@sha256:aaaa"),
+        ("nvcr.io#nvidia/pytorch", Level.WARNING, "has no tag: enroot imports 'latest'"),
+        ("{tmp}/job.sqsh", None, None),
+        ("nvcr.io#nvidia/pytorch:25.01-py3", None, None),
+        ("ubuntu:24.04", None, None),
+    ],
+)
+def test_check_catches_a_bad_container_image(tmp_path, image, level, words) -> None:
+    """Issue 38: a container image that did not exist passed check and up, and failed in configure after every
+    node was made. The squashfs files are real: one made by its magic, one a zip file."""
+    (tmp_path / "job.sqsh").write_bytes(b"hsqs" + bytes(92))
+    (tmp_path / "not-squashfs.sqsh").write_bytes(b"PK\x03\x04" + bytes(20))
+    data = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
+    data["software"]["container_image"] = image.format(tmp=tmp_path)
+    if image == "{tmp}":
+        data["software"]["container_image"] = str(tmp_path / "folder.sqsh")
+        (tmp_path / "folder.sqsh").mkdir()
+    found = [f for f in run_checks(parse_spec(yaml.safe_dump(data))) if f.check == "container_image_usable"]
+    if level is None:
+        assert found == []
+        return
+    assert [(f.level, f.path) for f in found] == [(level, "software.container_image")], found
+    assert words in found[0].message, found[0].message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,10 +20,12 @@ GCE_LIMIT = 63
 
 
 def _planned_names(spec, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """The GCE names the program registers (its own preflight guard lifted, to see what it would make)."""
+    """The GCE names the program registers (its own preflight guard lifted, and the mocks' refusal of a
+    name Compute refuses, to see every name it would make)."""
     from gpufleet.infra import program
 
     monkeypatch.setattr("gpufleet.infra.gcp.component.require_no_errors", lambda spec: None)
+    monkeypatch.setattr("gpufleet.infra.gcp.mocks.COMPUTE_NAME", re.compile(".*"))
     plan = program.plan_spec(spec, datetime(2026, 11, 23, tzinfo=UTC))
     names = {}
     for resource in plan.resources:
@@ -41,6 +44,15 @@ def test_every_gce_name_the_program_makes_over_the_limit_is_reported(monkeypatch
     reported = " ".join(f.message for f in findings)
     for name, kind in too_long.items():
         assert f"'{name}'" in reported, f"{kind} {name} ({len(name)} chars) is not reported: {reported}"
+
+
+def test_without_preflight_the_program_fails_where_compute_would(monkeypatch) -> None:
+    """What the name check spares users: the first too-long name stops ``up`` at Compute's 400."""
+    from gpufleet.infra import program
+
+    monkeypatch.setattr("gpufleet.infra.gcp.component.require_no_errors", lambda spec: None)
+    with pytest.raises(Exception, match=r"Invalid value for field 'resource\.name'"):
+        program.plan_spec(load_spec(LONG), datetime(2026, 11, 23, tzinfo=UTC))
 
 
 def test_the_names_listed_cover_every_name_that_grows_with_the_group_name(monkeypatch) -> None:

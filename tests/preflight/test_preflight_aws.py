@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufleet.catalog import load_catalog
 from gpufleet.catalog.aws import fsx_size_ok, fsx_sizes_near
@@ -96,7 +98,8 @@ def test_aws_checks(change, expected):
 
 
 def test_type_not_offered_in_the_region_or_zone():
-    """The catalog lists no regions yet; a catalog that does is made here from the real one."""
+    """The rules on a catalog made here from the real one (which lists no zones: zone names differ per
+    account); test_a_real_example_moved_to_a_region_without_its_type runs the real catalog."""
     from gpufleet.preflight.aws import zone_region
 
     real = load_catalog()
@@ -114,6 +117,40 @@ def test_type_not_offered_in_the_region_or_zone():
     (finding,) = list(zone_region(spec_with({}), catalog))
     assert (finding.check, finding.path) == ("aws_type_zone", "provider.zone"), finding
     assert "us-east-1b, us-east-1c" in finding.message, finding
+
+
+@pytest.mark.parametrize(
+    ("example", "region", "level"),
+    [
+        # p5.48xlarge is not offered in eu-central-1 (the catalog's regions, source
+        # aws-instance-type-offerings): refused.
+        ("aws-p5.yaml", "eu-central-1", Level.ERROR),
+        # p4d.24xlarge is not offered in us-west-1.
+        ("aws-p4d-spot.yaml", "us-west-1", Level.ERROR),
+        # A region the source did not read: a warning, not a refusal.
+        ("aws-p5.yaml", "mx-central-1", Level.WARNING),
+    ],
+)
+def test_a_real_example_moved_to_a_region_without_its_type(example, region, level):
+    from gpufleet.spec.load import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / example)
+    assert not [f for f in aws_findings(spec) if f.check == "aws_type_region"], (
+        "the example itself is refused"
+    )
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / example).read_text())
+    data["provider"].update({"region": region, "zone": f"{region}a"})
+    data["provider"].pop("subnet_id", None)
+    moved = ClusterSpec.model_validate(data)
+    index, gpu = next((i, g) for i, g in enumerate(spec.node_groups) if "compute" in g.roles)
+    found = [
+        f
+        for f in aws_findings(moved)
+        if (f.check, f.path) == ("aws_type_region", f"node_groups[{index}].instance_type")
+    ]
+    assert [(f.level, gpu.instance_type in f.message, region in f.message) for f in found] == [
+        (level, True, True)
+    ], found
 
 
 def test_address_space_of_a_huge_ena_fleet():

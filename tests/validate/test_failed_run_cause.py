@@ -37,6 +37,9 @@ def test_a_run_that_could_not_start_fails_naming_the_missing_library() -> None:
     tests = _parse_run(run, "all_reduce.log")
     failures = " ".join(failure for test in tests for failure in test.failures)
     assert "libmpi.so.40" in failures, failures
+    # Issue 38: the cause first, srun's bookkeeping after it (it was buried at the end of a table cell).
+    assert failures.startswith("/opt/gpufleet/mpi-perf/bin/all_reduce_perf: error while loading shared "
+                               "libraries: libmpi.so.40"), failures  # fmt: skip
 
 
 def test_slurmstepds_cancel_notice_is_not_the_cause() -> None:

@@ -94,29 +94,65 @@ def test_dcgm_diag_pass_and_fail():
     assert (failed["failed"], failed["warned"]) == (["Persistence Mode"], ["Environment Variables"])
 
 
-def test_dcgm_diag_4x_shape_uses_the_test_summary():
-    text = json.dumps(
-        {
-            "DCGM Diagnostic": {
-                "test_categories": [
-                    {
-                        "category": "Deployment",
-                        "tests": [
-                            {"name": "software", "results": [], "test_summary": {"status": "Pass"}},
-                            {
-                                "name": "memory",
-                                "results": [{"status": "Fail"}],
-                                "test_summary": {"status": "Fail"},
-                            },
-                        ],
-                    }
-                ]
-            }
-        }
-    )
+# What DCGM's own tests require of ``dcgmi diag -j`` in 4.x (its JSON schema, read 2026-11-27:
+# NVIDIA/DCGM@686e1024ada28a42d10df597f15247145eef6ce2:testing/python3/dcgm_diag_schema.json), written here
+# as the required keys per level; the 4.x document under data/gpu/ is held to it.
+DCGM4_REQUIRED = {
+    "document": ("DCGM Diagnostic",),
+    "category": ("category", "tests"),
+    "test": ("name", "results", "test_summary"),
+    "result": ("entity_group", "entity_group_id", "entity_id", "status"),
+    "warning": ("error_category", "error_id", "error_severity", "warning"),
+    "entity_group": ("entities", "entity_group", "entity_group_id"),
+    "entity": ("device_id", "entity_id"),
+}
+
+
+def _dcgm4_shape_problems(doc: dict) -> list[str]:
+    problems: list[str] = []
+
+    def need(what: str, item: dict, where: str) -> None:
+        problems.extend(f"{where}: no {key!r}" for key in DCGM4_REQUIRED[what] if key not in item)
+
+    need("document", doc, "document")
+    for c, category in enumerate(doc.get("DCGM Diagnostic", {}).get("test_categories", [])):
+        need("category", category, f"category {c}")
+        for test in category.get("tests", []):
+            need("test", test, f"test {test.get('name')}")
+            if "status" not in test.get("test_summary", {}):
+                problems.append(f"test {test.get('name')}: test_summary has no status")
+            for result in test.get("results", []):
+                need("result", result, f"test {test.get('name')} result")
+                for warning in result.get("warnings", []):
+                    need("warning", warning, f"test {test.get('name')} warning")
+    for group in doc.get("entity_groups", []):
+        need("entity_group", group, "entity group")
+        for entity in group.get("entities", []):
+            need("entity", entity, "entity")
+    if "version" not in doc.get("metadata", {"version": None}):
+        problems.append("metadata: no 'version'")
+    return problems
+
+
+def test_dcgm_diag_4x_document_of_dcgms_schema_fails_on_its_test_summary():
+    text = _read("dcgmi-diag-r2-j-dcgm4-memory-fail.json")
+    assert _dcgm4_shape_problems(json.loads(text)) == []
     parsed = node_health.parse_dcgm_diag(text)
-    assert parsed is not None and parsed["failed"] == ["memory"] and parsed["tests"]["software"] == "Pass"
+    assert parsed is not None and not parsed["passed"]
+    assert (parsed["failed"], parsed["warned"]) == (["memory"], ["pcie"])
+    assert parsed["tests"] == {"software": "Pass", "pcie": "Warn", "memory": "Fail"}
     assert node_health.parse_dcgm_diag("Error: unable to connect to host engine") is None
+
+
+def test_the_dcgm4_shape_check_refuses_a_document_without_dcgms_required_keys():
+    doc = json.loads(_read("dcgmi-diag-r2-j-dcgm4-memory-fail.json"))
+    del doc["DCGM Diagnostic"]["test_categories"][2]["tests"][0]["test_summary"]
+    del doc["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"][0]["entity_id"]
+    assert _dcgm4_shape_problems(doc) == [
+        "test software result: no 'entity_id'",
+        "test memory: no 'test_summary'",
+        "test memory: test_summary has no status",
+    ]
 
 
 # ---- the GPU rules --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from itertools import zip_longest
@@ -315,6 +316,12 @@ def _template_emit() -> dict:
 ROOT_JOBS = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "train_ddp.py"
 
 
+@pytest.fixture(autouse=True)
+def _events_in_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the training check runs the job (training_job.py sets TRAIN_EVENT_PARTS=1): long events in parts."""
+    monkeypatch.setenv("TRAIN_EVENT_PARTS", "1")
+
+
 def test_a_long_event_goes_in_short_parts_that_survive_interleaving(tmp_path: Path) -> None:
     """Slurm forwards a task's output in messages of at most 1 KiB: a summary line of 3 KB was cut at byte
     1024 and the other rank's summary landed inside it, so the check read no summary at all (CI, captured in
@@ -382,7 +389,7 @@ def test_a_summary_whose_parts_are_lost_is_named_as_lost_output_not_a_silent_ran
         namespace["os"] = SimpleNamespace(
             getpid=lambda: 7,
             write=lambda _fd, data: lines.append(data.decode().rstrip("\n")),
-            environ={"RANK": "1"},
+            environ={"RANK": "1", "TRAIN_EVENT_PARTS": "1"},
         )
         namespace["socket"] = SimpleNamespace(gethostname=lambda: "e2e-compute-1")
         namespace["emit"](summary.pop("kind"), **summary)
@@ -407,3 +414,64 @@ def test_the_verdict_says_the_output_was_lost_and_what_was_found() -> None:
         "parts are in the log"
     ]
     assert not result.passed
+
+
+def test_run_by_hand_each_event_is_one_readable_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 38: the template run by hand printed its result lines as base64 parts. Without
+    TRAIN_EVENT_PARTS (gpufleet validate sets it) a long summary is one JSON line a person can read."""
+    monkeypatch.delenv("TRAIN_EVENT_PARTS")
+    namespace = _template_emit()
+    summary = dict(parse_training_log(read("local-cluster-2nodes.log")).summaries[0])
+    out = tmp_path / "by-hand.out"
+    with out.open("w") as handle:
+        namespace["sys"] = SimpleNamespace(stdout=handle)
+        namespace["emit"](summary.pop("kind"), **summary)
+    (line,) = out.read_text().splitlines()
+    assert line.startswith('GPUFLEET_TRAIN {"allreduce": ') and '"kind": "summary"' in line
+    assert sorted(parse_training_log(line).summaries) == [0]
+
+
+def test_a_checkpoint_filesystem_without_room_stops_the_job_before_it_trains() -> None:
+    """Issue 38: a full shared filesystem gave the job a raw OSError/CheckpointException traceback without the
+    space needed. The job checks before its first step and says path, needed and available."""
+    event = {
+        "kind": "no_space", "rank": 0, "host": "e2e-compute-0",
+        "path": "/shared/.gpufleet/training/r/checkpoints",
+        "needed": 3 * 1_097_808, "available": 262_144, "checkpoint_bytes": 1_097_808, "keep": 2,
+    }  # fmt: skip
+    text = "0: GPUFLEET_TRAIN_NODE host=e2e-compute-0 ifname=eth0 fabric=ethernet\n"
+    text += "1: GPUFLEET_TRAIN_NODE host=e2e-compute-1 ifname=eth0 fabric=ethernet\n"
+    text += "".join(
+        f'{task}: GPUFLEET_TRAIN {{"kind": "join", "rank": {task}, "host": "e2e-compute-{task}", '
+        '"join_s": 1.0}\n'
+        for task in (0, 1)
+    )
+    text += "0: GPUFLEET_TRAIN " + json.dumps(event) + "\n"
+    result = judge_training(
+        parse_training_log(text), CONFIG, nodes=["e2e-compute-0", "e2e-compute-1"], ranks_per_node=1,
+        gpu=False, rc=1,
+    )  # fmt: skip
+    assert not result.passed
+    assert [(c.name, c.status) for c in result.checks] == [("join", PASS), ("checkpoint", FAIL)]
+    assert result.checks[1].message == (
+        "/shared/.gpufleet/training/r/checkpoints has 256 KiB free; the job's checkpoints need 3.1 MiB (2 "
+        "kept and one being written, 1 MiB each): the job stopped before its first step; free space on that "
+        "filesystem"
+    )
+
+
+def test_torchrun_missing_is_said_and_never_called_started() -> None:
+    """Issue 38: the training line said 'torchrun started' when torchrun was missing."""
+    text = "0: GPUFLEET_TRAIN_NODE host=e2e-compute-0 ifname=eth0 fabric=ethernet\n"
+    text += "0: GPUFLEET_TRAIN_NODE host=e2e-compute-0 no-torchrun /opt/gpufleet/torch/bin/torchrun\n"
+    text += "1: GPUFLEET_TRAIN_NODE host=e2e-compute-1 ifname=eth0 fabric=ethernet\n"
+    text += "1: GPUFLEET_TRAIN_NODE host=e2e-compute-1 no-torchrun /opt/gpufleet/torch/bin/torchrun\n"
+    result = judge_training(
+        parse_training_log(text), CONFIG, nodes=["e2e-compute-0", "e2e-compute-1"], ranks_per_node=1,
+        gpu=False, rc=96,
+    )  # fmt: skip
+    messages = " | ".join(c.message for c in result.checks)
+    assert result.checks[0].name == "start" and result.checks[0].message.startswith(
+        "torchrun is missing on e2e-compute-0 (/opt/gpufleet/torch/bin/torchrun), e2e-compute-1"
+    )
+    assert "started" not in messages.replace("no worker started", ""), messages

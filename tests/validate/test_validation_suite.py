@@ -95,12 +95,13 @@ def test_local_cluster_passes_and_writes_the_report(tmp_path):
     assert result.health is not None and result.health.passed
     assert result.bisection is None and result.drained == []
     kinds = [shlex.split(c)[0] for c in slurm.commands]
-    assert kinds == ["sinfo", "srun", "srun", "srun"]  # node states, health, then the two collectives
+    # node states, health, the two collectives, then the node states again (did Slurm take one out?)
+    assert kinds == ["sinfo", "srun", "srun", "srun", "sinfo"]
     collective, nodes, env = slurm.collective_runs[0]
     assert (collective, nodes) == ("all_reduce", ["gpu-000", "gpu-001", "gpu-002"])
     # the tasks ran in the nodes' env file (written by the ethernet role) plus gpufleet's debug level
     assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["NCCL_DEBUG"] == "INFO"
-    assert all(". /etc/gpufleet/nccl.env" in command for command in slurm.commands[2:])
+    assert all(". /etc/gpufleet/nccl.env" in command for command in slurm.commands[2:4])
     assert (
         "/opt/gpufleet/mpi-perf/bin/all_reduce_perf -b 8 -e 16777216 -f 2 -g 1 -n 10 -w 2 -c 1"
         in (slurm.commands[2])
@@ -339,3 +340,35 @@ def test_no_node_can_run_nccl_tests_is_a_verdict_not_a_crash(tmp_path):
         json.loads((tmp_path / JSON_NAME).read_text())["tests"]
     )
     assert DRIVER in (tmp_path / MARKDOWN_NAME).read_text()
+
+
+def test_a_node_slurm_drains_during_the_run_is_reported_with_its_reason_and_the_resume_command(tmp_path):
+    """Issue 38: a full disk left both compute nodes drained ('SlurmdSpoolDir is full') after validation, and
+    nothing in its output said so. Here Slurm drains one node while the first collective runs."""
+
+    class SpoolFills(FakeSlurm):
+        def _collective(self, nodes, ranks, task, env):  # type: ignore[no-untyped-def]
+            with self._lock:
+                self.drained.setdefault("gpu-001", "SlurmdSpoolDir is full")
+            return super()._collective(nodes, ranks, task, env)
+
+    fake = SpoolFills([f"gpu-{i:03d}" for i in range(2)], gpus=8, fabric="infiniband")
+    spec = parse_spec(GPU_SPEC % {"count": 2, "drain": "false"})
+    inventory = _inventory(2, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    result = run_suite(spec, inventory, fake, tmp_path)
+    assert not result.passed
+    line = "Slurm took gpu-001 out during the run: drained (SlurmdSpoolDir is full); once its cause is "
+    line += "fixed, return it with: scontrol update nodename=gpu-001 state=resume"
+    assert result.taken_out is not None and result.taken_out.lines() == [line]
+    assert line in result.summary
+    document = json.loads((tmp_path / JSON_NAME).read_text())
+    assert document["slurm_took_out"]["nodes"]["gpu-001"]["reason"] == "SlurmdSpoolDir is full"
+    assert line in (tmp_path / MARKDOWN_NAME).read_text()
+
+
+def test_nodes_gpufleet_drained_itself_are_not_reported_as_taken_out(tmp_path):
+    fake = FakeSlurm([f"gpu-{i:03d}" for i in range(4)], gpus=8, fabric="infiniband", bad={"gpu-002": "slow"})
+    spec = parse_spec(GPU_SPEC % {"count": 4, "drain": "true"})
+    inventory = _inventory(4, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    result = run_suite(spec, inventory, fake, tmp_path)
+    assert "gpu-002" in fake.drained and result.taken_out is not None and result.taken_out.states == {}

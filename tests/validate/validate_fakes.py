@@ -12,7 +12,9 @@
   task exits 97 as the real script does), reports it with a ``GPUFLEET_NCCL_ENV`` line, then prints
   an nccl-tests log in the exact print format of nccl-tests 2.17 (util.cu's printf formats), whose
   busbw figures come from a real fixture log (14: all_reduce, 13: all_gather), for the ranks and hosts
-  of the node list, with NCCL INFO transport lines; a slow node in the list slows the whole run, a
+  of the node list, with NCCL INFO transport lines; a slow node is a slow link: its link carries at most
+  ``SLOW_LINK`` of the fixture's peak busbw, and a ring is as fast as its slowest link, so a run with it
+  in the node list is capped there (small, latency-bound messages stay as they were), a
   corrupting node adds #wrong, a node without its fabric drags everyone to sockets;
 - ``scontrol update nodename=... state=drain reason=...``: records the drain.
 """
@@ -43,6 +45,13 @@ def _busbw_table(collective: str) -> list[tuple[int, float]]:
 
 
 _TABLES = {name: _busbw_table(name) for name in TEMPLATES}
+
+
+# A slow node's link, as a share of the fixture's peak busbw (a link at 40 % of its speed: a NIC on a
+# narrower PCIe link, a flapping port). nccl-tests' busbw is the figure to hold against one link's peak
+# (nccl-tests doc/PERFORMANCE.md, "Bus bandwidth"), and a ring moves every chunk through every link, so the
+# slowest member's link bounds the whole ring.
+SLOW_LINK = 0.4
 
 
 def bus_factor(collective: str, ranks: int) -> float:
@@ -274,15 +283,16 @@ class FakeSlurm:
             "     (us)  (GB/s)  (GB/s)         ",
         ]
         scale = self.busbw_scale
-        if "slow" in kinds:
-            scale *= 0.4
+        peak = max(b for _, b in table) * scale
+        # The ring's bound: the slowest member's link (a slow node's is SLOW_LINK of the peak).
+        cap = min((SLOW_LINK * peak for node in nodes if self.bad.get(node) == "slow"), default=float("inf"))
         if "socket" in kinds:
             scale *= 0.1
         bus = bus_factor(collective, ranks)
         errors, size, total = 0, low, []
         redop = "sum" if collective in ("all_reduce", "reduce", "reduce_scatter") else "none"
         while size <= high:
-            busbw = next((b for s, b in reversed(table) if s <= size), table[0][1]) * scale
+            busbw = min(next((b for s, b in reversed(table) if s <= size), table[0][1]) * scale, cap)
             algbw = busbw / bus if bus else busbw
             time_us = size / (algbw * 1e3) if algbw > 0 else 1.0
             count = (

@@ -110,6 +110,18 @@ AMI_DOC = "https://documentation.ubuntu.com/aws/aws-how-to/instances/find-ubuntu
 # YYYYMMDD" (the DLAMI release notes, DLAMI_DOC; ParallelCluster's test utilities look the arm64 DLAMIs up by
 # the same name). Canonical's arm64 images swap "amd64" for "arm64" in the name (AMI_DOC).
 DLAMI_DOC = "https://docs.aws.amazon.com/dlami/latest/devguide/"
+# The regions the catalog's ``regions`` of AWS types were read for (source aws-instance-type-offerings in
+# catalog/instances.yaml: EC2's DescribeInstanceTypeOfferings per region as moto 5.2.5 records it, read
+# 2026-11-27). A type's list is complete for these; a region outside them is unknown, not refused.
+AWS_OFFERINGS_REGIONS = frozenset(
+    {
+        "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+        "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4",
+        "ap-southeast-5", "ca-central-1", "ca-west-1", "eu-central-1", "eu-central-2", "eu-north-1",
+        "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1", "me-central-1",
+        "me-south-1", "sa-east-1", "us-east-1", "us-east-2", "us-west-1", "us-west-2",
+    }
+)  # fmt: skip
 CANONICAL_OWNER = "099720109477"
 AMAZON_OWNER = "amazon"
 # EC2's names for the CPU architectures (DescribeImages' architecture filter), as the catalog's cpu_arch.

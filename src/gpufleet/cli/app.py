@@ -34,7 +34,7 @@ from gpufleet.cli import report as report_cmd
 from gpufleet.cli import util as util_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli.common import err_console, print_json
-from gpufleet.errors import ExitCode, GpufleetError
+from gpufleet.errors import ExitCode, GpufleetError, environment_problem
 from gpufleet.lifecycle.lock import release_all
 from gpufleet.lifecycle.signals import stop_on_signals
 
@@ -116,6 +116,13 @@ class GpufleetGroup(TyperGroup):
         except Exception as exc:
             if os.environ.get("GPUFLEET_DEBUG") or _is_usage_error(exc):
                 raise
+            # A full disk, a read-only filesystem, no permission, too many open files wherever they were
+            # not named closer to the write: the environment's state, with the path; not a bug.
+            problem = environment_problem(exc) if isinstance(exc, OSError) else None
+            if problem is not None:
+                code = int(problem.exit_code)
+                self._report("environment", type(problem).__name__, problem.message, problem.hint, code)
+                raise typer.Exit(code) from None
             code = int(ExitCode.INTERNAL)
             self._report(
                 "internal",

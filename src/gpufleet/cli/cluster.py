@@ -30,11 +30,25 @@ def reporter_for(json_out: bool, verbose: bool) -> RichReporter:
     return RichReporter(err_console if json_out else console, verbose=verbose)
 
 
-def up(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
-    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory."""
+ReplaceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--replace",
+        help="this spec replaces the one the cluster was made from: what cannot change in place is made "
+        "again (the cluster is taken down first, as 'down' does), and a spec from another file with the "
+        "cluster's name is accepted",
+    ),
+]
+
+
+def up(
+    spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False, replace: ReplaceOpt = False
+) -> None:
+    """Bring the cluster up (re-runnable: what exists is kept) and write its inventory. A changed spec is
+    shown and applied where it changes in place; the rest is refused unless --replace."""
     spec = read_spec(spec_path)
     require_no_errors(spec)
-    state, inventory = pipeline.up(spec, reporter_for(json_out, verbose), spec_path)
+    state, inventory = pipeline.up(spec, reporter_for(json_out, verbose), spec_path, replace=replace)
     render_up(spec, state, inventory, json_out)
 
 
@@ -46,6 +60,7 @@ def render_up(spec: ClusterSpec, state: ClusterState, inventory: Inventory, json
                 "provider": spec.provider.kind,
                 "inventory": str(state.inventory_file),
                 "hosts": [h.model_dump(mode="json") for h in inventory.hosts],
+                "applied": applied_changes(state),
             }
         )
         return
@@ -63,7 +78,15 @@ def render_up(spec: ClusterSpec, state: ClusterState, inventory: Inventory, json
             str(host.memory_mb),
         )
     console.print(table)
+    for change in applied_changes(state):
+        console.print(f"changed in place: {escape(change)}")
     console.print(f"inventory: {escape(str(state.inventory_file))}")
+
+
+def applied_changes(state: ClusterState) -> list[str]:
+    """The spec's changes that the last ``up`` applied in place (its phase record)."""
+    phase = state.load().get("phases", {}).get("up", {}) if state.exists() else {}
+    return [str(change) for change in phase.get("applied", [])]
 
 
 def configure(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
@@ -167,4 +190,6 @@ def _print_teardown(teardown: Teardown) -> None:
     console.print(f"removed {len(teardown.removed)} item(s) of {escape(teardown.named())}:")
     for item in teardown.removed:
         console.print(f"  - {escape(item)}")
+    if teardown.logs:
+        console.print(f"the logs of the failed phase(s) are kept in {escape(teardown.logs)}")
     console.print("nothing left" if not teardown.leftovers else f"[red]left: {teardown.leftovers}[/]")

@@ -42,7 +42,7 @@ def render(report: util_report.UtilReport) -> None:
     if report.simulated:
         title += " (SIMULATED GPUs: SM-active from CPU use)"
     table = Table(title=title)
-    for column in ("node / job", "GPU-hours", "allocated", "used", "busy", "wasted $"):
+    for column in ("node / job", "GPU-hours", "allocated", "used", "busy", "wasted $", "now"):
         table.add_column(column)
     for name, usage in sorted(report.nodes.items()):
         table.add_row(
@@ -52,6 +52,7 @@ def render(report: util_report.UtilReport) -> None:
             f"{usage.used_gpu_hours:.3f}",
             util_report.fmt(usage.busy_ratio, ".1%"),
             util_report.fmt(usage.wasted_usd, ",.2f"),
+            report.now.get(name, "-"),
         )
     for jobid, job_usage in sorted(report.jobs.items()):
         table.add_row(
@@ -61,8 +62,11 @@ def render(report: util_report.UtilReport) -> None:
             f"{job_usage.used_gpu_hours:.3f}",
             util_report.fmt(job_usage.busy_ratio, ".1%"),
             util_report.fmt(job_usage.wasted_usd, ",.2f"),
+            "",
         )
     console.print(table)
+    if report.idle_alert:
+        console.print(escape(report.idle_alert))
     console.print(
         f"total: {total.allocated_gpu_hours:.3f} GPU-hours allocated, {total.used_gpu_hours:.3f} used, "
         f"busy {util_report.fmt(total.busy_ratio, '.1%')}, wasted $"

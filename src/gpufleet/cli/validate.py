@@ -72,6 +72,8 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) ->
         console.print(f"[red]unhealthy nodes:[/] {', '.join(result.health.failed_nodes)}")
     if result.bisection is not None and result.bisection.bad_nodes:
         console.print(f"[red]bad nodes:[/] {', '.join(result.bisection.bad_nodes)}")
+    for line in result.taken_out.lines() if result.taken_out is not None else []:
+        console.print(f"[red]{escape(line)}[/]")
     if result.training is not None:
         style = "green" if result.training.passed else "bold red"
         console.print(f"[{style}]{escape(result.training.summary)}[/]")
@@ -149,6 +151,7 @@ def run(
         ),
     ] = True,
     verbose: cluster_cmd.VerboseOpt = False,
+    replace: cluster_cmd.ReplaceOpt = False,
     slow_node: Annotated[
         bool,
         typer.Option(
@@ -174,6 +177,7 @@ def run(
         spec_path=spec_path,
         keep=keep,
         bake=bake,
+        replace=replace,
         view=view,
     )
     passed = run_result.passed

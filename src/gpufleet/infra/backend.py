@@ -89,15 +89,31 @@ class _Entry(NamedTuple):
     # scale": pushing costs the runner 6.6 s of CPU per added node, the head design 2.4-3.4 s in all).
     # Local and bare-metal clusters keep Ansible on the machine that runs gpufleet.
     head_by_default: bool = False
+    # Fields of the spec this backend changes on a running cluster besides ``gpufleet.spec.drift.IN_PLACE``
+    # (``gpufleet up`` applies them; a change elsewhere needs the cluster made again: ``up --replace``).
+    in_place: tuple[str, ...] = ()
 
 
 BACKENDS: dict[str, _Entry] = {
-    "local": _Entry("gpufleet.infra.local", pulumi=False, bakes_here=True),
-    "baremetal": _Entry("gpufleet.infra.baremetal", pulumi=False),
+    # Local: the nodes' authorized_keys is a file up rewrites in place (bind-mounted); allowed_cidrs unused.
+    "local": _Entry("gpufleet.infra.local", pulumi=False, bakes_here=True, in_place=("access",)),
+    # Bare metal makes nothing: up reads the site's inventory again and configure applies the rest; only
+    # another inventory (provider.inventory) is another cluster.
+    "baremetal": _Entry(
+        "gpufleet.infra.baremetal",
+        pulumi=False,
+        in_place=("node_groups", "fabric", "filesystem", "access"),
+    ),
     "aws": _Entry("gpufleet.infra.aws", pulumi=True, bakes_in_cloud=True, head_by_default=True),
     "gcp": _Entry("gpufleet.infra.gcp", pulumi=True, bakes_in_cloud=True, head_by_default=True),
     "azure": _Entry("gpufleet.infra.azure", pulumi=True),
-    "kubernetes": _Entry("gpufleet.infra.kubernetes", pulumi=False),
+    # Kubernetes makes no node either: up surveys the handed-over cluster again, and each validate makes its
+    # pods from the spec (the image); another kubeconfig, context (provider) or namespace is another cluster.
+    "kubernetes": _Entry(
+        "gpufleet.infra.kubernetes",
+        pulumi=False,
+        in_place=("node_groups", "fabric", "filesystem", "access", "scheduler.kubernetes.image"),
+    ),
 }
 PULUMI_KINDS = tuple(kind for kind, entry in BACKENDS.items() if entry.pulumi)
 HEAD_BY_DEFAULT = tuple(kind for kind, entry in BACKENDS.items() if entry.head_by_default)

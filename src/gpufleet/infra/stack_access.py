@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pulumi
+if TYPE_CHECKING:  # imported where a program runs (stack_key): adopted.py reads the names below without it
+    import pulumi
 
 # The outputs the stacks/ program exports besides ``inventory.stack.OUTPUT_KEYS``.
 ACCESS_KEY_OUTPUT = "ssh_private_key"
@@ -57,6 +58,8 @@ def public_of(private_openssh: str) -> str:
 
 def stack_key(cluster: str, configured: pulumi.Output[str] | None) -> StackKey:
     """The stack's key: ``configured`` (the secret config's), else a pulumi-tls key made once per stack."""
+    import pulumi
+
     if configured is not None:
         return StackKey(public=pulumi.Output.unsecret(configured.apply(public_of)), private=configured)
     try:

@@ -4,9 +4,9 @@ interrupted, so that after a crash or a Ctrl-C ``gpufleet status`` says where th
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
-from gpufleet.errors import Interrupted
+from gpufleet.errors import GpufleetError, Interrupted, environment_problem
 from gpufleet.state import ClusterState
 
 
@@ -19,11 +19,19 @@ def tracked(state: ClusterState, phase: str) -> Iterator[None]:
     try:
         yield
     except Interrupted as exc:
-        if state.exists():
-            state.mark(phase, "interrupted", signal=exc.signal)
+        _mark(state, phase, "interrupted", signal=exc.signal)
         raise
     except BaseException as exc:
-        if state.exists():
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            state.mark(phase, "failed", error=first)
+        problem = environment_problem(exc) if isinstance(exc, OSError) else None
+        said = str(problem or exc)
+        _mark(state, phase, "failed", error=said.splitlines()[0] if said else type(exc).__name__)
         raise
+
+
+def _mark(state: ClusterState, phase: str, status: str, **details: str) -> None:
+    """Record how the phase ended; a record that cannot be written (the disk that failed the phase, past
+    what ``ClusterState.save`` can rewrite in place) never hides the error that ended it."""
+    if not state.exists():
+        return
+    with suppress(OSError, GpufleetError):
+        state.mark(phase, status, **details)

@@ -12,14 +12,16 @@ that turns leftovers into ``LeftoversError`` (exit 9).
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from gpufleet.errors import LeftoversError, StateError
+from gpufleet.errors import LeftoversError, StateError, writing
 from gpufleet.infra.adopted import adopted_of
 from gpufleet.infra.backend import backend_for
 from gpufleet.lifecycle.durable_copy import DurableCopyOptions, before_destroy
-from gpufleet.monitoring.teardown_report import save_before_teardown
+from gpufleet.monitoring.teardown_report import reports_dir, save_before_teardown
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -35,6 +37,7 @@ class Teardown:
     leftovers: list[str] = field(default_factory=list)
     utilization: dict[str, Any] = field(default_factory=dict)  # where the report went, or why there is none
     durable_copy: list[str] = field(default_factory=list)  # the filesystem's export, or why there was none
+    logs: str | None = None  # where the logs of a failed phase were kept (``keep_failed_logs``)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +46,7 @@ class Teardown:
             "leftovers": self.leftovers,
             "utilization": self.utilization,
             "durable_copy": self.durable_copy,
+            "logs": self.logs,
         }
 
     def named(self) -> str:
@@ -82,5 +86,26 @@ def down(
     report.leftovers = backend.leftovers(spec, state, reporter)
     if not report.leftovers:
         report.removed.extend(backend.forget(spec, state))
+        beside = Path(str(report.utilization.get("dir") or reports_dir(spec.name)))
+        report.logs = keep_failed_logs(state, beside)
+        if report.logs:
+            reporter.info(f"the logs of the failed phase(s) are kept in {report.logs}")
         report.removed.extend(state.remove())
     return report
+
+
+def keep_failed_logs(state: ClusterState, reports: Path) -> str | None:
+    """When a phase of the cluster failed or was interrupted, copy its logs (Ansible's, validation's) out of
+    the state folder, which teardown removes, into ``reports`` (beside the utilization report): the cause of
+    a failed run outlives ``down``. Returns where they went (None: nothing failed, or no logs)."""
+    try:
+        phases = state.load().get("phases", {}) if state.exists() else {}
+    except StateError:
+        phases = {}
+    failed = [name for name, phase in phases.items() if phase.get("status") in ("failed", "interrupted")]
+    if not failed or not state.logs_dir.is_dir():
+        return None
+    target = reports / "logs"
+    with writing("the failed run's logs", target):
+        shutil.copytree(state.logs_dir, target, symlinks=True, dirs_exist_ok=True)
+    return str(target)

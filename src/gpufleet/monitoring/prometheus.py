@@ -41,6 +41,19 @@ class PrometheusUnavailable(GpufleetError):
     exit_code = ExitCode.VALIDATE  # the measurement could not be carried out
 
 
+class PrometheusUnreachable(PrometheusUnavailable):
+    """Nothing answered at Prometheus's address; ``reason`` is what the connection said."""
+
+    def __init__(self, message: str, *, reason: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
+
+
+# The unit roles/monitoring runs Prometheus as on the controller (roles/monitoring/vars/Debian.yml,
+# __monitoring_prometheus_service: Debian's prometheus package).
+SERVICE = "prometheus"
+
+
 @dataclass(frozen=True)
 class Series:
     labels: dict[str, str]
@@ -92,10 +105,16 @@ class PrometheusClient:
                 f"Prometheus at {self.base_url} refused the query ({exc.code}): {detail or exc.reason}",
                 hint="check the monitoring role ran on the controller (docs/monitoring.md)",
             ) from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise PrometheusUnavailable(
-                f"Prometheus at {self.base_url} cannot be reached: {exc}",
+        except (urllib.error.URLError, OSError) as exc:
+            reason = str(getattr(exc, "reason", None) or exc)
+            raise PrometheusUnreachable(
+                f"Prometheus at {self.base_url} cannot be reached: {reason}",
+                reason=reason,
                 hint="is the cluster up, with software.monitoring on in its spec? 'gpufleet status SPEC'",
+            ) from exc
+        except ValueError as exc:
+            raise PrometheusUnavailable(
+                f"Prometheus at {self.base_url} answered what is not JSON: {exc}"
             ) from exc
         if not isinstance(body, dict) or body.get("status") != "success":
             raise PrometheusUnavailable(f"Prometheus at {self.base_url} answered {str(body)[:300]}")
@@ -153,12 +172,20 @@ def prometheus_url(inventory: Inventory, wait: float = 20.0) -> Iterator[str]:
         yield configured
         return
     port = _free_port()
-    process = subprocess.Popen(
-        tunnel_command(inventory, port),
-        stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    controller = inventory.controller
+    try:
+        process = subprocess.Popen(
+            tunnel_command(inventory, port),
+            stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    except FileNotFoundError:
+        raise PrometheusUnavailable(
+            f"ssh is not installed on this machine: gpufleet reaches Prometheus on {controller.name} through "
+            "an SSH tunnel",
+            hint="apt-get install openssh-client",
+        ) from None
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -177,7 +204,18 @@ def prometheus_url(inventory: Inventory, wait: float = 20.0) -> Iterator[str]:
                     f"the SSH tunnel to {inventory.controller.name} did not open in {wait:.0f} s"
                 )
             time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
+        try:
+            yield f"http://127.0.0.1:{port}"
+        except PrometheusUnreachable as exc:
+            # The tunnel is up, so the controller is; its Prometheus is not listening. The tunnel's local
+            # port means nothing to the user: name the controller and the service.
+            raise PrometheusUnavailable(
+                f"Prometheus on the controller {controller.name} ({controller.address}, port {DEFAULT_PORT} "
+                f"there) does not answer: {exc.reason}",
+                hint=f"check its service there: ssh to {controller.name} and run 'systemctl status "
+                f"{SERVICE}' ('journalctl -u {SERVICE}' says why it stopped); 'gpufleet configure SPEC' "
+                "starts it again",
+            ) from exc
     finally:
         process.terminate()
         try:

@@ -170,7 +170,13 @@ def alert_rules() -> list[dict[str, Any]]:
         },
         {
             "alert": "GpuXidError",
-            "expr": f"({m.XID_ERRORS} > 0) and (changes({m.XID_ERRORS}[{W}]) > 0)",
+            # dcgm-exporter labels the series with the XID itself (err_code, err_msg: toMetric in
+            # internal/pkg/collector/gpu_collector.go, NVIDIA/dcgm-exporter@4.4.2-4.7.1), so a new XID is a
+            # new series whose own changes() is 0: the per-GPU value is what changes.
+            "expr": (
+                f"(max by (node, gpu) ({m.XID_ERRORS}) > 0)"
+                f" and on (node, gpu) (changes((max by (node, gpu) ({m.XID_ERRORS}))[{W}:]) > 0)"
+            ),
             "labels": {"severity": "critical"},
             "annotations": {
                 "summary": _prom("new XID {{ $value }} on {{ $labels.node }} GPU {{ $labels.gpu }}"),

@@ -47,17 +47,42 @@ SIMULATED = f'count ({m.SM_ACTIVE}{{simulated="true"}})'
 SCRAPE_INTERVAL_VAR = "monitoring_scrape_interval"
 
 
+def role_setting(inventory: Inventory, name: str) -> tuple[Any, str]:
+    """The monitoring role's variable ``name`` as the cluster runs it: the inventory's where it sets one,
+    else the role's default (roles/monitoring/defaults/main.yml); and where it came from."""
+    value = inventory.extra_vars.get(name)
+    if value is not None:
+        return value, f"the inventory's {name}"
+    from gpufleet.paths import project_root
+
+    defaults = project_root() / "roles" / "monitoring" / "defaults" / "main.yml"
+    return (yaml.safe_load(defaults.read_text(encoding="utf-8")) or {}).get(name), f"{name} in {defaults}"
+
+
+def idle_alert(inventory: Inventory) -> str:
+    """When GpuAllocatedIdle fires on this cluster, in words (its window, threshold and delay): the rules
+    average SM-active over ``monitoring_rules_window``, and the alert waits
+    ``monitoring_alert_for.gpu_idle`` with the average below ``idle_below``, so a GPU that was busy is
+    reported idle that long after it stops."""
+    window, _ = role_setting(inventory, "monitoring_rules_window")
+    delay = (role_setting(inventory, "monitoring_alert_for")[0] or {}).get("gpu_idle")
+    below = (role_setting(inventory, "monitoring_thresholds")[0] or {}).get("idle_below")
+    try:
+        ms = parse_duration_ms(str(window)) + parse_duration_ms(str(delay))
+        total = f"{ms // 60_000}m" if ms % 60_000 == 0 else format_duration_ms(ms)
+    except ValueError:
+        total = f"{window} + {delay}"
+    return (
+        f"alert GpuAllocatedIdle: an allocated GPU whose SM-active, averaged over {window}, stays below "
+        f"{below} for {delay}; a GPU that was busy is reported about {total} after it went idle (the "
+        "'now' column reads the last scrape)"
+    )
+
+
 def scrape_interval(inventory: Inventory) -> float:
     """Seconds between two scrapes of the cluster's Prometheus: the inventory's ``monitoring_scrape_interval``
     where it sets one, else the monitoring role's default (roles/monitoring/defaults/main.yml)."""
-    value = inventory.extra_vars.get(SCRAPE_INTERVAL_VAR)
-    source = f"the inventory's {SCRAPE_INTERVAL_VAR}"
-    if value is None:
-        from gpufleet.paths import project_root
-
-        defaults = project_root() / "roles" / "monitoring" / "defaults" / "main.yml"
-        value = (yaml.safe_load(defaults.read_text(encoding="utf-8")) or {}).get(SCRAPE_INTERVAL_VAR)
-        source = f"{SCRAPE_INTERVAL_VAR} in {defaults}"
+    value, source = role_setting(inventory, SCRAPE_INTERVAL_VAR)
     try:
         ms = parse_duration_ms(str(value))
     except ValueError as exc:
@@ -210,6 +235,9 @@ class UtilReport:
     jobs: dict[str, Usage] = field(default_factory=dict)
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (time, busy GPUs)
     job: str | None = None
+    # node -> "idle", "busy" or "not allocated" at the window's end (the last scrape, no average)
+    now: dict[str, str] = field(default_factory=dict)
+    idle_alert: str = ""  # when GpuAllocatedIdle fires here (``idle_alert``)
 
     @property
     def total(self) -> Usage:
@@ -231,7 +259,11 @@ class UtilReport:
             "job": self.job,
             "simulated": self.simulated,
             "total": self.total.to_json(),
-            "nodes": {name: usage.to_json() for name, usage in sorted(self.nodes.items())},
+            "nodes": {
+                name: {**usage.to_json(), "now": self.now.get(name)}
+                for name, usage in sorted(self.nodes.items())
+            },
+            "idle_alert": self.idle_alert,
             "jobs": {jobid: usage.to_json() for jobid, usage in sorted(self.jobs.items(), key=_job_key)},
         }
 
@@ -283,7 +315,31 @@ def collect(
                 setattr(usage, f"{kind}_gpu_hours", getattr(usage, f"{kind}_gpu_hours") + hours)
     _price(report, allocated, used, prices, res)
     report.timeline = _timeline(used, windows)
+    report.idle_alert = idle_alert(inventory)
+    below = float((role_setting(inventory, "monitoring_thresholds")[0] or {}).get("idle_below", 0.05))
+    report.now = _now(allocated, used, list(report.nodes), below)
     return report
+
+
+def _now(allocated: list[Series], used: list[Series], nodes: list[str], below: float) -> dict[str, str]:
+    """Per node, its allocated GPUs' SM-active in the window's last point (the last scrape at a step of one
+    scrape interval): "idle" below ``below``, "busy", or "not allocated". Right after busy work a node reads
+    idle here well before the rules' average over their window says so."""
+    last = max((series.values[-1][0] for series in allocated if series.values), default=None)
+    held: dict[str, float] = defaultdict(float)
+    busy: dict[str, float] = defaultdict(float)
+    for found, into in ((allocated, held), (used, busy)):
+        for series in found:
+            for t, value in series.values:
+                if t == last:
+                    into[series.labels.get("node", "?")] += value
+    now = {}
+    for node in nodes:
+        if held.get(node, 0.0) <= 0:
+            now[node] = "not allocated"
+        else:
+            now[node] = "idle" if busy.get(node, 0.0) / held[node] < below else "busy"
+    return now
 
 
 def _price(
@@ -344,6 +400,8 @@ def render_markdown(report: UtilReport, title: str = "GPU utilization") -> str:
             'of the job holding each node (every series is labelled simulated="true").',
         ]
     total = report.total
+    if report.idle_alert:
+        lines += ["", report.idle_alert + "."]
     lines += [
         "",
         f"- allocated GPU-hours: {total.allocated_gpu_hours:.3f}",

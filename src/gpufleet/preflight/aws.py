@@ -275,12 +275,20 @@ def zone_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             continue
         path = f"{_path(spec, group.name)}.instance_type"
         if item.regions and provider.region not in item.regions:
+            # A region the offerings source did not read is unknown, not refused (catalog/aws.py).
+            known = provider.region in rules.AWS_OFFERINGS_REGIONS
+            where = (
+                f"is not offered in {provider.region} as far as the catalog knows"
+                if known
+                else f"may not be offered in {provider.region} (the catalog's source did not read it)"
+            )
             yield Finding(
-                Level.ERROR,
+                Level.ERROR if known else Level.WARNING,
                 "aws_type_region",
                 path,
-                f"{group.instance_type} is not offered in {provider.region} as far as the catalog knows; "
-                f"it is offered in {', '.join(item.regions)}. Change provider.region and provider.zone",
+                f"{group.instance_type} {where}; it is offered in {', '.join(item.regions)}. Change "
+                "provider.region and provider.zone (aws ec2 describe-instance-type-offerings --region R "
+                f"--filters Name=instance-type,Values={group.instance_type} says where)",
             )
         elif item.zones and provider.zone not in item.zones:
             yield Finding(

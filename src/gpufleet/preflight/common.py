@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+from pathlib import Path
 
 from gpufleet.catalog import Catalog
 from gpufleet.catalog.cuda import cuda_too_old
@@ -267,3 +268,60 @@ def os_release_findings(
         f"node groups boot different OS releases, so they install different Slurm releases: {booted}. "
         f"{why}. To fix: {fix}",
     )
+
+
+# The first four bytes of every squashfs image: its superblock's magic, 0x73717368 little-endian ("hsqs" on
+# disk; SQUASHFS_MAGIC in the kernel's include/uapi/linux/magic.h and squashfs-tools' squashfs_fs.h, read
+# 2026-11-27).
+SQUASHFS_MAGIC = b"hsqs"
+
+
+@check("container_image_usable")
+def container_image_usable(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """software.container_image before anything is made (it used to fail only in configure, after every node
+    was made): a squashfs file must be one on this machine, which configure copies it from; a registry
+    reference must read as enroot reads it ([REGISTRY#]IMAGE[:TAG|@DIGEST], enroot's doc/cmd/import.md)."""
+    image = spec.software.container_image
+    if image is None:
+        return
+    path = "software.container_image"
+    if image.startswith("/"):
+        problem = _squashfs_problem(Path(image))
+        if problem:
+            yield Finding(Level.ERROR, "container_image_usable", path, problem)
+        return
+    first, _, rest = image.partition("/")
+    if "#" not in image and rest and ("." in first or ":" in first or first == "localhost"):
+        yield Finding(
+            Level.ERROR,
+            "container_image_usable",
+            path,
+            f"'{image}' names the registry {first} with a '/', and enroot reads the part before '#' as the "
+            f"registry: this would be the Docker Hub repository '{first}/{rest.split(':')[0]}'. Write it "
+            f"{first}#{rest}",
+        )
+    elif ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
+        yield Finding(
+            Level.WARNING,
+            "container_image_usable",
+            path,
+            f"'{image}' has no tag: enroot imports 'latest', which changes under you; pin a tag or a digest "
+            "(e.g. nvcr.io#nvidia/pytorch:25.01-py3)",
+        )
+
+
+def _squashfs_problem(image: Path) -> str | None:
+    made = "make it (docs/containers.md: podman export, then mksquashfs of squashfs-tools), or fix the path"
+    magic = SQUASHFS_MAGIC.decode()
+    if not image.exists():
+        return f"{image} does not exist on this machine, from which configure copies it to the nodes: {made}"
+    if not image.is_file():
+        return f"{image} is not a file: {made}"
+    try:
+        with image.open("rb") as handle:
+            head = handle.read(len(SQUASHFS_MAGIC))
+    except OSError as exc:
+        return f"{image} cannot be read here ({exc.strerror}): configure copies it from this machine"
+    if head != SQUASHFS_MAGIC:
+        return f"{image} is not a squashfs image (it starts with {head!r}, not squashfs's '{magic}'): {made}"
+    return None

@@ -76,5 +76,15 @@ def format_bytes(value: int) -> str:
     return str(value)
 
 
+def about_bytes(value: int) -> str:
+    """A size rounded for a message: ``1.6 GiB``, ``512 KiB``, ``37 bytes`` (binary multiples)."""
+    for suffix in ("P", "T", "G", "M", "K"):
+        factor = 1 << (10 * ("KMGTP".index(suffix) + 1))
+        if value >= factor:
+            shown = f"{value / factor:.1f}".removesuffix(".0")
+            return f"{shown} {suffix}iB"
+    return f"{value} bytes"
+
+
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration)]
 ByteSize = Annotated[int, BeforeValidator(parse_bytes), PlainSerializer(format_bytes)]

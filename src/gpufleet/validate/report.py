@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpufleet.spec.units import format_bytes
+from gpufleet.errors import EnvironmentProblem, writing
+from gpufleet.spec.units import about_bytes, format_bytes
 from gpufleet.validate.gate import FAIL, PASS, WARN, GateMode, Verdict
 from gpufleet.validate.models import TestResult
 
@@ -31,6 +33,27 @@ class Section(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
     def markdown(self) -> list[str]: ...
+
+
+# What a validation run writes to its report folder, with room to spare: the logs of each collective and
+# of the training job (tens of KB each on the local cluster, a few MB for a 64-node sweep), two plots
+# (under 200 KB) and the report itself.
+REPORT_ROOM = 16 << 20
+
+
+def require_room(out_dir: Path, needed: int = REPORT_ROOM) -> None:
+    """``EnvironmentProblem`` before a run when the filesystem of ``out_dir`` (or of its nearest folder
+    that exists) has less than ``needed`` bytes free: the run's report and logs would be lost at its end."""
+    folder = out_dir.absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise EnvironmentProblem(
+            f"the validation report and logs go to {out_dir}, and the filesystem that holds it ({folder}) "
+            f"has {about_bytes(free)} free; a run needs about {about_bytes(needed)} there",
+            hint=f"free space there (df -h {folder}), or give --out a folder on another filesystem",
+        )
 
 
 @dataclass(frozen=True)
@@ -82,12 +105,15 @@ def write_report(
     plot_path: Path | None = None
     if any(test.rows for test in tests):
         plot_path = out_dir / PLOT_NAME
-        plot_busbw(tests, verdicts, plot_path, gate_min_bytes=gate_min_bytes)
+        with writing("the bus bandwidth plot", plot_path):
+            plot_busbw(tests, verdicts, plot_path, gate_min_bytes=gate_min_bytes)
         document["plot"] = PLOT_NAME
     json_path = out_dir / JSON_NAME
-    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    with writing("the validation report", json_path):
+        json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     md_path = out_dir / MARKDOWN_NAME
-    md_path.write_text(render_markdown(tests, verdicts, document, sections or {}), encoding="utf-8")
+    with writing("the validation report", md_path):
+        md_path.write_text(render_markdown(tests, verdicts, document, sections or {}), encoding="utf-8")
     return ReportFiles(json_path, md_path, plot_path)
 
 

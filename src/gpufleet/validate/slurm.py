@@ -28,7 +28,7 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +42,7 @@ from gpufleet.validate.scheduler import (
     CollectiveRun,
     HealthRun,
     JobRun,
+    NodeState,
     TrainingRequest,
     side_by_side,
     uniform_compute,
@@ -286,6 +287,59 @@ class SlurmState:
     def usable(self) -> bool:
         base = self.state.rstrip("*~#!%$@^-+").lower()
         return base in ("idle", "allocated", "mixed", "completing") and not self.state.endswith("*")
+
+
+def resume_command(node: str) -> str:
+    return shlex.join(["scontrol", "update", f"nodename={node}", "state=resume"])
+
+
+@dataclass
+class TakenOut:
+    """Nodes Slurm took out of service while the run went on (drained or down, not by gpufleet): a report
+    section. A run can pass its collectives and still leave a node no job will land on, e.g. drained with
+    "SlurmdSpoolDir is full" when the node's disk filled."""
+
+    states: dict[str, SlurmState]
+    passed: bool = True  # no node taken out (set from ``states``)
+
+    def __post_init__(self) -> None:
+        self.passed = not self.states
+
+    def lines(self) -> list[str]:
+        return [
+            f"Slurm took {node} out during the run: {state.state}"
+            + (f" ({state.reason})" if state.reason and state.reason != "none" else "")
+            + f"; once its cause is fixed, return it with: {resume_command(node)}"
+            for node, state in sorted(self.states.items())
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "nodes": {
+                node: {"state": state.state, "reason": state.reason, "resume": resume_command(node)}
+                for node, state in sorted(self.states.items())
+            },
+        }
+
+    def markdown(self) -> list[str]:
+        lines = [f"- {line}" for line in self.lines()]
+        return ["## Nodes Slurm took out during the run: **FAIL**", "", *lines]
+
+
+def taken_out(
+    before: Mapping[str, NodeState], after: dict[str, SlurmState], drained_by_us: Iterable[str]
+) -> TakenOut:
+    """The nodes usable (or not seen) before the run that Slurm holds unusable after it, less those gpufleet
+    drained itself."""
+    ours = set(drained_by_us)
+    return TakenOut(
+        {
+            node: state
+            for node, state in after.items()
+            if not state.usable and node not in ours and (node not in before or before[node].usable)
+        }
+    )
 
 
 class SlurmRunner:

@@ -17,7 +17,9 @@ inventory and the scheduler before anything runs:
    (``bisect.py``) on that collective; then, with ``validation.drain_bad_nodes``, the scheduler drains the
    nodes it names, nodes that failed their health check and training stragglers (Slurm: ``scontrol update
    ... state=drain``; Kubernetes: cordon, taint and an annotation with the reason);
-5. the report (JSON, Markdown, plot; ``report.py``), written once, and every raw log, in ``out_dir``.
+5. ``find_taken_out`` (Slurm): the nodes Slurm drained or downed itself while the run went on (a full
+   SlurmdSpoolDir), with Slurm's reason and the command to resume each; any fails the run;
+6. the report (JSON, Markdown, plot; ``report.py``), written once, and every raw log, in ``out_dir``.
 
 ``SuiteResult.passed`` is what ``gpufleet validate`` turns into its exit code. Whatever the scheduler made
 for the runs is removed by the caller (``Scheduler.cleanup``), also when a phase fails.
@@ -26,6 +28,7 @@ for the runs is removed by the caller (``Scheduler.cleanup``), also when a phase
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,8 +43,17 @@ from gpufleet.validate.health import HealthReport, driver_branch, evaluate_healt
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
-from gpufleet.validate.scheduler import CollectiveRun, Scheduler, TrainingRequest, uniform_compute
-from gpufleet.validate.slurm import Executor, SlurmRunner, Sweep, parse_env_reports, parse_missing_env, run_id
+from gpufleet.validate.scheduler import CollectiveRun, NodeState, Scheduler, TrainingRequest, uniform_compute
+from gpufleet.validate.slurm import (
+    Executor,
+    SlurmRunner,
+    Sweep,
+    TakenOut,
+    parse_env_reports,
+    parse_missing_env,
+    run_id,
+    taken_out,
+)
 from gpufleet.validate.training import TrainingResult, judge_training, parse_training_log, plot_training
 
 
@@ -57,6 +69,7 @@ class SuiteResult:
     report: ReportFiles
     nodes: list[str] = field(default_factory=list)
     training: TrainingResult | None = None
+    taken_out: TakenOut | None = None  # nodes Slurm drained or downed during the run
 
     @property
     def summary(self) -> str:
@@ -68,6 +81,8 @@ class SuiteResult:
             parts.append(f"bad nodes: {', '.join(self.bisection.bad_nodes)}")
         if self.training is not None:
             parts.append(self.training.summary)
+        if self.taken_out is not None:
+            parts.extend(self.taken_out.lines())
         return f"{word}: " + " | ".join(parts)
 
 
@@ -92,10 +107,10 @@ def _stderr_cause(stderr: str) -> str:
 def _failed_run_test(run: CollectiveRun, name: str, why: str) -> TestResult:
     """A stand-in result for a run whose output holds no table, so the report and the gate show it."""
     test = TestResult(file=name, collective=run.collective, collective_source="test name")
+    # The cause first: a reader of the verdict table sees why before the launcher's bookkeeping.
     cause = _stderr_cause(run.stderr)
-    detail = f"; stderr: {cause}" if cause else ""
-    table = f"no nccl-tests table in the output ({why})"
-    test.failures.append(f"{run.runner} exit code {run.rc}, {table}{detail}")
+    said = f"{run.runner} exit code {run.rc}, no nccl-tests table in the output ({why})"
+    test.failures.append(f"{cause} ({said})" if cause else said)
     return test
 
 
@@ -297,17 +312,19 @@ def run_suite(
     plan = SuitePlan.from_inventory(spec, inventory, scheduler, out_dir, catalog)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
-    health, nodes = check_health(plan)
+    health, nodes, before = check_health(plan)
     collectives = run_collectives(plan, nodes)
     training: TrainingResult | None = None
     if plan.validation.training.enabled:
         all_reduce = next((test for test in collectives.tests if test.collective == "all_reduce"), None)
         training = run_training(plan, nodes, all_reduce)
     drained = find_and_drain(plan, nodes, collectives, health, training)
+    taken = find_taken_out(plan, before, drained)
     candidates: list[tuple[str, Section | None]] = [
         ("health", health),
         ("training", training),
         ("bisection", drained.bisection),
+        ("slurm_took_out", taken if taken is not None and taken.states else None),
     ]
     sections = {name: section for name, section in candidates if section is not None}
     report = write_report(
@@ -323,20 +340,31 @@ def run_suite(
         and all(v.passed for v in collectives.verdicts)
         and (health is None or health.passed)
         and (training is None or training.passed)
+        and (taken is None or taken.passed)
     )
     c = collectives
     return SuiteResult(
-        passed, c.tests, c.verdicts, c.runs, health, drained.bisection, drained.nodes, report, nodes, training
+        passed,
+        c.tests,
+        c.verdicts,
+        c.runs,
+        health,
+        drained.bisection,
+        drained.nodes,
+        report,
+        nodes,
+        training,
+        taken,
     )
 
 
-def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str]]:
-    """Phase 1: each node's health (when ``validation.health_checks``), and the nodes the collectives can
+def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str], Mapping[str, NodeState]]:
+    """Phase 1: each node's health (when ``validation.health_checks``), the nodes the collectives can
     use: all of them, less those the scheduler cannot run on, that did not answer, or whose nccl-tests
-    cannot run one rank."""
+    cannot run one rank; and the scheduler's view of each node before the run."""
     nodes = [host.name for host in plan.hosts]
     if not plan.validation.health_checks:
-        return None, nodes
+        return None, nodes, {}
     smoke = any(host.gpu_stack not in (None, "none") for host in plan.hosts)
     floor = next((found for host in plan.hosts if (found := node_floor(host)) is not None), None)
     run = plan.scheduler.run_health(
@@ -354,7 +382,7 @@ def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str]]:
         for node in health.nodes
         if any(check.name in excluding and check.status == FAIL for check in node.checks)
     }
-    return health, [node for node in nodes if node not in unusable]
+    return health, [node for node in nodes if node not in unusable], run.states
 
 
 def run_collectives(plan: SuitePlan, nodes: list[str]) -> Collectives:
@@ -468,6 +496,15 @@ def find_and_drain(
         bisection.drained = [node for node in found.nodes if node in bisection.bad_nodes]
         bisection.drain_error = "; ".join(found.errors) or None
     return found
+
+
+def find_taken_out(plan: SuitePlan, before: Mapping[str, NodeState], drained: Drained) -> TakenOut | None:
+    """Phase 5 (Slurm): the nodes Slurm took out of service while the run went on (a full SlurmdSpoolDir, a
+    node that stopped answering), less those gpufleet drained itself: the verdicts may pass and leave a node
+    no job will land on. ``None`` on a scheduler other than Slurm."""
+    if not isinstance(plan.scheduler, SlurmRunner):
+        return None
+    return taken_out(before, plan.scheduler.slurm_states([host.name for host in plan.hosts]), drained.nodes)
 
 
 def _context(

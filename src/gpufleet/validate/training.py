@@ -30,14 +30,23 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.spec.model import TrainingCheck
-from gpufleet.spec.units import format_bytes
+from gpufleet.spec.units import about_bytes, format_bytes
 from gpufleet.validate.gate import FAIL, INFO, PASS, WARN, Check
 from gpufleet.validate.models import TestResult
 
 MARKER = "GPUFLEET_TRAIN "
 _NODE_LINE = re.compile(
     r"GPUFLEET_TRAIN_NODE host=(?P<host>\S+)(?: ifname=(?P<ifname>\S*))?(?: missing (?P<missing>\S+))?"
+    r"(?: no-torchrun (?P<torchrun>\S+))?"
 )
+# srun --label's prefix (the task: one per node), and a Python exception's last line after it (torchrun's
+# RendezvousTimeoutError, DistNetworkError, ...).
+_LABEL = re.compile(r"^\s*(?P<task>\d+): (?P<text>.*)$")
+_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception)(?:: .*)?$")
+# What a node prints when srun stops its task because another node's failed (a consequence, not a cause):
+# torch's SignalException ("Process 123 got signal: 15").
+_STOPPED_BY_OTHERS = re.compile(r"SignalException|got signal: \d+")
+_JOB_LINE = re.compile(r"GPUFLEET_TRAIN_JOB .*\bhead=(?P<head>\S+)")
 
 
 @dataclass
@@ -53,6 +62,10 @@ class TrainingLog:
     missing_env: dict[str, str] = field(default_factory=dict)  # host -> env file it could not source
     # rank (-1: not named) -> why its long events could not be read back (the output was lost, not the rank)
     lost: dict[int, list[str]] = field(default_factory=dict)
+    no_torchrun: dict[str, str] = field(default_factory=dict)  # host -> the torchrun it could not find
+    errors: dict[str, str] = field(default_factory=dict)  # host (or "task N") -> the last error it printed
+    no_space: dict[str, Any] | None = None  # the job's no_space event: its checkpoints would not fit
+    head: str = ""  # the node that hosts torchrun's rendezvous (train.sbatch's GPUFLEET_TRAIN_JOB line)
 
 
 _PART_LINE = re.compile(
@@ -108,13 +121,26 @@ def parse_training_log(text: str) -> TrainingLog:
     log = TrainingLog()
     decoder = json.JSONDecoder()
     parts: dict[str, _Pieces] = {}
+    tasks: dict[str, str] = {}  # srun --label's task -> the node it ran on
+    errors: dict[str, str] = {}  # task -> the last exception line it printed
     for line in text.splitlines():
+        labelled = _LABEL.match(line)
+        said = labelled["text"].strip() if labelled else ""
+        if labelled and _ERROR_LINE.match(said) and not _STOPPED_BY_OTHERS.search(said):
+            errors[labelled["task"]] = said[:300]
+        job = _JOB_LINE.search(line)
+        if job:
+            log.head = job["head"]
         if _parts(line, parts, log):
             continue
         node = _NODE_LINE.search(line)
         if node:
+            if labelled:
+                tasks[labelled["task"]] = node["host"]
             if node["missing"]:
                 log.missing_env[node["host"]] = node["missing"]
+            elif node["torchrun"]:
+                log.no_torchrun[node["host"]] = node["torchrun"]
             else:
                 log.nodes[node["host"]] = node["ifname"] or ""
             continue
@@ -127,6 +153,7 @@ def parse_training_log(text: str) -> TrainingLog:
             if isinstance(data, dict):
                 _record(log, data)
             at = line.find(MARKER, end)
+    log.errors = {tasks.get(task, f"task {task}"): error for task, error in errors.items()}
     for ident, group in parts.items():
         if group.clash:
             _lose(log, ident, "two events were sent under this one id, their parts mixed")
@@ -149,6 +176,8 @@ def _record(log: TrainingLog, data: dict[str, Any]) -> None:
         log.summaries[rank] = data
     elif kind == "checkpoint":
         log.checkpoints.append(data)
+    elif kind == "no_space":
+        log.no_space = data
 
 
 @dataclass
@@ -266,14 +295,34 @@ def judge_training(
         checks.append(
             Check("environment", FAIL, f"no NCCL environment file on {shown}: run gpufleet configure")
         )
+    if log.no_torchrun:
+        shown = ", ".join(f"{host} ({path})" for host, path in sorted(log.no_torchrun.items()))
+        checks.append(
+            Check(
+                "start",
+                FAIL,
+                f"torchrun is missing on {shown}: install software.pytorch (gpufleet configure)",
+            )
+        )
     if missing or late:
-        started_hosts = {str(data.get("host")) for data in log.starts.values()} | set(log.nodes)
+        started_hosts = {str(data.get("host")) for data in log.starts.values()}
+        # torchrun was run where the node printed its line (the env file sourced); its workers start only
+        # once every node's agent has joined the rendezvous.
+        waited = sorted(set(log.nodes) - started_hosts - set(log.no_torchrun))
         silent = [
-            node for node in nodes if node not in started_hosts and node.split(".")[0] not in started_hosts
+            node
+            for node in nodes
+            if not {node, node.split(".")[0]} & (started_hosts | set(log.nodes) | set(log.no_torchrun))
         ]
         parts = []
         if missing:
             parts.append(f"rank(s) {_ranges(missing)} of {expected} did not join")
+        if waited:
+            parts.append(
+                f"torchrun ran on {', '.join(waited)} but no worker started there (its rendezvous"
+                + (f" on {log.head}" if log.head else "")
+                + " did not complete)"
+            )
         if late:
             parts.append(
                 "joined after the "
@@ -285,14 +334,17 @@ def judge_training(
             )
         if silent:
             parts.append(f"no rank started on {', '.join(silent)}")
-        elif missing:
-            parts.append(f"torchrun started on {', '.join(sorted(started_hosts)) or 'no node'}")
+        # Each node's own last error from the job log (srun --label names its task): which node could not
+        # reach the rendezvous, and torch's words for it.
+        said = [f"{host}: {error}" for host, error in sorted(log.errors.items())]
+        if said:
+            parts.append("the job log says " + "; ".join(said))
         parts.append(
             f"interface {', '.join(interfaces)} "
             "(NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME of the nodes' env file)"
         )
         tail = (stderr.strip().splitlines() or [""])[-1][:300]
-        if tail:
+        if tail and not said:
             parts.append(f"last error: {tail}")
         checks.append(Check("join", FAIL, "; ".join(parts)))
     else:
@@ -304,6 +356,20 @@ def judge_training(
         )
         figures["join, slowest rank (s)"] = _rounded(slowest)
 
+    if log.no_space is not None:
+        room = log.no_space
+        free, wanted = about_bytes(int(room.get("available", 0))), about_bytes(int(room.get("needed", 0)))
+        each = about_bytes(int(room.get("checkpoint_bytes", 0)))
+        checks.append(
+            Check(
+                "checkpoint",
+                FAIL,
+                f"{room.get('path')} has {free} free; the job's checkpoints need {wanted} "
+                f"({room.get('keep')} kept and one being written, {each} each): the job stopped before its "
+                "first step; free space on that filesystem",
+            )
+        )
+        return result
     summaries = {rank: data for rank, data in log.summaries.items() if 0 <= rank < expected}
     if len(summaries) < expected:
         absent = sorted(set(range(expected)) - set(summaries))

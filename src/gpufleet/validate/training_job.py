@@ -74,6 +74,8 @@ class TrainingJob:
             "TRAIN_MAX_REQUEUES": "0",
             "TRAIN_NCCL_ENV": self.env_file,
             "TRAIN_TORCH_VENV": self.venv,
+            # Long events in short parts: Slurm forwards output in 1 KiB messages (train_ddp.py's emit).
+            "TRAIN_EVENT_PARTS": "1",
         }
         if self.container_image:
             settings["TRAIN_CONTAINER_IMAGE"] = self.container_image

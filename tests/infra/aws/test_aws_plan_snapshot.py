@@ -1,45 +1,24 @@
 """The offline plan of examples/aws-p5.yaml against its reviewed snapshot.
 
 ``gpufleet plan`` runs exactly this (``program.plan_spec``). When a change to the plan is intended,
-regenerate with ``GPUFLEET_UPDATE_SNAPSHOTS=1 pytest tests/infra/aws`` and review the diff.
+rewrite it with ``.venv/bin/python -m tests.infra.plan_snapshots`` and review the diff (a test run
+never writes it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from aws_specs import CREATED_AT
-
-from gpufleet.infra.program import hourly_cost, plan_spec
-from gpufleet.spec.load import load_spec
+from tests.infra.plan_snapshots import AWS_P5
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "aws-p5.yaml"
 SNAPSHOT = Path(__file__).parent / "snapshots" / "aws-p5.plan.json"
 
 
-def render(path: Path) -> str:
-    spec = load_spec(path)
-    plan = plan_spec(spec, CREATED_AT)
-    data = {
-        "resources": [r.to_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
-        "outputs": plan.outputs,
-        "cost_per_hour_usd": hourly_cost(spec)[0],
-    }
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-
 def test_p5_plan_matches_the_reviewed_snapshot():
-    rendered = render(EXAMPLE)
-    if os.environ.get("GPUFLEET_UPDATE_SNAPSHOTS") == "1":
-        SNAPSHOT.write_text(rendered, encoding="utf-8")
-    expected = SNAPSHOT.read_text(encoding="utf-8")
-    assert rendered == expected, (
-        f"the plan of {EXAMPLE.name} differs from {SNAPSHOT.name}; if intended, regenerate with "
-        "GPUFLEET_UPDATE_SNAPSHOTS=1 and review the diff"
-    )
+    assert AWS_P5.render() == AWS_P5.reviewed(), AWS_P5.mismatch()
 
 
 def test_p5_snapshot_has_32_efa_per_node_placement_and_fsx():

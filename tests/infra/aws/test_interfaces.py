@@ -39,7 +39,10 @@ def slots_of(resource) -> list[tuple[int, int, str]]:
 @pytest.mark.parametrize("item", AWS_TYPES, ids=[i.name for i in AWS_TYPES])
 def test_launch_template_interfaces_for_every_aws_type(plan_aws, item):
     efa = item.fabric.kind.value == "efa"
-    spec = aws_spec(gpu={"instance_type": item.name}, fabric="efa" if efa else "ethernet")
+    # A region that sells the type (the catalog's regions; us-east-1 where it does).
+    region = "us-east-1" if not item.regions or "us-east-1" in item.regions else item.regions[-1]
+    provider = {"kind": "aws", "region": region, "zone": f"{region}a"}
+    spec = aws_spec(gpu={"instance_type": item.name}, fabric="efa" if efa else "ethernet", provider=provider)
     recorded = plan_aws(spec)
     template = recorded.one(LT, "fleet-gpu-lt")
     count = item.fabric.interfaces if efa else 0

@@ -36,13 +36,8 @@ class Cloud(AwsMockCloud):
         self.ignored: dict[str, list[str]] = {}
 
     def _ami(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        filters = [
-            {**f, "values": [v.replace("*", f"{self.image_date}*") for v in f["values"]]}
-            if f["name"] == "name"
-            else f
-            for f in args.get("filters") or []
-        ]
-        return super()._ami({**args, "filters": filters})
+        self.publish(self.image_date)
+        return super()._ami(args)
 
     def _launch_template(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
         state = super()._launch_template(name, inputs, rid)

@@ -3,7 +3,9 @@
 ``record(spec)`` runs ``cluster_program`` (the real ``GpuClusterAzure``) under Pulumi's mocks with a
 ``RecordingMocks`` that keeps every registration (type, name, inputs, URN) and what ``AzureMockCloud``
 computed for it (its ARM id among them). When the program raises, the exception is kept next to what was
-registered (``run_offline`` would drop the registrations).
+registered (``run_offline`` would drop the registrations) when the test expects it (``record(spec,
+raises=True)``); otherwise the program's exception fails the test, as a program that does not raise fails a
+test that expects it to.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import pulumi
 import pytest
 from azure_testlib import CREATED_AT, Recording
+from tests.infra.program_recording import expect
 
 from gpufleet.infra.azure.mocks import AzureMockCloud
 from gpufleet.infra.plan import RecordingMocks
@@ -38,11 +41,14 @@ def record() -> Callable[..., Recording]:
     cache: dict[str, Recording] = {}
 
     def run(
-        spec: ClusterSpec, ssh_keys: tuple[str, ...] = ("ssh-ed25519 AAAAC3Nza cluster-key",)
+        spec: ClusterSpec,
+        ssh_keys: tuple[str, ...] = ("ssh-ed25519 AAAAC3Nza cluster-key",),
+        *,
+        raises: bool = False,
     ) -> Recording:
         key = spec.model_dump_json() + repr(ssh_keys)
         if key in cache:
-            return cache[key]
+            return expect(cache[key], raises)
         mocks = _Keeping(AzureMockCloud(spec), "gpufleet", spec.name)
         pulumi.runtime.set_mocks(mocks, project="gpufleet", stack=spec.name, preview=False)
         outputs: dict[str, Any] = {}
@@ -58,6 +64,6 @@ def record() -> Callable[..., Recording]:
             error = exc
         recording = Recording(list(mocks.resources), outputs, error, dict(mocks.computed))
         cache[key] = recording
-        return recording
+        return expect(recording, raises)
 
     return run

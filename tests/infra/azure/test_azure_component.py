@@ -223,6 +223,6 @@ def test_gb200_needs_its_image_and_a_group_of_the_nvlink_domain(record):
         "Standard_ND128isr_NDR_GB200_v6",
         provider={"kind": "azure", "subscription": SUBSCRIPTION, "location": "eastus"},
     )
-    failed = record(no_image)
+    failed = record(no_image, raises=True)
     assert failed.error is not None and "provider.image" in str(failed.error), failed.error
     assert not failed.of_type(VM), "nothing is registered for a spec preflight refuses"

@@ -149,6 +149,37 @@ def test_linux_vm_profiles_azure_refuses(profile, message):
         )
 
 
+@pytest.mark.parametrize(
+    "urn",
+    [
+        "microsoft-dsvm:ubuntu-hpc:2204:latest",
+        "Microsoft-DSVM:Ubuntu-HPC:2404:latest",
+        "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:latest",
+        "Canonical:ubuntu-24_04-lts:server:latest",
+    ],
+)
+def test_published_marketplace_images_boot(urn):
+    publisher, offer, sku, version = urn.split(":")
+    reference = {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+    assert vm(cloud_with_network(), "ok", storageProfile={"imageReference": reference})["vmId"]
+
+
+@pytest.mark.parametrize(
+    "urn",
+    [
+        "microsoft-dsvm:ubuntu-hpc:2004:latest",  # not an image gpufleet's sources list
+        "Canonical:0001-com-ubuntu-server-jammy:22_04-lts:latest",  # 22.04's gen1 sku: the types need gen2
+        "Canonical:ubuntu-24_04-lts:server-gen2:latest",  # 24.04's offer has no -gen2 sku
+        "Canonical:0001-com-ubuntu-server-noble:24_04-lts-gen2:latest",  # 24.04 lives in ubuntu-24_04-lts
+    ],
+)
+def test_a_marketplace_image_nobody_publishes_is_refused(urn):
+    publisher, offer, sku, version = urn.split(":")
+    reference = {"publisher": publisher, "offer": offer, "sku": sku, "version": version}
+    with pytest.raises(AzureRefusal, match="PlatformImageNotFound"):
+        vm(cloud_with_network(), "bad", storageProfile={"imageReference": reference})
+
+
 def test_scale_sets_refuse_what_flexible_orchestration_does():
     cloud = cloud_with_network()
     compute = "azure-native:compute:VirtualMachineScaleSet"
@@ -207,5 +238,5 @@ def test_the_program_fails_under_the_mocks_where_azure_would(record):
             {"name": "gpu", "roles": ["compute"], "instance_type": "Standard_ND96isr_H100_v5", "count": 101},
         ],
     )
-    rec = record(spec)
+    rec = record(spec, raises=True)
     assert rec.error is not None and "single placement group holds 100 VMs" in str(rec.error), rec.error

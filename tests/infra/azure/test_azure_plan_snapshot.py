@@ -1,18 +1,18 @@
 """The offline plan of examples/azure-nd-h100.yaml against its reviewed snapshot, and the shape it fixes.
 
 ``gpufleet plan`` runs exactly this (``program.plan_spec``). When a change to the plan is intended,
-regenerate with ``GPUFLEET_UPDATE_SNAPSHOTS=1 pytest tests/infra/azure`` and review the diff.
+rewrite it with ``.venv/bin/python -m tests.infra.plan_snapshots`` and review the diff (a test run
+never writes it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from azure_testlib import CREATED_AT
+from tests.infra.plan_snapshots import AZURE_ND_H100
 
-from gpufleet.infra.program import hourly_cost, plan_spec
+from gpufleet.infra.program import hourly_cost
 from gpufleet.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -20,24 +20,8 @@ EXAMPLE = ROOT / "examples" / "azure-nd-h100.yaml"
 SNAPSHOT = Path(__file__).parent / "snapshots" / "azure-nd-h100.plan.json"
 
 
-def render(path: Path) -> str:
-    plan = plan_spec(load_spec(path), CREATED_AT)
-    data = {
-        "resources": [r.to_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
-        "outputs": plan.outputs,
-    }
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-
 def test_nd_h100_plan_matches_the_reviewed_snapshot():
-    rendered = render(EXAMPLE)
-    if os.environ.get("GPUFLEET_UPDATE_SNAPSHOTS") == "1":
-        SNAPSHOT.write_text(rendered, encoding="utf-8")
-    expected = SNAPSHOT.read_text(encoding="utf-8")
-    assert rendered == expected, (
-        f"the plan of {EXAMPLE.name} differs from {SNAPSHOT.name}; if intended, regenerate with "
-        "GPUFLEET_UPDATE_SNAPSHOTS=1 and review the diff"
-    )
+    assert AZURE_ND_H100.render() == AZURE_ND_H100.reviewed(), AZURE_ND_H100.mismatch()
 
 
 def test_the_plan_has_a_scale_set_per_ib_domain_no_public_ip_on_nodes_and_nat_for_egress():

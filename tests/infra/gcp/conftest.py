@@ -2,8 +2,9 @@
 
 ``record(spec)`` runs ``cluster_program`` (the real ``GpuClusterGcp``) under Pulumi's mocks with a
 ``RecordingMocks`` that keeps every registration (type, name, inputs, URN), answered by ``GcpMockCloud``.
-It returns a ``Recording``; when the program raises, the exception is kept next to what was registered
-(``run_offline`` would drop the registrations).
+It returns a ``Recording``. A program that raises fails the test with its own exception, unless the test
+says it expects one (``record(spec, raises=True)``): then the exception is kept next to what was
+registered (``run_offline`` would drop the registrations), and a program that does not raise fails it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import pulumi
 import pytest
 from gcp_testlib import CREATED_AT, Recording
+from tests.infra.program_recording import expect
 
 from gpufleet.infra.gcp.mocks import GcpMockCloud
 from gpufleet.infra.plan import RecordingMocks
@@ -22,29 +24,32 @@ from gpufleet.spec.model import ClusterSpec
 
 
 @pytest.fixture(scope="session")
-def record() -> Callable[[ClusterSpec], Recording]:
+def record() -> Callable[..., Recording]:
     """Run a spec through the GCP program under recording mocks (memoized per spec)."""
     cache: dict[str, Recording] = {}
 
-    def run(spec: ClusterSpec) -> Recording:
+    def run(spec: ClusterSpec, *, raises: bool = False) -> Recording:
         key = spec.model_dump_json()
-        if key in cache:
-            return cache[key]
-        mocks = RecordingMocks(GcpMockCloud(spec), "gpufleet", spec.name)
-        pulumi.runtime.set_mocks(mocks, project="gpufleet", stack=spec.name, preview=False)
-        outputs: dict[str, Any] = {}
-        error: BaseException | None = None
-
-        def body() -> pulumi.Output[Any]:
-            result = cluster_program(spec, CREATED_AT)
-            return pulumi.Output.from_input(result).apply(outputs.update)
-
-        try:
-            pulumi.runtime.test(body)()
-        except Exception as exc:
-            error = exc
-        recording = Recording(resources=list(mocks.resources), outputs=outputs, error=error)
-        cache[key] = recording
-        return recording
+        if key not in cache:
+            cache[key] = _record(spec)
+        return expect(cache[key], raises)
 
     return run
+
+
+def _record(spec: ClusterSpec) -> Recording:
+    """Run ``spec`` through the program under recording mocks, keeping what it raised."""
+    mocks = RecordingMocks(GcpMockCloud(spec), "gpufleet", spec.name)
+    pulumi.runtime.set_mocks(mocks, project="gpufleet", stack=spec.name, preview=False)
+    outputs: dict[str, Any] = {}
+    error: BaseException | None = None
+
+    def body() -> pulumi.Output[Any]:
+        result = cluster_program(spec, CREATED_AT)
+        return pulumi.Output.from_input(result).apply(outputs.update)
+
+    try:
+        pulumi.runtime.test(body)()
+    except Exception as exc:
+        error = exc
+    return Recording(resources=list(mocks.resources), outputs=outputs, error=error)

@@ -18,6 +18,7 @@ from gpufleet.catalog import InstanceType
 from gpufleet.catalog.gcp import HOST_MTU, series_of
 from gpufleet.errors import SpecError
 from gpufleet.infra.gcp import TYPE_TOKEN
+from gpufleet.infra.gcp.mocks import PUBLIC_IMAGES
 from gpufleet.infra.gcp.network import IAP_RANGE
 from gpufleet.infra.outputs import OUTPUT_KEYS
 from gpufleet.infra.tags import gcp_labels
@@ -307,7 +308,7 @@ def test_ethernet_fabric_gets_host_nics_only(record):
     ids=["lustre-step", "nic-count", "placement-limit"],
 )
 def test_invalid_specs_fail_before_any_resource_is_registered(record, changes, message):
-    rec = record(gcp_spec(**changes))
+    rec = record(gcp_spec(**changes), raises=True)
     assert isinstance(rec.error, SpecError), f"expected SpecError, got {rec.error!r}"
     assert message in str(rec.error), str(rec.error)
     assert rec.resources == [], f"registered before failing: {[r.urn for r in rec.resources]}"
@@ -335,10 +336,12 @@ def test_every_vm_gets_the_cluster_key_through_cloud_init(record):
     ],
 )
 def test_gpu_vms_boot_the_image_family_cluster_toolkit_builds_on(record, machine_type, family):
+    # The mocks answer each family with its publisher's image (PUBLIC_IMAGES): the image names the family.
+    (wanted,) = [image for _, listed, image in PUBLIC_IMAGES if listed == family]
     rec = record(gcp_spec(machine_type))
     for vm in compute_vms(rec):
         image = vm.inputs["bootDisk"]["initializeParams"]["image"]
-        assert f"/images/{family}-v" in image, f"{vm.urn}: boots {image}"
+        assert image.endswith(f"/images/{wanted}"), f"{vm.urn}: boots {image}, not {family}'s {wanted}"
 
 
 @pytest.mark.parametrize("item", GPU_TYPES, ids=_ids(GPU_TYPES))

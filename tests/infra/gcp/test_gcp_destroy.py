@@ -1,4 +1,6 @@
-"""``pulumi destroy`` of a GCP cluster must finish: nothing it made may block deleting the VPC."""
+"""What the program registers so that ``pulumi destroy`` of a GCP cluster can finish: the private services
+access connection asks to remove its VPC peering on delete. The destroy itself is not run here (Pulumi's
+mocks have no delete); this checks the input that decides it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from gcp_testlib import gcp_spec
 CONNECTION = "gcp:servicenetworking/connection:Connection"
 
 
-def test_private_services_access_is_deleted_with_its_peering(record):
+def test_private_services_access_asks_to_remove_its_peering_on_delete(record):
     """A PSA connection whose producer still holds resources refuses deletion and leaves its VPC peering,
     which blocks deleting the host VPC (pulumi/pulumi-gcp#3354): REMOVE_PEERING removes the peering then.
     The default (DELETE) and ABANDON both leave the peering behind."""

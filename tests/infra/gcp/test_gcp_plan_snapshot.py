@@ -1,42 +1,23 @@
 """The offline plan of examples/gcp-a3-mega.yaml against its reviewed snapshot.
 
 ``gpufleet plan`` runs exactly this (``program.plan_spec``). When a change to the plan is intended,
-regenerate with ``GPUFLEET_UPDATE_SNAPSHOTS=1 pytest tests/infra/gcp`` and review the diff.
+rewrite it with ``.venv/bin/python -m tests.infra.plan_snapshots`` and review the diff (a test run
+never writes it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from gcp_testlib import CREATED_AT
-
-from gpufleet.infra.program import plan_spec
-from gpufleet.spec.load import load_spec
+from tests.infra.plan_snapshots import GCP_A3_MEGA
 
 ROOT = Path(__file__).resolve().parents[3]
 SNAPSHOT = Path(__file__).parent / "snapshots" / "gcp-a3-mega.plan.json"
 
 
-def render(path: Path) -> str:
-    plan = plan_spec(load_spec(path), CREATED_AT)
-    data = {
-        "resources": [r.to_json() for r in sorted(plan.resources, key=lambda r: (r.type, r.name))],
-        "outputs": plan.outputs,
-    }
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-
 def test_a3_mega_plan_matches_the_reviewed_snapshot():
-    rendered = render(ROOT / "examples" / "gcp-a3-mega.yaml")
-    if os.environ.get("GPUFLEET_UPDATE_SNAPSHOTS") == "1":
-        SNAPSHOT.write_text(rendered, encoding="utf-8")
-    expected = SNAPSHOT.read_text(encoding="utf-8")
-    assert rendered == expected, (
-        f"the plan of examples/gcp-a3-mega.yaml differs from {SNAPSHOT.name}; if intended, regenerate with "
-        "GPUFLEET_UPDATE_SNAPSHOTS=1 and review the diff"
-    )
+    assert GCP_A3_MEGA.render() == GCP_A3_MEGA.reviewed(), GCP_A3_MEGA.mismatch()
 
 
 def test_a3_mega_plan_has_nine_nics_in_nine_vpcs_placement_and_lustre():

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import random
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.catalog import aws as rules
@@ -100,12 +103,15 @@ class AwsMockCloud:
             }
         # The account's baked AMIs (gpufleet image build), for aws:ec2/getAmiIds and getAmi.
         self.baked_images: list[CloudImage] = []
+        # The public images EC2 lists (PUBLIC_AMIS); a test publishes a newer one with ``publish``.
+        self.public_amis: list[PublicAmi] = list(PUBLIC_AMIS)
 
     # ---- MockCloud --------------------------------------------------------------------------------
 
     def computed(self, type_: str, name: str, inputs: Mapping[str, Any], serial: int) -> dict[str, Any]:
         if type_.startswith("pulumi:providers:"):
             return {}
+        _refuse_what_ec2_refuses(type_, name, inputs)
         prefix, arn_kind = _IDS.get(type_, ("id-", None))
         service = type_.split(":")[1].split("/")[0]
         if service == "vpc":
@@ -174,21 +180,28 @@ class AwsMockCloud:
         if "image-id" in filters:
             image_id = filters["image-id"][0]
             name = f"pinned image {image_id}"
+            owner = (args.get("owners") or [ACCOUNT])[0]
+            architecture = filters.get("architecture", ["x86_64"])[0]
         else:
-            name = filters.get("name", ["image-*"])[0].replace("*", "20261101").strip()
+            found = _public_ami(self.public_amis, args.get("owners") or [], filters)
+            owner, name, architecture = found.owner, found.name, found.architecture
             image_id = fake_id("ami-", name)
-        owner = (args.get("owners") or [ACCOUNT])[0]
         return {
             "id": image_id,
             "imageId": image_id,
             "name": name,
-            "ownerId": "898082745236" if owner == "amazon" else owner,
-            "architecture": filters.get("architecture", ["x86_64"])[0],
+            "ownerId": owner,
+            "architecture": architecture,
             "virtualizationType": "hvm",
             "rootDeviceName": "/dev/sda1",
             "rootDeviceType": "ebs",
             "state": "available",
         }
+
+    def publish(self, date: str) -> None:
+        """Every public image line gets a newer image dated ``date`` (YYYYMMDD): a later day's EC2."""
+        for ami in list(self.public_amis):
+            self.public_amis.append(PublicAmi(ami.owner, ami.name[: -len(date)] + date, ami.architecture))
 
     # Per-type extras (see _EXTRAS).
 
@@ -265,6 +278,9 @@ class AwsMockCloud:
         hosts = self._hosts_of.get(group, [f"{name}-{i}" for i in range(count)])
         ids = sorted(fake_id("i-", f"{name}/{i}") for i in range(count))
         self._fleet_host.update(zip(ids, hosts, strict=False))
+        # EC2 lists a fleet's instances in no documented order: hand them out shuffled (seeded by the
+        # fleet's name, so a run repeats) so the program cannot lean on the order (it sorts them).
+        random.Random(name).shuffle(ids)
         override = ((inputs.get("launchTemplateConfigs") or [{}])[0].get("overrides") or [{}])[0]
         lifecycle = "spot" if spec.get("defaultTargetCapacityType") == "spot" else "on-demand"
         return {
@@ -309,3 +325,130 @@ class AwsMockCloud:
 
     def _data_repository_association(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
         return {"associationId": rid}
+
+
+# The public images EC2 lists for the owners gpufleet asks for (DescribeImages with ``owners`` and a
+# ``name`` filter), one image of each line its publisher names, as the publisher names it. A filter that
+# matches none of them fails as the provider does, so a pattern no publisher uses cannot pass a test.
+# - Canonical (owner 099720109477): "ubuntu/images/<volume>/ubuntu-<codename>-<release>-<arch>-server-
+#   <serial>", 22.04 under hvm-ssd, 24.04 under hvm-ssd-gp3 (Canonical's "Find Ubuntu images on AWS",
+#   https://documentation.ubuntu.com/aws/aws-how-to/instances/find-ubuntu-images/, read 2026-11-27).
+# - Amazon's DLAMIs (owner alias "amazon", account 898082745236): "Deep Learning [ARM64 ]Base OSS Nvidia
+#   Driver GPU AMI (Ubuntu <release>) <YYYYMMDD>", the names the DLAMI release notes head with, e.g.
+#   https://docs.amazonaws.cn/dlami/latest/devguide/aws-deep-learning-ami-gpubaseossarm64-ul2404-2026-09-21.html
+#   ("... (Ubuntu 24.04) 20260918") and ...-gpubaseossarm64-ul2204-2026-10-08.html ("(Ubuntu 22.04)
+#   20261006"), read 2026-11-27; the x86_64 line's name is the same without "ARM64 ".
+# The serials and dates below are of the named form; the mock does not claim those exact images exist.
+AMAZON_ACCOUNT = "898082745236"
+
+
+@dataclass(frozen=True)
+class PublicAmi:
+    owner: str  # the publisher's account
+    name: str  # ends in the image's date or serial, YYYYMMDD: the newest is the greatest
+    architecture: str
+
+
+PUBLIC_AMIS: tuple[PublicAmi, ...] = (
+    PublicAmi(
+        rules.CANONICAL_OWNER, "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-20261101", "x86_64"
+    ),
+    PublicAmi(
+        rules.CANONICAL_OWNER, "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-arm64-server-20261101", "arm64"
+    ),
+    PublicAmi(
+        rules.CANONICAL_OWNER, "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-20261101", "x86_64"
+    ),
+    PublicAmi(
+        rules.CANONICAL_OWNER, "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-arm64-server-20261101", "arm64"
+    ),
+    PublicAmi(
+        AMAZON_ACCOUNT, "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20261006", "x86_64"
+    ),
+    PublicAmi(
+        AMAZON_ACCOUNT, "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20261006", "arm64"
+    ),
+    PublicAmi(
+        AMAZON_ACCOUNT, "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20260918", "x86_64"
+    ),
+    PublicAmi(
+        AMAZON_ACCOUNT, "Deep Learning ARM64 Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20260918", "arm64"
+    ),
+)
+# DescribeImages' owner aliases (EC2 API reference, DescribeImages, Owner.N).
+_OWNER_ALIASES = {"amazon": AMAZON_ACCOUNT}
+
+
+def _public_ami(images: list[PublicAmi], owners: list[str], filters: Mapping[str, list[str]]) -> PublicAmi:
+    """The newest public image an ``aws:ec2/getAmi`` with these owners and filters finds (most_recent), or
+    the provider's error when none matches."""
+    accounts = {_OWNER_ALIASES.get(owner, owner) for owner in owners}
+    names = filters.get("name", ["*"])
+    arches = filters.get("architecture", ["x86_64", "arm64"])
+    found = [
+        image
+        for image in images
+        if (not owners or image.owner in accounts)
+        and image.architecture in arches
+        and any(_ec2_name_match(pattern, image.name) for pattern in names)
+    ]
+    if found:
+        return max(found, key=lambda image: image.name[-8:])
+    # terraform-provider-aws's aws_ami data source (what pulumi-aws's getAmi runs) when DescribeImages
+    # returns nothing: "Your query returned no results. Please change your search criteria and try again."
+    raise RuntimeError(
+        f"invoking aws:ec2/getAmi:getAmi: Your query returned no results. Please change your search criteria "
+        f"and try again. (owners {owners}, filters {dict(filters)})"
+    )
+
+
+def _ec2_name_match(pattern: str, name: str) -> bool:
+    """EC2's filter wildcards: ``*`` any run of characters, ``?`` exactly one; the rest is literal."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, name, flags=re.DOTALL) is not None
+
+
+# What the EC2 API refuses of the inputs gpufleet sends, checked here so a test fails where ``up`` would
+# (Pulumi's mocks pass any input through). Sources, read 2026-11-27:
+# - tags: key 1-128 characters, value at most 256, no "aws:" prefix (EC2 User Guide, "Tag restrictions",
+#   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions);
+# - the enums of CreatePlacementGroup (Strategy), CreateLaunchTemplate (MetadataOptions HttpTokens,
+#   HttpEndpoint, InstanceMetadataTags; HttpPutResponseHopLimit 1-64; Ebs VolumeType) and CreateFleet
+#   (Type), EC2 API reference; pulumi_aws.ec2.PlacementStrategy lists cluster and spread of the three.
+_ENUMS: dict[str, tuple[tuple[tuple[str, ...], frozenset[str]], ...]] = {
+    "aws:ec2/placementGroup:PlacementGroup": (
+        (("strategy",), frozenset({"cluster", "spread", "partition"})),
+    ),
+    "aws:ec2/fleet:Fleet": ((("type",), frozenset({"request", "maintain", "instant"})),),
+    "aws:ec2/launchTemplate:LaunchTemplate": (
+        (("metadataOptions", "httpTokens"), frozenset({"optional", "required"})),
+        (("metadataOptions", "httpEndpoint"), frozenset({"enabled", "disabled"})),
+        (("metadataOptions", "instanceMetadataTags"), frozenset({"enabled", "disabled"})),
+    ),
+}
+_VOLUME_TYPES = frozenset({"standard", "io1", "io2", "gp2", "gp3", "sc1", "st1"})
+
+
+def _refuse_what_ec2_refuses(type_: str, name: str, inputs: Mapping[str, Any]) -> None:
+    problems: list[str] = []
+    for key, tag in dict(inputs.get("tags") or {}).items():
+        if not 1 <= len(key) <= 128 or key.lower().startswith("aws:") or len(str(tag)) > 256:
+            problems.append(
+                f"tag {key!r}={str(tag)[:40]!r}: keys 1-128 characters not starting 'aws:', values <= 256"
+            )
+    for path, allowed in _ENUMS.get(type_, ()):
+        value: Any = inputs
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is not None and value not in allowed:
+            problems.append(f"{'.'.join(path)} {value!r}: one of {sorted(allowed)}")
+    if type_ == "aws:ec2/launchTemplate:LaunchTemplate":
+        hops = (inputs.get("metadataOptions") or {}).get("httpPutResponseHopLimit")
+        if hops is not None and not 1 <= int(hops) <= 64:
+            problems.append(f"metadataOptions.httpPutResponseHopLimit {hops}: 1-64")
+        for mapping in inputs.get("blockDeviceMappings") or []:
+            volume = (mapping.get("ebs") or {}).get("volumeType")
+            if volume is not None and volume not in _VOLUME_TYPES:
+                problems.append(f"ebs.volumeType {volume!r}: one of {sorted(_VOLUME_TYPES)}")
+    if problems:
+        raise RuntimeError(f"{type_} {name}: InvalidParameterValue: " + "; ".join(problems))

@@ -21,7 +21,8 @@ would fail on ``pulumi up`` fails under the mocks too:
   Flexible; more VMs in a single-placement-group scale set than its 100 (``catalog.azure``);
 - a Linux VM whose ``computerName`` is longer than 64 characters, whose SSH key path is not the admin
   user's ``authorized_keys``, whose ``customData`` is not base64, or whose admin user name is reserved;
-- an AML file system in a subnet smaller than /24, or of a size its SKU does not come in.
+- an AML file system in a subnet smaller than /24, or of a size its SKU does not come in;
+- a VM booting a marketplace image its publisher does not list (``PlatformImageNotFound``; PUBLISHED).
 """
 
 from __future__ import annotations
@@ -206,6 +207,7 @@ class AzureMockCloud:
                 base64.b64decode(str(profile["customData"]), validate=True)
             except binascii.Error:
                 raise AzureRefusal("InvalidParameter", "customData is not base64") from None
+        _refuse_unpublished_image((inputs.get("storageProfile") or {}).get("imageReference") or {})
         attached = (inputs.get("virtualMachineScaleSet") or {}).get("id")
         if attached is not None:
             owner = self._scale_sets.get(attached)
@@ -255,3 +257,33 @@ class AzureMockCloud:
 
     def invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError(f"AzureMockCloud has no answer for the invoke {token}")
+
+
+# The marketplace images (publisher, offer, sku) the publishers list, for the images gpufleet boots; Azure
+# compares them case-insensitively. Read 2026-11-27:
+# - microsoft-dsvm:ubuntu-hpc:2204 and :2404, Microsoft's HPC images (Azure/azhpc-images, as catalog.azure
+#   cites);
+# - Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2 and Canonical:ubuntu-24_04-lts:server (Canonical's
+#   "Find Ubuntu images on Azure", https://documentation.ubuntu.com/azure/azure-how-to/instances/find-ubuntu-images/).
+PUBLISHED: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        ("microsoft-dsvm", "ubuntu-hpc", "2204"),
+        ("microsoft-dsvm", "ubuntu-hpc", "2404"),
+        ("canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2"),
+        ("canonical", "ubuntu-24_04-lts", "server"),
+    }
+)
+
+
+def _refuse_unpublished_image(reference: Mapping[str, Any]) -> None:
+    """Azure's refusal of a marketplace image nobody publishes (a managed or gallery image id passes)."""
+    if reference.get("id") or not reference:
+        return
+    parts = tuple(str(reference.get(key, "")) for key in ("publisher", "offer", "sku"))
+    if tuple(part.lower() for part in parts) not in PUBLISHED:
+        urn = ":".join((*parts, str(reference.get("version", ""))))
+        raise AzureRefusal(
+            "PlatformImageNotFound",
+            f"The platform image '{urn}' is not available. Verify that all fields in the storage profile are "
+            "correct.",
+        )

@@ -11,6 +11,7 @@ default). It creates nothing and needs no credentials.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,7 @@ class GcpMockCloud:
     # ---- resources ------------------------------------------------------------------------------
 
     def computed(self, type_: str, name: str, inputs: Mapping[str, Any], serial: int) -> dict[str, Any]:
+        _refuse_what_gcp_refuses(type_, name, inputs)
         # "gcp:compute/network:Network" -> _compute_Network
         key = type_.split(":")[1].split("/")[0] + "_" + type_.split(":")[-1]
         handler = getattr(self, f"_{key}", None)
@@ -151,18 +153,7 @@ class GcpMockCloud:
 
     def invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
         if token == "gcp:compute/getImage:getImage":
-            project = args.get("project") or "ubuntu-os-cloud"
-            family = args.get("family") or args.get("name") or "ubuntu-2204-lts"
-            image = f"{family}-v20261118"
-            return {
-                "id": f"projects/{project}/global/images/{image}",
-                "selfLink": f"{API}/projects/{project}/global/images/{image}",
-                "name": image,
-                "family": family,
-                "project": project,
-                "status": "READY",
-                "diskSizeGb": 10,
-            }
+            return _public_image(args)
         if token == "gcp:compute/getImages:getImages":
             return self._images(args)
         raise NotImplementedError(f"GcpMockCloud has no answer for the invoke {token}")
@@ -179,3 +170,85 @@ class GcpMockCloud:
                     {"name": image.id, "selfLink": link, "creationTimestamp": image.created, "labels": labels}
                 )
         return {"id": args.get("project") or self.project, "images": images}
+
+
+# The public image families gpufleet boots, as their publishers list them (project, family, the family's
+# image at the time read); an image lookup for any other project or family fails as the provider does.
+# - ubuntu-os-cloud: ubuntu-2204-lts, ubuntu-2404-lts-amd64, ubuntu-2404-lts-arm64; images named
+#   ubuntu-<release>-<codename>[-<arch>]-v<date> (https://cloud.google.com/compute/docs/images/os-details,
+#   Ubuntu, read 2026-11-27).
+# - ubuntu-os-accelerator-images: ubuntu-accelerator-2404-amd64-with-nvidia-580, whose image
+#   ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522 Cluster Toolkit's A3 Mega blueprint builds on
+#   (catalog.gcp.ACCELERATOR_IMAGE_SOURCE).
+# The ubuntu-os-cloud dates are of the named form; the mock does not claim those exact images exist.
+PUBLIC_IMAGES: tuple[tuple[str, str, str], ...] = (
+    ("ubuntu-os-cloud", "ubuntu-2204-lts", "ubuntu-2204-jammy-v20261118"),
+    ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64", "ubuntu-2404-noble-amd64-v20261118"),
+    ("ubuntu-os-cloud", "ubuntu-2404-lts-arm64", "ubuntu-2404-noble-arm64-v20261118"),
+    (
+        "ubuntu-os-accelerator-images",
+        "ubuntu-accelerator-2404-amd64-with-nvidia-580",
+        "ubuntu-accelerator-2404-amd64-with-nvidia-580-v20260522",
+    ),
+)
+
+
+def _public_image(args: Mapping[str, Any]) -> dict[str, Any]:
+    """``gcp:compute/getImage`` by ``family`` or ``name`` in ``project``: the publisher's image, or the
+    provider's error when the project has no such family or image."""
+    project = args.get("project") or ""
+    family = args.get("family")
+    name = args.get("name")
+    for image_project, image_family, image in PUBLIC_IMAGES:
+        if image_project == project and (family == image_family or (family is None and name == image)):
+            return {
+                "id": f"projects/{project}/global/images/{image}",
+                "selfLink": f"{API}/projects/{project}/global/images/{image}",
+                "name": image,
+                "family": image_family,
+                "project": project,
+                "status": "READY",
+                "diskSizeGb": 10,
+            }
+    # terraform-provider-google's google_compute_image data source (pulumi-gcp's getImage) passes on
+    # Compute's 404 for a family or image the project does not have.
+    path = f"family/{family}" if family else str(name)
+    raise RuntimeError(
+        f"invoking gcp:compute/getImage:getImage: googleapi: Error 404: The resource "
+        f"'projects/{project}/global/images/{path}' was not found, notFound"
+    )
+
+
+# What Compute refuses of any resource it creates, checked here so a test fails where ``up`` would:
+# - a resource name: RFC 1035, 1-63 characters, the regex Compute's error quotes ("Invalid value for field
+#   'resource.name': '...'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"; Compute's
+#   "Naming resources", https://cloud.google.com/compute/docs/naming-resources, read 2026-11-27);
+# - labels: keys 1-63 characters starting with a lower-case letter, keys and values of lower-case letters,
+#   digits, "_" and "-", values at most 63 characters, at most 64 labels ("Requirements for labels",
+#   https://cloud.google.com/compute/docs/labeling-resources#requirements, read 2026-11-27).
+COMPUTE_NAME = re.compile(r"(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)")
+LABEL_KEY = re.compile(r"[a-z][-_a-z0-9]{0,62}")
+LABEL_VALUE = re.compile(r"[-_a-z0-9]{0,63}")
+
+
+def _refuse_what_gcp_refuses(type_: str, name: str, inputs: Mapping[str, Any]) -> None:
+    resource_name = inputs.get("name")
+    compute = type_.startswith("gcp:compute/") and isinstance(resource_name, str)
+    if compute and not COMPUTE_NAME.fullmatch(str(resource_name)):
+        raise RuntimeError(
+            f"{type_} {name}: googleapi: Error 400: Invalid value for field 'resource.name': "
+            f"'{resource_name}'. Must be a match of regex '{COMPUTE_NAME.pattern}', invalid"
+        )
+    labels = inputs.get("labels")
+    if isinstance(labels, Mapping):
+        bad = [
+            f"{key}={value}"
+            for key, value in labels.items()
+            if not LABEL_KEY.fullmatch(str(key)) or not LABEL_VALUE.fullmatch(str(value))
+        ]
+        if bad or len(labels) > 64:
+            raise RuntimeError(
+                f"{type_} {name}: googleapi: Error 400: Invalid value for field 'resource.labels': "
+                f"{bad or len(labels)} (label keys and values: lower-case letters, digits, '_' and '-',"
+                " at most 63 characters, a key starting with a letter; at most 64 labels), invalid"
+            )
