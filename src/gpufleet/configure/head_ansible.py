@@ -101,6 +101,13 @@ def supports(release: str, python: tuple[int, int]) -> bool:
     return window is not None and window[0] <= python <= window[1]
 
 
+def site_packages() -> Path:
+    """The folder this machine's ansible-core is installed in."""
+    import ansible
+
+    return Path(ansible.__file__).resolve().parents[1]
+
+
 def runner_release() -> str:
     from ansible.release import __version__
 
@@ -201,8 +208,6 @@ def release_for(head: HeadPython, ours: str | None = None) -> str:
 
 def for_head(head: HeadPython, *, here: HeadPython | None = None, ours: str | None = None) -> ShippedAnsible:
     """The ansible-core the head runs: this machine's installed one, or the downloaded release's folder."""
-    from gpufleet.configure.relay import site_packages
-
     ours = ours or runner_release()
     release = release_for(head, ours)
     if release == ours and same_as_here(head, here):

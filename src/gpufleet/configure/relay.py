@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpufleet.configure import head_ansible
-from gpufleet.configure.head_ansible import NoAnsibleForHead
+from gpufleet.configure.head_ansible import NoAnsibleForHead, site_packages
 from gpufleet.configure.remote import SshExecutor
 from gpufleet.configure.runner import PlayResult, play_error
 from gpufleet.errors import ConfigureError
@@ -179,12 +179,6 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o6
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(data), mode
     archive.addfile(info, io.BytesIO(data))
-
-
-def site_packages() -> Path:
-    import ansible
-
-    return Path(ansible.__file__).resolve().parents[1]
 
 
 def ansible_payload(packages: Path) -> list[tuple[Path, str]]:
