@@ -10,6 +10,8 @@ import io
 import subprocess
 import sys
 import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,26 @@ def test_a_failed_download_names_the_release_and_the_heads_python(
     )
     assert "No matching distribution" in caught.value.message
     assert caught.value.hint is not None and "GPUFLEET_CONFIGURE_FROM=here" in caught.value.hint
+
+
+def test_two_configures_at_once_download_the_heads_ansible_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clusters configured at once from one machine, both heads on Python 3.10: one pip download into
+    the shared cache folder, the other waits for it (before, both ran pip into the same folder)."""
+    monkeypatch.setenv("GPUFLEET_CACHE_DIR", str(tmp_path / "cache"))
+    calls: list[float] = []
+
+    def pip(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(time.monotonic())
+        time.sleep(0.5)  # a download takes a while: the other configure starts meanwhile
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(head_ansible.subprocess, "run", pip)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        shipped = list(pool.map(lambda _: head_ansible.for_head(JAMMY, ours=OURS), range(2)))
+    assert len(calls) == 1
+    assert shipped[0] == shipped[1] and shipped[0].release == "2.17.14"
 
 
 def test_site_yml_and_every_role_load_under_ansible_core_2_17(

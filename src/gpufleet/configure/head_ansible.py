@@ -19,6 +19,7 @@ The collections the roles name are pure Python and ship from this machine in eve
 
 from __future__ import annotations
 
+import fcntl
 import platform
 import re
 import subprocess
@@ -155,10 +156,22 @@ def cache_key(release: str, head: HeadPython) -> str:
 
 def download(release: str, head: HeadPython, folder: Path) -> Path:
     """The wheels of ``ansible-core==release`` and its requirements for ``head``, unpacked into
-    ``folder/py`` (made once: a complete folder carries ``.complete``). Returns ``folder/py``."""
+    ``folder/py`` (made once: a complete folder carries ``.complete``). Returns ``folder/py``.
+
+    Two configures at once (two clusters' heads of one Python) make the folder once: the second waits on
+    an advisory lock beside it, then finds it complete (before, both ran pip into one folder)."""
     py = folder / "py"
     if (folder / ".complete").exists():
         return py
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with folder.with_name(folder.name + ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / ".complete").exists():
+            return py
+        return _download(release, head, folder, py)
+
+
+def _download(release: str, head: HeadPython, folder: Path, py: Path) -> Path:
     wheels = folder / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
