@@ -82,3 +82,21 @@ def _blocking_stdin(request: pytest.FixtureRequest) -> Iterator[None]:
     if _stdin_nonblocking():
         os.set_blocking(0, True)
         warnings.warn(f"{request.node.nodeid} left stdin non-blocking", stacklevel=1)
+
+
+@pytest.fixture(autouse=True)
+def _ready_wait_on_a_fake_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite polls a node that is not ready until validation.ready_timeout (5 minutes by default): off a
+    real cluster, its clock is a fake one that each sleep moves on, so the polls run without the wait. The
+    late-ready tests (tests/validate/test_gate_tiers.py) read the same clock."""
+    if request.node.get_closest_marker("cluster"):
+        return
+    from gpufleet.validate import suite
+
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    monkeypatch.setattr(suite, "_clock", lambda: now[0])
+    monkeypatch.setattr(suite, "_sleep", sleep)

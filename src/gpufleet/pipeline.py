@@ -134,12 +134,14 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     return result
 
 
-def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
+def validate(spec: ClusterSpec, out: Path, reporter: Reporter, ledger: Path | None = None) -> SuiteResult:
     """Run the validation suite through the spec's scheduler (Slurm on the login node, or pods and MPIJobs on
-    Kubernetes); the report goes to ``out``. On Kubernetes, whatever the run made is deleted afterwards and
+    Kubernetes); the report goes to ``out``, the figures to the ledger (``validate.ledger``: ``ledger``, else
+    the state folder's). On Kubernetes, whatever the run made is deleted afterwards and
     listed again: anything left is ``LeftoversError`` (exit 9), after the report is written."""
     from gpufleet.errors import LeftoversError
     from gpufleet.monitoring import util
+    from gpufleet.validate.ledger import ledger_path
     from gpufleet.validate.report import append_section, require_room
     from gpufleet.validate.suite import run_suite, scheduler_for
 
@@ -159,7 +161,7 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter) -> SuiteResult:
     ):
         scheduler = scheduler_for(spec, inventory)
         try:
-            result = run_suite(spec, inventory, scheduler, out)
+            result = run_suite(spec, inventory, scheduler, out, ledger=ledger_path(ledger))
         finally:
             left = scheduler.cleanup()
         append_section(result.report, "utilization", util.during(inventory, started, time.time()))
@@ -288,6 +290,7 @@ def run(
     bake: bool = False,
     replace: bool = False,
     view: RunView | None = None,
+    ledger: Path | None = None,
 ) -> RunResult:
     """The whole job: (bake,) check, up, configure, validate, then down (also when a step fails, unless
     ``keep``). ``bake``: first bake the roles' install phase into a node image where the backend's baker
@@ -306,7 +309,7 @@ def run(
         view.up(state, inventory)
         view.configured(configure(spec, reporter))
         view.before_validate()
-        result.validation = validate(spec, out, reporter)
+        result.validation = validate(spec, out, reporter, ledger)
         view.validated(result.validation)
         result.passed = result.validation.passed
     finally:

@@ -63,7 +63,7 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     )
     monkeypatch.setattr(pipeline, "configure", lambda spec, reporter: done.append("configure"))
 
-    def validate(spec, out, reporter):  # type: ignore[no-untyped-def]
+    def validate(spec, out, reporter, ledger=None):  # type: ignore[no-untyped-def]
         done.append("validate")
         raise ProvisionError("the login node went away")
 

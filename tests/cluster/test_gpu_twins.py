@@ -56,6 +56,9 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE_PLAYS = ("Group the compute nodes by GPU stack mode", "GPU node stack", "Fabric")
+# The GDRCopy release the gdrcopy role installs (its defaults), which the mirror carries (twins.vendor_repo).
+GDRCOPY_DEFAULTS = ROOT / "roles" / "gdrcopy" / "defaults" / "main.yml"
+GDRCOPY_PIN = yaml.safe_load(GDRCOPY_DEFAULTS.read_text())["gdrcopy_version"]
 NOT_RUN_ROLES = {"nccl_tests"}  # builds nccl-tests with nvcc: the twins' nvcc only prints its version
 # The test's stand-ins for what a container lacks (the same as test_gpu_roles_converge): no kernel headers
 # to build for, the loaded module's version in a file a boot unit writes, no initramfs; GDRCopy's gdrdrv
@@ -131,6 +134,9 @@ def twin_inventory(twins: list[Twin], addresses: dict[str, str], key: Path) -> d
                 "nvidia_driver_repo_url": f"file://{MIRROR}/cuda/repos",
                 "cuda_toolkit_repo_url": f"file://{MIRROR}/cuda/repos",
                 "gdrcopy_url": f"file://{MIRROR}/gdrcopy",
+                # the container toolkit from the mirror the CUDA keyring's source names (NVIDIA's CUDA
+                # repository carries it too: Cluster Toolkit installs it from there), not nvidia.github.io
+                "container_toolkit_add_repo": False,
                 "efa_disable_ptrace_protection": False,  # /proc/sys is read-only in a container
             },
         }
@@ -333,11 +339,13 @@ def test_every_twin_installs_what_its_image_lacks_verifies_the_rest_and_ends_hea
         ), check.stdout + check.stderr
         verified = [c for c, m in modes.items() if m == "verify"]
         installed = [c for c, m in modes.items() if m == "install"]
+        detected = [c for c, m in modes.items() if m == "detect"]
         report += [
             f"  {twin.name} ({twin.manifest.name} {twin.manifest.release}, {twin.instance_type}, "
             f"fabric {twin.fabric}):",
             f"    verified (the image ships them): {', '.join(verified) or 'none'}",
             f"    to install (the image lacks them): {', '.join(installed) or 'none'}",
+            f"    found out on the node (no source settles them): {', '.join(detected) or 'none'}",
             f"    installed by the roles: {', '.join(added) or 'nothing'}",
             f"    node check: {check.stdout.strip()}",
         ]
@@ -369,8 +377,11 @@ def _expect_installed(twin: Twin, modes: dict[str, str], now: dict[str, str]) ->
         expected["libnccl2"] = ("nccl", f"{pins.nccl}-1+cuda{pins.cuda}")
     if modes["dcgm"] == "install":
         expected[f"datacenter-gpu-manager-4-cuda{pins.cuda.split('.')[0]}"] = ("dcgm", "1:4.4.2-1")
+    if modes["container_toolkit"] == "install":  # the four at the container_toolkit role's pin
+        expected["nvidia-container-toolkit"] = ("container_toolkit", "1.20.0-1")
+        expected["libnvidia-container1"] = ("container_toolkit", "1.20.0-1")
     if modes["gdrcopy"] == "install" and twin.fabric in ("efa", "infiniband", "roce"):  # its own component
-        expected["gdrcopy"] = ("gdrcopy", "2.5.1-1")  # the gdrcopy role's pin, whatever NCCL's mode
+        expected["gdrcopy"] = ("gdrcopy", f"{GDRCOPY_PIN}-1")  # the gdrcopy role's pin, whatever NCCL's mode
     wrong = {
         pkg: (component, want, now.get(pkg))
         for pkg, (component, want) in expected.items()

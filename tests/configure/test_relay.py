@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from gpufleet.configure import relay
+from gpufleet.configure.head_ansible import HeadPython, NoAnsibleForHead
 from gpufleet.errors import ConfigureError, ExitCode
 from gpufleet.inventory.model import Connection, Host, Inventory
 from gpufleet.progress import SilentReporter
@@ -60,8 +61,9 @@ def fleet(compute: int) -> Inventory:
 
 @dataclass
 class FakeHead:
-    """Models the head node as seen through ssh: a shell with $HOME /home/ubuntu, Debian's python3 at
-    this interpreter's version, ``nproc`` cores; tar unpacks the upload into ``disk``; ansible-playbook
+    """Models the head node as seen through ssh: a shell with $HOME /home/ubuntu, a python3 at this
+    interpreter's version and platform unless ``python`` says otherwise (the probe's line), ``nproc`` cores;
+    tar unpacks the upload into ``disk``; ansible-playbook
     prints ``output`` (real ansible-playbook output) and exits ``rc``."""
 
     disk: Path
@@ -75,11 +77,10 @@ class FakeHead:
     def __call__(
         self, command: str, *, stdin: bytes | None = None, on_line: Callable[[str], None] | None = None
     ) -> tuple[int, str]:
-        import sys
-
         self.calls.append(command)
         if command.startswith("printf"):
-            python = self.python or str(tuple(sys.version_info[:2]))
+            here = HeadPython.here()
+            python = self.python or f"{here.major} {here.minor} {here.machine} {here.glibc}"
             return 0, f"/home/ubuntu\n{python}\n{self.cores}\n"
         if "tar -xzf -" in command:
             assert stdin is not None
@@ -226,18 +227,23 @@ def test_a_failed_task_on_a_node_is_named_with_its_message_and_where_the_log_is(
     assert error.hint is not None and f"{tmp_path / 'logs'}/stdout" in error.hint
 
 
-def test_a_head_with_another_python_is_refused_before_anything_is_shipped(tmp_path: Path) -> None:
-    head = FakeHead(tmp_path / "head", "", python="(3, 8)")
-    with pytest.raises(ConfigureError) as caught:
+def test_a_head_whose_python_no_ansible_core_supports_is_refused_before_anything_is_shipped(
+    tmp_path: Path,
+) -> None:
+    head = FakeHead(tmp_path / "head", "", python="3 8 x86_64 2.31")
+    with pytest.raises(NoAnsibleForHead) as caught:
         run(fleet(2), head, tmp_path)
-    assert "p5-controller has Python (3, 8)" in caught.value.message
+    assert caught.value.message.startswith(
+        "the head node p5-controller: the head's python3 is 3.8, which no ansible-core gpufleet ships "
+        "supports as a controller (ansible-core 2.16 3.10-3.12, 2.17 3.10-3.12, 2.18 3.11-3.13"
+    ), caught.value.message
     assert len(head.calls) == 1 and not head.uploads
 
 
-def test_auto_falls_back_to_here_on_a_head_with_another_python_before_anything_is_shipped(
+def test_auto_falls_back_to_here_on_a_head_no_ansible_core_runs_on_before_anything_is_shipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    head = FakeHead(tmp_path / "head", "", python="(3, 8)")
+    head = FakeHead(tmp_path / "head", "", python="3 8 x86_64 2.31")
     monkeypatch.setattr(relay, "SshShell", lambda inventory: head)
     lines: list[str] = []
 
@@ -250,8 +256,8 @@ def test_auto_falls_back_to_here_on_a_head_with_another_python_before_anything_i
     args = (fleet(2), munge, tmp_path / "logs", Notes())
     assert relay.configure_on_head(*args, baked="abc", required=False) is None
     assert len(head.calls) == 1 and not head.uploads
-    assert any("has Python (3, 8)" in line and "runs from this machine instead" in line for line in lines)
-    with pytest.raises(relay.HeadPythonMismatch):  # the switch set to head: an error, as before
+    assert any("python3 is 3.8" in line and "runs from this machine instead" in line for line in lines)
+    with pytest.raises(NoAnsibleForHead):  # the switch set to head: an error, as before
         relay.configure_on_head(*args, baked="abc", required=True)
 
 

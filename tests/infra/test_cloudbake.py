@@ -211,12 +211,15 @@ def test_a_failed_bake_whose_builder_cannot_be_removed_says_both(cloud, monkeypa
 
 
 def test_the_bake_pins_carry_the_base_image_manifests_decision():
-    """What the install phase installs per component is part of the image's hash: on a DLAMI every role
-    component is verified (nothing installed over it), on plain Ubuntu installed; the two bakes differ."""
+    """What the install phase installs per component is part of the image's hash: on the x86_64 DLAMI the
+    driver is verified and what its x86_64 page does not settle is detected on the builder, on plain Ubuntu
+    every component is installed; the two bakes differ."""
     plain = images.bake_pins(AwsImages(), spec())["builder"]
     dlami_data = {**SPEC, "provider": {**SPEC["provider"], "ami": {"family": "dlami-base-ubuntu-24.04"}}}
     dlami = images.bake_pins(AwsImages(), ClusterSpec.model_validate(dlami_data))["builder"]
     roles = ("driver", "cuda", "nccl", "dcgm")
     assert {plain["gpu_components"][c] for c in roles} == {"install"}, plain
-    assert {dlami["gpu_components"][c] for c in roles} == {"verify"}, dlami
-    assert dlami["gpu_paths"]["nccl_lib_dir"] == "/usr/local/cuda-13.2/lib", dlami
+    assert dlami["gpu_components"]["driver"] == "verify", dlami
+    assert {dlami["gpu_components"][c] for c in roles[1:]} == {"detect"}, dlami
+    assert dlami["gpu_paths"] == {}, dlami
+    assert plain != dlami

@@ -241,7 +241,7 @@ def test_fabric_play_converges_in_check_mode(case: str, check_run: dict):
     assert result["stats"][case]["failures"] == 0 and result["stats"][case]["unreachable"] == 0
     tasks = [task for play in result["plays"] for task in play["tasks"] if case in task["hosts"]]
     ran = [task for task in tasks if not task["hosts"][case].get("skipped")]
-    ran_roles = {task["task"].get("path", "").split("/roles/")[-1].split("/")[0] for task in ran}
+    ran_roles = {task["task"].get("path", "").rsplit("/roles/", 1)[-1].split("/")[0] for task in ran}
     role = fabric_role(fabric, provider)
     assert role in ran_roles and "nccl_env" in ran_roles, sorted(ran_roles)
     assert not (ran_roles & {"efa", "gcp_gpudirect", "infiniband", "ethernet"}) - {role}, sorted(ran_roles)

@@ -63,10 +63,14 @@ def _modes(tmp_path: Path, **host_vars: object) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("image", "fabric", "expected"),
     [
-        # NCCL is the image's (verify), GDRCopy is not shipped: the role installs it all the same.
-        ("dlami-base-oss-ubuntu-24.04", "efa", {"nccl": "verify", "gdrcopy": "install"}),
-        # The 22.04 DLAMI lists GDRCopy 2.5.2: verified, never installed over.
-        ("dlami-base-oss-ubuntu-22.04", "efa", {"nccl": "verify", "gdrcopy": "verify"}),
+        # The ARM64 24.04 DLAMI: NCCL is the image's (verify), GDRCopy is not shipped: installed all the same.
+        ("dlami-base-oss-ubuntu-24.04-arm64", "efa", {"nccl": "verify", "gdrcopy": "install"}),
+        # The ARM64 22.04 DLAMI lists GDRCopy 2.5.2: verified, never installed over.
+        ("dlami-base-oss-ubuntu-22.04-arm64", "efa", {"nccl": "verify", "gdrcopy": "verify"}),
+        # The x86_64 24.04 DLAMI lists GDRCopy 2.6 on its own page (issue 31, N2); its NCCL is not settled.
+        ("dlami-base-oss-ubuntu-24.04", "efa", {"nccl": "detect", "gdrcopy": "verify"}),
+        # The x86_64 22.04 DLAMI: no x86_64 page read, so the role finds GDRCopy out on the node.
+        ("dlami-base-oss-ubuntu-22.04", "efa", {"nccl": "detect", "gdrcopy": "detect"}),
         # A fabric without GPUDirect RDMA has no use for it.
         ("ubuntu-24.04", "ethernet", {"nccl": "install", "gdrcopy": "none"}),
         ("gcp-ubuntu-accelerator-2404-nvidia-580", "tcpxo", {"nccl": "install", "gdrcopy": "none"}),
@@ -104,9 +108,16 @@ def _executable(path: Path, text: str) -> None:
 
 
 def _verify(
-    tmp_path: Path, *, loaded: bool, programs: tuple[str, ...], packaged: str | None, tags: str = "all"
+    tmp_path: Path,
+    *,
+    loaded: bool,
+    programs: tuple[str, ...],
+    packaged: str | None,
+    tags: str = "all",
+    image: str = "dlami-base-oss-ubuntu-22.04-arm64",
 ) -> tuple[int, dict[str, dict]]:
-    """The role in verify mode on a DLAMI 22.04 node: stand-in ldconfig (libgdrapi.so.2 in its cache, as
+    """The role in verify mode on an ARM64 DLAMI 22.04 node (whose page lists GDRCopy): stand-in ldconfig
+    (libgdrapi.so.2 in its cache, as
     libgdrapi's package leaves it) and dpkg-query, the module's sysfs folder and the programs' folder in
     the test tree."""
     bin_dir = tmp_path / "bin"
@@ -127,7 +138,7 @@ def _verify(
     programs_dir.mkdir(parents=True)
     for name in programs:
         _executable(programs_dir / name, "#!/bin/sh\n")
-    manifest = load_image_manifests().images["dlami-base-oss-ubuntu-22.04"]
+    manifest = load_image_manifests().images[image]
     inventory = _host(
         gpufleet_gpus=8,
         gpufleet_gpu_stack="verify",
@@ -166,7 +177,7 @@ def test_verify_names_what_is_missing_and_the_fix(tmp_path):
     assert "gdrdrv module not loaded (no " in message, message
     assert "libgdrapi.so.2 known to the dynamic linker" in message, message
     assert "test programs: none of gdrcopy_sanity, gdrcopy_copybw in " in message, message
-    assert "packaged version: 2.4.4, needed at least 2.5.1" in message, message
+    assert "packaged version: 2.4.4, needed at least 2.5.2" in message, message
     assert "systemctl start gdrdrv" in message and "gdrcopy_mode: none" in message, message
 
 
@@ -177,3 +188,79 @@ def test_a_bake_leaves_the_runtime_checks_to_configure(tmp_path):
     failed = {name: r.get("msg") for name, r in results.items() if r.get("failed")}
     assert rc == 0 and not failed, failed
     assert CHECK not in results, "the bake ran the runtime checks"
+
+
+@pytest.mark.parametrize(("provider", "expected"), [("gcp", "none"), ("baremetal", "install")])
+def test_googles_roce_gets_no_gdrcopy(tmp_path, provider, expected):
+    """Google's RoCE (gIB, A3 Ultra and A4) gets no GDRCopy, as Cluster Toolkit installs none (issue 31, N2);
+    RoCE elsewhere (ConnectX on bare metal) keeps it."""
+    modes = _modes(
+        tmp_path,
+        gpufleet_gpus=8,
+        gpufleet_gpu_stack="install",
+        gpufleet_fabric="roce",
+        gpufleet_provider=provider,
+    )
+    assert modes["gdrcopy"] == expected
+
+
+KERNEL_CHECK = "Assert that this GDRCopy's module builds on the node's kernel"
+
+
+@pytest.mark.parametrize(("version", "builds"), [(None, True), ("2.5.1", False), ("2.5.2", True)])
+def test_install_refuses_a_gdrcopy_whose_module_does_not_build_on_the_nodes_kernel(tmp_path, version, builds):
+    """Kernels >= 6.15 (Google's accelerator image 6.17, the DLAMI 24.04 7.0) need GDRCopy >= 2.5.2 (its
+    CHANGELOG): the default pin builds there, an older pin stops before apt with the reason (issue 31, N2)."""
+    facts = {
+        "distribution": "Ubuntu",
+        "distribution_version": "24.04",
+        "architecture": "x86_64",
+        "kernel": "6.17.0-1012-gcp",
+        "os_family": "Debian",
+    }
+    play = [
+        {
+            "name": "GDRCopy's install checks",
+            "hosts": "all",
+            "gather_facts": False,
+            "tasks": [
+                {"name": "Facts", "ansible.builtin.set_fact": {"ansible_facts": facts}},
+                {
+                    "name": "Install",
+                    "ansible.builtin.include_role": {"name": "gdrcopy", "tasks_from": "install-Debian.yml"},
+                },
+            ],
+        }
+    ]
+    extra = {"__gdrcopy_build_packages": [], "gdrcopy_url": f"file://{tmp_path}/none"}
+    if version:
+        extra["gdrcopy_version"] = version
+    _rc, results = run_playbook(tmp_path, _host(gpufleet_fabric="efa"), play, "-e", json.dumps(extra))
+    check = results["node"][KERNEL_CHECK]
+    assert bool(check.get("failed")) is not builds, check
+    if not builds:
+        assert "6.17.0-1012-gcp" in check["msg"] and "2.5.2" in check["msg"], check["msg"]
+
+
+@pytest.mark.parametrize(
+    ("programs", "packaged", "found"),
+    [(("gdrcopy_sanity",), None, "verify"), ((), "2.5.2-1", "verify"), ((), None, "install")],
+)
+def test_detect_verifies_what_the_node_has_and_installs_what_it_lacks(tmp_path, programs, packaged, found):
+    """The x86_64 DLAMI 22.04: no x86_64 page says whether it ships GDRCopy, so the role looks (issue 31, item
+    5): GDRCopy's test program or its libgdrapi package makes it verify; neither makes it install (under
+    --tags install here, so the stand-in tree is not written to)."""
+    rc, results = _verify(
+        tmp_path,
+        loaded=True,
+        programs=programs,
+        packaged=packaged,
+        tags="install",
+        image="dlami-base-oss-ubuntu-22.04",
+    )
+    decided = results["Verify what the image ships, install what it lacks"]["ansible_facts"]["gdrcopy_mode"]
+    assert decided.strip() == found, results
+    installing = not results["Install NVIDIA's GDRCopy packages"].get("skipped")
+    assert installing == (found == "install"), results["Install NVIDIA's GDRCopy packages"]
+    if found == "verify":
+        assert rc == 0, {name: r.get("msg") for name, r in results.items() if r.get("failed")}

@@ -125,7 +125,8 @@ def _run_role(world: ImageWorld, tmp_path: Path) -> dict[str, dict[str, Any]]:
         "environment": {"APT_CONFIG": str(world.config), "DPKG_ADMINDIR": str(world.admindir)},
         "roles": ["nvidia_driver"],
     }]  # fmt: skip
-    inventory = _inventory(gpufleet_gpus=8, gpufleet_gpu_stack="verify",
+    # nvidia_driver_add_repo false: the stand-in world is NVIDIA's repository (verify mode would add it).
+    inventory = _inventory(gpufleet_gpus=8, gpufleet_gpu_stack="verify", nvidia_driver_add_repo=False,
                            gpufleet_gpu_components={"driver": "verify", "cuda": "install"})  # fmt: skip
     rc, results = run_playbook(
         tmp_path, inventory, play, "--tags", "install", *_extra(__nvidia_driver_repo_pin_file=str(world.pin))

@@ -230,7 +230,7 @@ UBUNTU_2204 = {"distribution": "Ubuntu", "distribution_version": "22.04", "archi
                "os_family": "Debian"}  # fmt: skip
 
 
-def _gdrcopy_files(world: AptWorld, tmp_path: Path, cuda: str) -> list[str]:
+def _gdrcopy_files(world: AptWorld, tmp_path: Path, pins: dict[str, str]) -> list[str]:
     """The URLs the role's "Install GDRCopy" loop hands apt, rendered by Ansible from the role's variables."""
     tasks = [
         {
@@ -253,21 +253,28 @@ def _gdrcopy_files(world: AptWorld, tmp_path: Path, cuda: str) -> list[str]:
         },
     ]
     rc, results = run_playbook(
-        tmp_path, _inventory(gpufleet_software={"cuda": cuda}, gpufleet_fabric="efa"),
+        tmp_path, _inventory(gpufleet_fabric="efa"),
         _play(world, tasks, gather_facts=False),
-        *_extra(ansible_facts=UBUNTU_2204, gdrcopy_url=f"file://{world.mirror}"),
+        *_extra(ansible_facts=UBUNTU_2204, gdrcopy_url=f"file://{world.mirror}", **pins),
     )  # fmt: skip
     assert rc == 0, results
     return list(results["localhost"]["Render"]["msg"])
 
 
-@pytest.mark.parametrize(("cuda", "folder"), [("12.9", "CUDA 12.8"), ("13.0", "CUDA 13.0")])
+@pytest.mark.parametrize(
+    ("pins", "folder", "version"),
+    [
+        ({}, "CUDA 13.0", "2.6"),  # the role's defaults: 2.6 from the CUDA 13.0 folder
+        ({"gdrcopy_version": "2.5.1", "gdrcopy_cuda_version": "12.9"}, "CUDA 12.8", "2.5.1"),
+        ({"gdrcopy_version": "2.5.1", "gdrcopy_cuda_version": "13.0"}, "CUDA 13.0", "2.5.1"),
+    ],
+)
 def test_gdrcopy_installs_every_deb_the_meta_package_needs(
-    world: AptWorld, tmp_path: Path, cuda: str, folder: str
+    world: AptWorld, tmp_path: Path, pins: dict[str, str], folder: str, version: str
 ) -> None:
     """Each .deb in the role's order, as dpkg would take them on a node: every step resolves against what the
     steps before it installed (marked installed in the private dpkg status), ending with the meta package."""
-    files = _gdrcopy_files(world, tmp_path, cuda)
+    files = _gdrcopy_files(world, tmp_path, pins)
     assert all(f"/CUDA%20{folder.split()[1]}/ubuntu22_04/x64/" in url for url in files), files
     installed: list[tuple[str, str]] = [("dkms", "3.0.10-8+deb12u1")]  # the gdrcopy role's prerequisite
     for url in files:
@@ -279,7 +286,7 @@ def test_gdrcopy_installs_every_deb_the_meta_package_needs(
         result = results["localhost"]["Install"]
         assert rc == 0 and not result.get("failed"), f"{url}: {result.get('msg')}"
         name = Path(url).name.split("_")[0]
-        installed.append((name, "2.5.1-1"))
+        installed.append((name, f"{version}-1"))
     assert [name for name, _ in installed[1:]] == ["gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy"]
 
 
@@ -378,29 +385,99 @@ def test_a_changed_keyring_updates_a_fresh_package_list(world: AptWorld, tmp_pat
     assert selected(install) == {"cuda-toolkit-12-9": "12.9.1-1"}, install.get("stdout")
 
 
-# --- gcp_gpudirect: the NVIDIA Container Toolkit ---------------------------------------------------------
+# --- the NVIDIA Container Toolkit: one role, four packages, one version ------------------------------------
+
+TOOLKIT = ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+           "libnvidia-container1"]  # fmt: skip
 
 
-def _role_task(role: str, tasks_file: str, uses: str) -> dict[str, Any]:
-    """The role's own task (from its task file) whose text names ``uses``: the test runs exactly it."""
-    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text())
-    return next(task for task in tasks if "ansible.builtin.apt" in task and uses in json.dumps(task))
+def test_one_role_installs_the_container_toolkit_and_always_all_four():
+    """Before, the containers role installed libnvidia-container-tools alone and unpinned (the repository's
+    newest) and gcp_gpudirect later asked for all four at 1.20.0-1: apt refused the downgrade (issue 31, N6).
+    Now every apt task of every role that names a toolkit package, through any variable, is the
+    container_toolkit role's, and it names all four."""
+    holders = {}  # variable -> role, for every defaults/vars entry whose value names a toolkit package
+    for path in sorted((ROOT / "roles").glob("*/*/main.yml")) + sorted((ROOT / "roles").glob("*/vars/*.yml")):
+        if path.parent.name not in ("defaults", "vars"):
+            continue
+        for name, value in (yaml.safe_load(path.read_text()) or {}).items():
+            if any(package in json.dumps(value) for package in TOOLKIT):
+                holders[name] = path.parts[-3]
+    installers = []
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        text = path.read_text()
+        for task in re.split(r"\n(?=- name:|    - name:)", text):
+            if "ansible.builtin.apt:" not in task:
+                continue
+            named = [v for v in holders if re.search(rf"\b{re.escape(v)}\b", task)]
+            literal = [p for p in TOOLKIT if re.search(rf"\b{re.escape(p)}\b", task)]
+            if named or literal:
+                installers.append((path.relative_to(ROOT / "roles").as_posix(), named, literal))
+    assert installers == [
+        ("container_toolkit/tasks/install-Debian.yml", ["__container_toolkit_packages"], [])
+    ], installers
+    packages = yaml.safe_load((ROOT / "roles" / "container_toolkit" / "vars" / "main.yml").read_text())
+    assert packages["__container_toolkit_packages"] == TOOLKIT
+
+
+def _toolkit(world: AptWorld, tmp_path: Path, *installed: tuple[str, str]) -> tuple[int, dict[str, dict]]:
+    """The container_toolkit role against the stand-in repository (1.20.0-1 and 1.20.1-1 of the four), the
+    node's dpkg status holding ``installed``; dpkg-query reads the same status (a stand-in that passes
+    --admindir)."""
+    world.installed(*installed)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dpkg-query").write_text(
+        f'#!/bin/sh\nexec /usr/bin/dpkg-query --admindir={world.status.parent} "$@"\n'
+    )
+    (bin_dir / "dpkg-query").chmod(0o755)
+    play = _play(world, [{"name": "Toolkit", "ansible.builtin.include_role": {"name": "container_toolkit"}}],
+                 gather_facts=False)  # fmt: skip
+    play[0]["environment"]["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
+    inventory = _inventory(gpufleet_gpus=8, gpufleet_gpu_components={"container_toolkit": "install"})
+    rc, results = run_playbook(
+        tmp_path, inventory, play, "--check", *_extra(container_toolkit_add_repo=False)
+    )
+    return rc, results["localhost"]
+
+
+INSTALL = "Install the NVIDIA Container Toolkit's four packages at the pinned version"
 
 
 def test_the_container_toolkit_installs_all_four_packages_at_the_pin(world: AptWorld, tmp_path: Path) -> None:
-    """The receive-datapath manager's toolkit beside a newer release: the toolkit asks for its libraries
-    only as ">= version", so every one of the four packages must be named at the pin (NVIDIA's guide)."""
-    world.installed()
-    role = ROOT / "roles" / "gcp_gpudirect"
-    tasks = [
-        {"name": "Load the role's defaults", "ansible.builtin.include_vars": str(role / "defaults/main.yml")},
-        {"name": "Load the role's variables", "ansible.builtin.include_vars": str(role / "vars/main.yml")},
-        _role_task("gcp_gpudirect", "install-rxdm.yml", "__gcp_gpudirect_container_toolkit.package"),
-    ]
-    rc, results = run_playbook(tmp_path, _inventory(), _play(world, tasks, gather_facts=False), "--check")
-    install = results["localhost"][tasks[-1]["name"]]
-    assert selected(install) == dict.fromkeys(
-        ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
-         "libnvidia-container1"], "1.20.0-1",
-    ), install.get("stdout")  # fmt: skip
+    """Beside a newer release: the toolkit asks for its libraries only as ">= version", so every one of the
+    four packages is named at the pin (NVIDIA's guide), in one transaction."""
+    rc, results = _toolkit(world, tmp_path)
+    install = results[INSTALL]
     assert rc == 0 and not install.get("failed"), install.get("msg")
+    assert selected(install) == dict.fromkeys(TOOLKIT, "1.20.0-1"), install.get("stdout")
+
+
+def test_a_node_with_a_newer_toolkit_keeps_it(world: AptWorld, tmp_path: Path) -> None:
+    """The four at 1.20.1-1 (the DLAMI's release): never downgraded, verified."""
+    rc, results = _toolkit(world, tmp_path, *[(p, "1.20.1-1") for p in TOOLKIT])
+    assert rc == 0, {n: r.get("msg") for n, r in results.items() if r.get("failed")}
+    assert INSTALL not in results and results["Install the four packages at the pin"].get("skipped"), results
+    assert "Assert that the four packages are there at one version, the pin or newer" in results
+    assert (
+        results["Verify what the node has, install what it lacks"]["ansible_facts"][
+            "container_toolkit_mode"
+        ].strip()
+        == "verify"
+    )
+
+
+def test_a_node_with_one_package_newer_than_the_pin_stops_before_apt(world: AptWorld, tmp_path: Path) -> None:
+    """What the old containers role left (libnvidia-container-tools alone, the repository's newest): the role
+    names it instead of letting apt refuse a downgrade half-way."""
+    rc, results = _toolkit(
+        world, tmp_path, ("libnvidia-container-tools", "1.20.1-1"), ("libnvidia-container1", "1.20.1-1")
+    )
+    assert rc != 0
+    check = results[
+        "Assert that no package of the four is already newer than the pin (apt would refuse the downgrade)"
+    ]
+    assert "libnvidia-container-tools 1.20.1-1" in check["msg"] and "never downgrades" in check["msg"], check[
+        "msg"
+    ]
+    assert INSTALL not in results

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from playbook_json import run_playbook
+from playbook_json import ROOT, run_playbook
+
+ROLES = ROOT / "roles"
 
 # (gpufleet_nvswitch, gpufleet_gpus, gpufleet_gpu_arch) -> NVLSM expected. The catalog's gpu.arch values.
 NODES = {
@@ -96,3 +98,57 @@ def test_nvidia_driver_verify_passes_nvlsm_to_the_node_check(tmp_path: Path, nod
     ].split()
     assert ("--nvlsm" in argv) is NODES[node][3], argv
     assert ("--nvswitch" in argv) is NODES[node][0], argv
+
+
+@pytest.mark.parametrize(("packages", "required"), [("", False), ("nvlink5-580 installed", True)])
+def test_verify_mode_finds_out_on_the_node_whether_the_image_runs_nvlsm(tmp_path: Path, packages, required):
+    """Google's A4 (and DGX OS 7 on B200/B300): no source says whether the image runs NVLSM (issue 31, M2).
+    In verify mode the role asks dpkg: no NVLSM package, nothing is installed over the image's driver and the
+    process is not required, by the driver's verify step nor by gpu_health's expectations; a package,
+    required."""
+    stand_in = tmp_path / "bin" / "dpkg-query"
+    stand_in.parent.mkdir()
+    stand_in.write_text(f"#!/bin/sh\nprintf '%s\\n' '{packages}' | grep . ; exit 1\n")
+    stand_in.chmod(0o755)
+    check = tmp_path / "node_health.py"
+    check.write_text("import sys\nprint(' '.join(sys.argv[1:]))\n")
+    play = [
+        {
+            "name": "Driver verify, then gpu_health's expectations",
+            "hosts": "all",
+            "gather_facts": False,
+            "environment": {"PATH": f"{stand_in.parent}:/usr/bin:/bin"},
+            "tasks": [
+                {
+                    "name": "Detect",
+                    "ansible.builtin.include_role": {
+                        "name": "nvidia_driver",
+                        "tasks_from": "nvlsm-detect.yml",
+                        "public": True,
+                    },
+                },
+                {
+                    "name": "Verify",
+                    "ansible.builtin.include_role": {"name": "nvidia_driver", "tasks_from": "verify.yml"},
+                },
+                {
+                    "name": "gpu_health",
+                    "ansible.builtin.include_vars": str(ROLES / "gpu_health" / "defaults" / "main.yml"),
+                },
+                {"name": "Expect", "ansible.builtin.debug": {"msg": "{{ gpu_health_expect.nvlsm | bool }}"}},
+            ],
+        }
+    ]
+    host = _host(
+        "hgx-b200",
+        nvidia_driver_mode="verify",
+        nvidia_driver_check_script=str(check),
+        gpufleet_gpu_components={"driver": "verify", "nvlsm": "detect"},
+    )
+    rc, results = run_playbook(tmp_path, {"all": {"hosts": {"n": host}}}, play)
+    assert rc == 0, results["n"]
+    argv = results["n"]["Check the driver, the GPUs, persistence mode and the fabric manager"][
+        "stdout"
+    ].split()
+    assert ("--nvlsm" in argv) is required, argv
+    assert results["n"]["Expect"]["msg"] is required

@@ -38,6 +38,15 @@ INSTANCE_TYPES = {
     "ubuntu-24.04": "dgx-h100",
 }
 
+# What a twin lays out where its manifest does not know (shipped: null): the x86_64 DLAMIs' contents are not
+# read (no x86_64 release page; catalog/images.yaml), so their twins carry what the ARM64 page of the same
+# release lists (modelled, SOURCES.md): the roles' detect mode then meets an image that carries them. What the
+# x86_64 page does say (GDRCopy 2.6 on 24.04) wins.
+CONTENTS = {
+    "dlami-base-oss-ubuntu-22.04": "dlami-base-oss-ubuntu-22.04-arm64",
+    "dlami-base-oss-ubuntu-24.04": "dlami-base-oss-ubuntu-24.04-arm64",
+}
+
 # What a twin had to choose where its manifest gives no version (SOURCES.md says why each).
 ASSUMED = {
     ("gcp-ubuntu-accelerator-2404-nvidia-580", "driver"): repo.BRANCH_BUILD["580"],
@@ -71,9 +80,27 @@ class Twin:
     def instance_type(self) -> str:
         return INSTANCE_TYPES[self.image]
 
+    def _known(self, component: str) -> ImageManifest:
+        """The manifest that says whether the twin ships ``component``: its own, else CONTENTS's."""
+        own = self.manifest
+        if own.components[component].shipped is not None or self.image not in CONTENTS:
+            return own
+        other = manifest(CONTENTS[self.image])
+        assert other is not None
+        return other
+
+    def ships(self, component: str) -> bool:
+        return self._known(component).ships(component)
+
     def version(self, component: str) -> str:
-        item = self.manifest.components[component]
-        return self.override.get(component) or item.version or ASSUMED[(self.image, component)]
+        """The version the twin ships: its override, the manifest's, else (a component the x86_64 DLAMI ships
+        without a version read, its driver) the CONTENTS page's, else ASSUMED."""
+        version = self._known(component).components[component].version
+        if version is None and self.image in CONTENTS:
+            contents = manifest(CONTENTS[self.image])
+            assert contents is not None
+            version = contents.components[component].version
+        return self.override.get(component) or version or ASSUMED[(self.image, component)]
 
     @property
     def host_nic(self) -> str:
@@ -90,11 +117,11 @@ class Twin:
     def fabric(self) -> str:
         """The fabric role the twin can run: EFA on the DLAMI; the others need RDMA devices or Google's
         registries (gcp_gpudirect, infiniband) that a container does not have, so they run ethernet."""
-        return "efa" if self.manifest.ships("efa") else "ethernet"
+        return "efa" if self.ships("efa") else "ethernet"
 
     def packages(self) -> list[str]:
         """The stand-in repository's archive files the image ships (apt-get install takes the files)."""
-        shipped = self.manifest.ships
+        shipped = self.ships
         names: list[str] = []
         if shipped("driver"):
             build = self.version("driver")
@@ -134,8 +161,9 @@ class Twin:
             names += [DKMS] + [
                 f"{name}_{gdr}-1" for name in ("gdrdrv-dkms", "libgdrapi", "gdrcopy-tests", "gdrcopy")
             ]
-        if shipped("container_toolkit"):
-            names.append(f"nvidia-container-toolkit_{self.version('container_toolkit')}-1")
+        if shipped("container_toolkit"):  # all four, as the toolkit's Depends bring them on the real image
+            toolkit = self.version("container_toolkit")
+            names += [f"{name}_{toolkit}-1" for name in repo.CONTAINER_TOOLKIT_PACKAGES]
         return [
             f"{repo.MIRROR}/{'ubuntu' if '0ubuntu0' in name else 'repo'}/{name}_"
             f"{'all' if name.startswith('dkms_') else 'amd64'}.deb"
@@ -160,9 +188,8 @@ class Twin:
         if debs:
             lines.append("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
                          + " ".join(debs) + " >/dev/null")  # fmt: skip
-        manifest_ = self.manifest
-        if manifest_.ships("nccl"):  # the DLAMI builds NCCL into its CUDA tree (include/, lib/), off ldconfig
-            nccl = manifest_.components["nccl"]
+        if self.ships("nccl"):  # the DLAMI builds NCCL into its CUDA tree (include/, lib/), off ldconfig
+            nccl = self._known("nccl").components["nccl"]
             version = self.version("nccl")
             lines += [
                 f"mkdir -p {nccl.path}/include {nccl.lib_dir}",
@@ -170,18 +197,18 @@ class Twin:
                 f"cp {repo.MIRROR}/share/libnccl.so {nccl.lib_dir}/libnccl.so.{version}",
                 f"ln -sf libnccl.so.{version} {nccl.lib_dir}/libnccl.so.2",
             ]
-        if manifest_.ships("efa"):  # what efa_installer.sh's write_package_file() leaves
+        if self.ships("efa"):  # what efa_installer.sh's write_package_file() leaves
             lines += [
                 "cat > /opt/amazon/efa_installed_packages <<'EOF'",
                 f"# EFA installer version: {self.version('efa')}\n# Debug packages installed: no\n"
                 "# Packages installed:\nlibfabric-aws-bin libnccl-ofi\nEOF",
             ]
         units = []
-        if manifest_.ships("driver"):  # the image was rebooted onto its driver before it was captured
+        if self.ships("driver"):  # the image was rebooted onto its driver before it was captured
             units += ["gpufleet-twin-nvidia-module", "nvidia-persistenced"]
-        if manifest_.ships("fabric_manager") and self.instance_type != "g5.48xlarge":
+        if self.ships("fabric_manager") and self.instance_type != "g5.48xlarge":
             units.append("nvidia-fabricmanager")
-        if manifest_.ships("dcgm"):
+        if self.ships("dcgm"):
             units.append("nvidia-dcgm")
         if units:
             lines.append("systemctl enable --now " + " ".join(units) + " >/dev/null 2>&1")

@@ -15,7 +15,7 @@ tests/roles/nvidia_apt/standins.csv (the rows cited by name there); where a fact
 says "modelled". Several versions of each package, so every pin meets a newer candidate: the driver 580 at
 580.95.05 and 580.105.08 (and 595.91.07, the DLAMI's), DCGM 4 at 1:4.4.2-1, 1:4.5.3-1, 1:4.7.0-1, NCCL at
 2.27.5, 2.27.7 and 2.28.9 for CUDA 12.9, the toolkit 12.9 at 12.9.0 and 12.9.1 beside 12.8 and 13.2,
-GDRCopy 2.5.1 and 2.5.2, aws-ofi-nccl 1.16.3 (the multiarch folder) and 1.21.1 (lib/).
+GDRCopy 2.5.1, 2.5.2 and 2.6, aws-ofi-nccl 1.16.3 (the multiarch folder) and 1.21.1 (lib/).
 
 The programs (``nvidia-smi``, ``nvcc``, ``dcgmi``, ``fi_info``) print captured outputs (``captures/``,
 tests/validate/data) or, where no capture exists, the captured format with the package's own version; the
@@ -52,14 +52,21 @@ BRANCH_BUILD = {"580": "580.95.05"}
 DCGM = ("4.4.2", "4.5.3", "4.7.0")
 CUDA = {"12.8": "12.8.1-1", "12.9": ("12.9.0-1", "12.9.1-1"), "13.2": "13.2.0-1"}
 NCCL = ("2.27.5", "2.27.7", "2.28.9")
-GDRCOPY = ("2.5.1", "2.5.2")
+GDRCOPY = ("2.5.1", "2.5.2", "2.6")  # 2.6: the gdrcopy role's pin (issue 31, N2)
 # What gdrcopy-tests installs in /usr/bin (NVIDIA/gdrcopy v2.5.1 tests/Makefile install, prefix=/usr in
 # packages/debian-tests/rules), and where the twins mark the gdrdrv module loaded (stands in for
 # /sys/module/gdrdrv, as PROC_VERSION does for the driver's).
 GDRCOPY_PROGRAMS = ("gdrcopy_copybw", "gdrcopy_copylat", "gdrcopy_apiperf", "gdrcopy_sanity", "gdrcopy_pplat")
 GDRDRV_MODULE = f"{STATE}/module-gdrdrv"
 OFI_NCCL = {"1.16.3": "multiarch", "1.21.1": "flat"}
-CONTAINER_TOOLKIT = ("1.17.8", "1.20.1")
+CONTAINER_TOOLKIT = ("1.17.8", "1.20.0", "1.20.1")  # 1.20.0: the container_toolkit role's pin
+# Its four packages, in the order dpkg takes them (each after what it depends on).
+CONTAINER_TOOLKIT_PACKAGES = (
+    "libnvidia-container1",
+    "libnvidia-container-tools",
+    "nvidia-container-toolkit-base",
+    "nvidia-container-toolkit",
+)
 UBUNTU = {"22.04": ("jammy", "ubuntu2204", "ubuntu22_04", "Ubuntu22_04"),
           "24.04": ("noble", "ubuntu2404", "ubuntu24_04", "Ubuntu24_04")}  # fmt: skip
 
@@ -287,6 +294,23 @@ def _gdrcopy(version: str) -> list[Deb]:
     ]  # fmt: skip
 
 
+def _container_toolkit(version: str) -> list[Deb]:
+    """The NVIDIA Container Toolkit's four packages, with the Depends NVIDIA's architecture overview draws
+    (tests/roles/nvidia_apt/standins.csv rows 44-51): the toolkit asks for the tools (>=) and its base
+    (=), the tools for libnvidia-container1 (>=); nvidia-container-cli in the tools (enroot's NVIDIA hook
+    runs it)."""
+    full = f"{version}-1"
+    cli = (f"#!/bin/sh\necho 'cli-version: {version}'\n", 0o755)
+    return [
+        Deb("libnvidia-container1", full),
+        Deb("libnvidia-container-tools", full, depends=f"libnvidia-container1 (>= {full})",
+            files={"/usr/bin/nvidia-container-cli": cli}),
+        Deb("nvidia-container-toolkit-base", full),
+        Deb("nvidia-container-toolkit", full,
+            depends=f"libnvidia-container-tools (>= {full}), nvidia-container-toolkit-base (= {full})"),
+    ]  # fmt: skip
+
+
 def _efa_packages() -> list[Deb]:
     """The EFA installer's own packages: fi_info under /opt/amazon/efa, aws-ofi-nccl under
     /opt/amazon/ofi-nccl in the folder each release uses."""
@@ -326,7 +350,8 @@ def packages() -> list[Deb]:
     for version in GDRCOPY:
         debs += _gdrcopy(version)
     debs += _efa_packages()
-    debs += [Deb("nvidia-container-toolkit", f"{v}-1") for v in CONTAINER_TOOLKIT]
+    for version in CONTAINER_TOOLKIT:
+        debs += _container_toolkit(version)
     # DKMS from Debian 12 (gdrdrv-dkms depends on it): a stand-in, since there is no kernel to build for.
     debs.append(Deb("dkms", "3.0.10-8+deb12u1+twin1", architecture="all"))
     return debs

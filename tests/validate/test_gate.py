@@ -110,15 +110,29 @@ def test_a_verdicts_mode_is_a_gate_mode_that_reads_as_its_word():
     assert (
         json.loads(json.dumps(floor.to_json()))["mode"] == "floor" and f"{plain.mode}" == "correctness-only"
     )
-    assert {mode.value for mode in GateMode} == {"baseline", "floor", "correctness-only"}
+    modes = {"baseline", "floor", "site-baseline", "bound", "correctness-only"}
+    assert {mode.value for mode in GateMode} == modes
 
 
 def test_floor_not_reached_fails_with_the_figures():
-    verdict = judge(_test("06"), GateConfig(min_busbw={"reduce_scatter": 400.0}), CATALOG)
-    assert not verdict.passed
+    # Below the drain floor (500 x 0.67 / 0.9 = 372.2): FAIL.
+    verdict = judge(_test("06"), GateConfig(min_busbw={"reduce_scatter": 500.0}), CATALOG)
+    assert not verdict.passed and verdict.tier == FAIL
     (bandwidth,) = _check(verdict, "bandwidth")
     assert bandwidth.status == FAIL
-    assert "busbw 362.55 GB/s at 8G (line 48) is below the floor 400 GB/s" in bandwidth.message
+    assert (
+        "busbw 362.55 GB/s at 8G (line 48) is below the floor 500 GB/s "
+        "(spec validation.min_busbw.reduce_scatter) and below the drain floor 372.2 GB/s"
+    ) in bandwidth.message
+
+
+def test_floor_missed_above_the_drain_floor_warns():
+    # Below the floor but above 400 x 0.67 / 0.9 = 297.8: WARN, which the suite re-runs once.
+    verdict = judge(_test("06"), GateConfig(min_busbw={"reduce_scatter": 400.0}), CATALOG)
+    assert not verdict.passed and verdict.tier == WARN and not verdict.failures
+    (bandwidth,) = _check(verdict, "bandwidth")
+    assert bandwidth.status == WARN and "above the drain floor 297.8 GB/s: re-run once" in bandwidth.message
+    assert verdict.summary.startswith("WARN reduce_scatter: busbw 362.55 GB/s")
 
 
 def test_baseline_read_at_its_own_message_size_when_the_log_has_it():
@@ -132,13 +146,17 @@ def test_baseline_read_at_its_own_message_size_when_the_log_has_it():
         "busbw": 40.0,
         "message_bytes": 2 * G,
         "nodes": 2,
+        "placement": "out-of-place",
+        "versions": {"nccl": None, "plugin": None, "driver": None},
+        "scheduler": None,
+        "provider_note": None,
         "source": "bench",
         "title": "Test bench results",
         "url": "https://example.org/bench",
         "note": None,
     }
     message = _check(verdict, "bandwidth")[0].message
-    assert "0.9 x baseline 40 GB/s (2 nodes, 2G; Test bench results)" in message
+    assert "0.9 x baseline 40 GB/s (2 nodes, 2G out-of-place; Test bench results)" in message
 
 
 def test_margin_moves_the_threshold():
@@ -181,7 +199,7 @@ def test_correctness_only_without_baseline_or_floor():
     verdict = judge(_test("05"), GateConfig(), CATALOG)
     assert verdict.passed and verdict.mode == "correctness-only"
     assert "CORRECTNESS ONLY" in _check(verdict, "bandwidth")[0].message
-    assert "correctness only" in verdict.summary
+    assert "correctness only" in verdict.summary.lower()
 
 
 def test_unknown_node_count_means_no_baseline_lookup():

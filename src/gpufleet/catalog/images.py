@@ -1,12 +1,16 @@
 """The image manifests: what each base image gpufleet boots ships of the GPU node stack (``images.yaml``).
 
-One table of facts beside the instance data. Each manifest names the exact image, and per component
-(driver, fabric manager, NVLSM, CUDA, NCCL, DCGM, EFA, aws-ofi-nccl, GDRCopy, the container toolkit)
-whether the image ships it, its version and path where the source gives them, and the public source.
+One table of facts beside the instance data. Each manifest names the exact image and the CPU architecture
+its facts were read for (one manifest per architecture where the vendor publishes one page per
+architecture, as for the DLAMI), and per component (driver, fabric manager, NVLSM, CUDA, NCCL, DCGM, EFA,
+aws-ofi-nccl, GDRCopy, the container toolkit) whether the image ships it, its version and path where the
+source gives them, and the public source. A component no source settles is unknown (``shipped: null``):
+never asserted either way.
 
 ``component_modes`` turns a manifest into the per-component decision the inventory carries
 (``gpufleet_gpu_components``): a shipped component is verified (never installed over or downgraded), an
-absent one is installed; persistence mode that is off (or not documented) is turned on by the
+absent one is installed, an unknown one is ``detect``ed: the role finds out on the node (verifies what is
+there, installs what is not); persistence mode that is off (or not documented) is turned on by the
 nvidia_driver role (``install``), which is not a verify failure. Pure data and functions; creates
 nothing, no cloud SDK.
 """
@@ -23,7 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpufleet.catalog.model import Source
 from gpufleet.catalog.os_releases import OS_RELEASES
 
-Mode = Literal["install", "verify"]
+Mode = Literal["install", "verify", "detect"]
+# The CPU architectures a manifest is read for (EC2's names, as the catalog's cpu_arch); any: the same image
+# (or facts) for every architecture.
+Arch = Literal["x86_64", "arm64", "any"]
 # The components of the GPU node stack an image may ship, in the order the manifests list them, and the key
 # the decision uses for persistence mode (not a package: a setting of the driver).
 Component = Literal[
@@ -62,7 +69,7 @@ class _Model(BaseModel):
 class ShippedComponent(_Model):
     """One component of one image, as its source says."""
 
-    shipped: bool
+    shipped: bool | None = Field(description="true, false, or null: no source settles it (the role detects)")
     version: str | None = None
     path: str | None = Field(default=None, pattern=r"^/\S*$", description="its home (CUDA_HOME, NCCL's)")
     lib_dir: str | None = Field(default=None, pattern=r"^/\S*$", description="where its libraries are")
@@ -76,8 +83,10 @@ class ShippedComponent(_Model):
             raise ValueError("a shipped component names its source")
         if self.evidence == "inferred" and not self.note:
             raise ValueError("an inferred component says in its note how it was inferred")
-        if not self.shipped and (self.version or self.path or self.lib_dir):
-            raise ValueError("a component the image does not ship has no version or path")
+        if self.shipped is not True and (self.version or self.path or self.lib_dir):
+            raise ValueError("a component the image does not ship, or may not, has no version or path")
+        if self.shipped is None and not self.note:
+            raise ValueError("an unknown component says in its note what was read and why it is not settled")
         return self
 
 
@@ -91,6 +100,7 @@ class ImageManifest(_Model):
     name: str
     release: str = Field(description="the exact release or image version the facts were read for")
     provider: Literal["aws", "gcp", "azure", "baremetal", "local", "any"]
+    arch: Arch = Field(default="any", description="the CPU architecture the facts were read for")
     os_release: str
     families: list[str] = Field(min_length=1, description="the catalog's image family keys it is booted by")
     persistence_mode: Persistence
@@ -109,12 +119,13 @@ class ImageManifest(_Model):
             raise ValueError(f"os_release {self.os_release!r} is not one of {sorted(OS_RELEASES)}")
         for name in PATH_COMPONENTS:
             item = self.components[name]
-            if item.shipped and not item.path:
+            if item.shipped is True and not item.path:
                 raise ValueError(f"{name} is shipped: give its path (the role verifies it there)")
         return self
 
     def ships(self, component: str) -> bool:
-        return self.components[component].shipped
+        """True only where a source says the image ships it (unknown is not shipped)."""
+        return self.components[component].shipped is True
 
 
 class ImageManifests(_Model):
@@ -128,15 +139,30 @@ class ImageManifests(_Model):
             unknown = sorted({s for s in named if s and s not in self.sources})
             if unknown:
                 raise ValueError(f"image {key}: unknown source id(s) {unknown}")
-        families = [f for image in self.images.values() for f in image.families]
-        doubled = sorted({f for f in families if families.count(f) > 1})
+        booted = [(f, image.arch) for image in self.images.values() for f in image.families]
+        doubled = sorted(
+            {
+                f"{family} ({arch}, {other_arch})"
+                for i, (family, arch) in enumerate(booted)
+                for other, other_arch in booted[i + 1 :]
+                if other == family and (arch == other_arch or "any" in (arch, other_arch))
+            }
+        )
         if doubled:
-            raise ValueError(f"families booted by two manifests: {doubled}")
+            raise ValueError(f"families booted by two manifests for one architecture: {doubled}")
         return self
 
-    def for_family(self, family: str) -> str | None:
-        """The manifest key of an image family (catalog.aws/gcp family keys), or None when not listed."""
-        return next((key for key, image in self.images.items() if family in image.families), None)
+    def for_family(self, family: str, arch: str = "x86_64") -> str | None:
+        """The manifest key of an image family (catalog.aws/gcp family keys) on a CPU architecture (the
+        catalog's cpu_arch), or None when not listed."""
+        return next(
+            (
+                key
+                for key, image in self.images.items()
+                if family in image.families and image.arch in (arch, "any")
+            ),
+            None,
+        )
 
 
 @cache
@@ -148,17 +174,23 @@ def load_image_manifests() -> ImageManifests:
 def component_modes(image: ImageManifest | None) -> dict[str, Mode]:
     """install or verify per component (and persistence mode) for a GPU node booting ``image``.
 
-    Shipped: verify, never install over it. Absent: install. An unknown image (None): install all.
-    Persistence mode on: verify; off or not documented: install (the nvidia_driver role turns it on).
+    Shipped: verify, never install over it. Absent: install. Unknown (no source settles it): detect, the
+    role finds out on the node. An unknown image (None): install all. Persistence mode on: verify; off or not
+    documented: install (the nvidia_driver role turns it on).
     """
-    modes: dict[str, Mode] = {
-        name: "verify" if image is not None and image.ships(name) else "install" for name in COMPONENTS
-    }
+    modes: dict[str, Mode] = {name: _mode(image, name) for name in COMPONENTS}
     modes[PERSISTENCE] = "verify" if image is not None and image.persistence_mode.enabled else "install"
     for name in FABRIC_COMPONENTS:  # only where the manifest lists them (Microsoft's HPC images)
         if image is not None and name in image.components:
             modes[name] = "verify" if image.ships(name) else "install"
     return modes
+
+
+def _mode(image: ImageManifest | None, component: str) -> Mode:
+    if image is None:
+        return "install"
+    shipped = image.components[component].shipped
+    return "verify" if shipped is True else "detect" if shipped is None else "install"
 
 
 def component_paths(image: ImageManifest | None) -> dict[str, str]:
@@ -168,9 +200,9 @@ def component_paths(image: ImageManifest | None) -> dict[str, str]:
     paths: dict[str, str] = {}
     for name in PATH_COMPONENTS:
         item = image.components[name]
-        if item.shipped and item.path:
+        if item.shipped is True and item.path:
             paths[f"{name}_home"] = item.path
-        if item.shipped and item.lib_dir:
+        if item.shipped is True and item.lib_dir:
             paths[f"{name}_lib_dir"] = item.lib_dir
     return paths
 

@@ -50,6 +50,12 @@ class FabricInfo(CatalogModel):
 
     kind: FabricKind
     bandwidth_gbps: float = Field(gt=0, description="per-node fabric bandwidth")
+    gpu_fabric_gbps: float | None = Field(
+        default=None,
+        gt=0,
+        description="the part of bandwidth_gbps on the GPU NICs, where the vendor's figure also counts the "
+        "host NICs (GCP: 8 x 200 of A3 Mega's 1800); the physical bound of a collective is read from it",
+    )
     interfaces: int = Field(
         ge=0, description="AWS: EFA interfaces to create; GCP: GPU NICs (one VPC each); else fabric ports"
     )
@@ -102,6 +108,18 @@ class Baseline(CatalogModel):
         description="'network': measured over the inter-node network alone (multi-node NVLink off, e.g. "
         "Azure GB300's inter-rack figure); such a baseline is recorded, not chosen by ``Catalog.baseline``",
     )
+    placement: Literal["out-of-place", "in-place"] = Field(
+        default="out-of-place", description="the half of the nccl-tests row the figure is"
+    )
+    nccl: str | None = Field(default=None, description="NCCL version of the published run, where given")
+    plugin: str | None = Field(default=None, description="net plugin and version, where given")
+    driver: str | None = Field(default=None, description="GPU driver version, where given")
+    scheduler: str | None = Field(default=None, description="what launched the run (Slurm, GKE, ...)")
+    provider_note: str | None = Field(
+        default=None,
+        description="set when the figure is another provider's run of the same hardware and fabric (a "
+        "reference, not the vendor's own figure for this type)",
+    )
 
     @model_validator(mode="after")
     def _tiers_ordered(self) -> Baseline:
@@ -121,6 +139,16 @@ class NodeFloor(CatalogModel):
     message_bytes: int = Field(ge=1)
     busbw_gbps: float = Field(gt=0, description="the floor: below it the node fails")
     source: str
+    note: str | None = None
+
+
+class FabricReference(CatalogModel):
+    """Which published run sets the fraction of the bound a fabric kind is expected to reach, for a type
+    with no baseline of its own (``gpufleet.validate.bound``)."""
+
+    instance_type: str = Field(description="the catalog type whose baseline is the published run")
+    collective: Collective
+    nodes: int = Field(ge=2)
     note: str | None = None
 
 
@@ -151,6 +179,11 @@ class InstanceType(CatalogModel):
     )
 
     @property
+    def gpu_fabric_gbps(self) -> float:
+        """The node's GPU-fabric bandwidth in Gbit/s (B x 8): what the physical bound is read from."""
+        return self.fabric.gpu_fabric_gbps or self.fabric.bandwidth_gbps
+
+    @property
     def gpu_count(self) -> int:
         return self.gpu.count if self.gpu else 0
 
@@ -158,6 +191,11 @@ class InstanceType(CatalogModel):
 class Catalog(CatalogModel):
     sources: dict[str, Source]
     instance_types: dict[str, InstanceType]
+    fabric_references: dict[FabricKind, FabricReference] = Field(
+        default_factory=dict,
+        description="per fabric kind, the published run whose fraction of the physical bound is the expected "
+        "figure for a type of that fabric with no baseline of its own",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -180,6 +218,20 @@ class Catalog(CatalogModel):
             for baseline in figures:
                 if baseline.source not in self.sources:
                     raise ValueError(f"{name}: a baseline names unknown source '{baseline.source}'")
+        for kind, ref in self.fabric_references.items():
+            named = self.instance_types.get(ref.instance_type)
+            if named is None or not any(
+                b.collective == ref.collective and b.nodes == ref.nodes for b in named.baselines
+            ):
+                raise ValueError(
+                    f"fabric_references.{kind.value}: {ref.instance_type} has no {ref.collective.value} "
+                    f"baseline at {ref.nodes} nodes"
+                )
+            if named.fabric.kind is not kind:
+                raise ValueError(
+                    f"fabric_references.{kind.value}: {ref.instance_type}'s fabric is "
+                    f"{named.fabric.kind.value}"
+                )
         return self
 
     def get(self, name: str) -> InstanceType | None:
@@ -187,6 +239,15 @@ class Catalog(CatalogModel):
 
     def for_provider(self, provider: str) -> list[InstanceType]:
         return [item for item in self.instance_types.values() if item.provider == provider]
+
+    def reference_baseline(self, kind: FabricKind) -> tuple[InstanceType, Baseline] | None:
+        """The published run ``fabric_references`` names for ``kind``, with its type."""
+        ref = self.fabric_references.get(kind)
+        if ref is None:
+            return None
+        item = self.instance_types[ref.instance_type]
+        found = next(b for b in item.baselines if b.collective == ref.collective and b.nodes == ref.nodes)
+        return item, found
 
     def baseline(self, instance_type: str, nodes: int, collective: str) -> Baseline | None:
         """The baseline for this type and collective at the node count closest to ``nodes``.

@@ -24,6 +24,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from gpufleet.cli import adopt as adopt_cmd
+from gpufleet.cli import baseline as baseline_cmd
 from gpufleet.cli import check as check_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import image as image_cmd
@@ -167,6 +168,7 @@ app.command("down")(cluster_cmd.down)
 app.command("reap")(reap_cmd.reap)
 app.command("leftovers")(leftovers_cmd.leftovers)
 app.command("util")(util_cmd.util)
+app.command("baseline")(baseline_cmd.baseline)
 app.add_typer(image_cmd.app, name="image")
 
 

@@ -16,7 +16,6 @@ from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.errors import ExitCode, GpufleetError
 from gpufleet.spec.model import ClusterSpec
-from gpufleet.spec.units import format_bytes
 
 if TYPE_CHECKING:
     from gpufleet.bake.result import BakeResult
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from gpufleet.inventory.model import Inventory
     from gpufleet.lifecycle.teardown import Teardown
     from gpufleet.state import ClusterState
+    from gpufleet.validate.gate import Verdict
     from gpufleet.validate.suite import SuiteResult
 
 OutOpt = Annotated[
@@ -38,42 +38,49 @@ def default_out(spec: ClusterSpec) -> Path:
     return Path("reports") / f"{spec.name}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
 
 
-def run_validation(spec: ClusterSpec, out: Path, json_out: bool, verbose: bool) -> bool:
-    """Run the suite on the cluster, print its tables and verdicts; return whether it passed."""
-    result = pipeline.validate(spec, out, cluster_cmd.reporter_for(json_out, verbose))
-    render_validation(spec, result, json_out)
+def run_validation(
+    spec: ClusterSpec, out: Path, json_out: bool, verbose: bool, ledger: Path | None = None
+) -> bool:
+    """Run the suite on the cluster, print its verdicts; return whether it passed."""
+    result = pipeline.validate(spec, out, cluster_cmd.reporter_for(json_out, verbose), ledger=ledger)
+    render_validation(spec, result, json_out, verbose)
     return result.passed
 
 
-def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) -> None:
+# The console's verdict table fits an 80-column terminal; the reasons fold inside their column, and host
+# names are printed whole on their own lines above it.
+CONSOLE_WIDTH = 80
+
+
+def _node_failures(result: SuiteResult) -> list[str]:
+    """What failed on which node, to print first: the bisection's nodes, then the unhealthy ones."""
+    lines = []
+    if result.bisection is not None:
+        lines += [f"{node}: {why}" for node, why in result.bisection.bad_nodes.items()]
+    if result.health is not None:
+        for node in result.health.nodes:
+            if not node.passed:
+                why = "; ".join(c.message for c in node.checks if c.status.value == "fail") or "unhealthy"
+                lines.append(f"{node.node}: {why}")
+    return lines
+
+
+def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool, verbose: bool = False) -> None:
     if json_out:
         print_json(json.loads(result.report.json.read_text()))
         return
-    for run in result.runs:
-        console.rule(f"{run.collective} on {len(run.nodes)} node(s)")
-        console.print(escape(run.command), style="dim", soft_wrap=True)
-        table_lines = [line for line in run.log.splitlines() if not line.startswith("#  Rank")]
-        console.print(escape("\n".join(table_lines)), soft_wrap=True, highlight=False)
-    verdicts = Table(title=f"validation of {spec.name}")
-    for column in ("collective", "verdict", "busbw judged", "needs", "why"):
-        verdicts.add_column(column, overflow="fold")
-    for verdict in result.verdicts:
-        word = "[green]PASS[/]" if verdict.passed else "[bold red]FAIL[/]"
-        judged = "-"
-        if verdict.measured_busbw is not None and verdict.measured_bytes is not None:
-            judged = f"{verdict.measured_busbw:g} GB/s at {format_bytes(verdict.measured_bytes)}"
-        needs = verdict.mode.value
-        if verdict.threshold is not None:
-            needs = f"{verdict.threshold:g} GB/s ({verdict.mode})"
-        why = "; ".join(check.message for check in verdict.failures) or "-"
-        verdicts.add_row(verdict.collective or "?", word, judged, needs, escape(why))
-    console.print(verdicts)
-    if result.health is not None and not result.health.passed:
-        console.print(f"[red]unhealthy nodes:[/] {', '.join(result.health.failed_nodes)}")
-    if result.bisection is not None and result.bisection.bad_nodes:
-        console.print(f"[red]bad nodes:[/] {', '.join(result.bisection.bad_nodes)}")
+    if verbose:
+        for run in result.runs:
+            console.rule(f"{run.collective} on {len(run.nodes)} node(s)")
+            console.print(escape(run.command), style="dim", soft_wrap=True)
+            table_lines = [line for line in run.log.splitlines() if not line.startswith("#  Rank")]
+            console.print(escape("\n".join(table_lines)), soft_wrap=True, highlight=False)
+    if not result.passed:
+        for line in _node_failures(result):
+            console.print(f"[bold red]FAIL[/] {escape(line)}", soft_wrap=True)
+    console.print(verdict_table(spec.name, result.verdicts))
     for line in result.taken_out.lines() if result.taken_out is not None else []:
-        console.print(f"[red]{escape(line)}[/]")
+        console.print(f"[red]{escape(line)}[/]", soft_wrap=True)
     if result.training is not None:
         style = "green" if result.training.passed else "bold red"
         console.print(f"[{style}]{escape(result.training.summary)}[/]")
@@ -84,16 +91,55 @@ def render_validation(spec: ClusterSpec, result: SuiteResult, json_out: bool) ->
     files = [result.report.markdown, result.report.json] + (
         [result.report.plot] if result.report.plot else []
     )
-    console.print("report: " + ", ".join(escape(str(path)) for path in files))
+    console.print("report: " + ", ".join(escape(str(path)) for path in files), soft_wrap=True)
+    if not verbose:
+        logs = escape(str(result.report.json.parent / "logs"))
+        console.print(f"srun lines and nccl-tests tables: {logs}/ (--verbose prints them)", soft_wrap=True)
     console.print("[green]validation passed[/]" if result.passed else "[bold red]validation failed[/]")
 
 
+_WORDS = {"pass": "[green]PASS[/]", "warn": "[yellow]WARN[/]", "fail": "[bold red]FAIL[/]"}
+
+
+def verdict_table(name: str, verdicts: list[Verdict]) -> Table:
+    """collective, verdict, measured, expected, bound, why: in 80 columns, the why folded."""
+    table = Table(title=f"validation of {name}", width=min(CONSOLE_WIDTH, console.width), show_lines=True)
+    table.add_column("collective", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for column in ("measured", "expected", "bound"):
+        table.add_column(column, overflow="fold", max_width=10)
+    table.add_column("why", overflow="fold", ratio=1)
+    for verdict in verdicts:
+        word = _WORDS[verdict.tier.value] if not verdict.passed else _WORDS["pass"]
+        if verdict.rerun_of and verdict.passed:
+            word += " (re-run)"
+        measured = "-" if verdict.measured_busbw is None else f"{verdict.measured_busbw:.4g} GB/s"
+        expected = "-" if verdict.expected is None else f"{verdict.expected:.4g} GB/s"
+        bound = "-" if verdict.bound is None else f"{verdict.bound.gbps:.4g} GB/s"
+        table.add_row(verdict.collective or "?", word, measured, expected, bound, escape(verdict.why))
+    return table
+
+
+LedgerOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--ledger",
+        help="the ledger of this site's runs (JSON lines) to read and append to (default: "
+        "$GPUFLEET_LEDGER, else ledger.jsonl in the state folder)",
+    ),
+]
+
+
 def validate(
-    spec_path: SpecArg, json_out: JsonOpt = False, out: OutOpt = None, verbose: cluster_cmd.VerboseOpt = False
+    spec_path: SpecArg,
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    verbose: cluster_cmd.VerboseOpt = False,
+    ledger: LedgerOpt = None,
 ) -> None:
     """Run the validation suite (health, collectives through Slurm or as MPIJobs, gate, report); 1 on FAIL."""
     spec = read_spec(spec_path)
-    passed = run_validation(spec, out or default_out(spec), json_out, verbose)
+    passed = run_validation(spec, out or default_out(spec), json_out, verbose, ledger)
     if not passed:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -101,10 +147,13 @@ def validate(
 class _RunPrinter(pipeline.RunView):
     """``gpufleet run``'s view: each step printed as it ends, as its own command prints it."""
 
-    def __init__(self, spec: ClusterSpec, spec_path: Path, slow_target: str | None) -> None:
+    def __init__(
+        self, spec: ClusterSpec, spec_path: Path, slow_target: str | None, verbose: bool = False
+    ) -> None:
         self.spec = spec
         self.spec_path = spec_path
         self.slow_target = slow_target
+        self.verbose = verbose
 
     def baked(self, baked: BakeResult) -> None:
         verb = "baked" if baked.built else "already baked (same roles and pins)"
@@ -124,7 +173,7 @@ class _RunPrinter(pipeline.RunView):
             console.print(escape(slow_link(self.slow_target)), style="dim")
 
     def validated(self, result: SuiteResult) -> None:
-        render_validation(self.spec, result, json_out=False)
+        render_validation(self.spec, result, json_out=False, verbose=self.verbose)
 
     def down(self, report: Teardown) -> None:
         cluster_cmd.render_down(self.spec, report, json_out=False)
@@ -160,6 +209,7 @@ def run(
             "the bisection finds and drains that node (examples/local-slow-node.yaml)",
         ),
     ] = False,
+    ledger: LedgerOpt = None,
 ) -> None:
     """The whole job: up, configure, validate and report, then down (also when a step fails)."""
     spec = read_spec(spec_path)
@@ -169,7 +219,7 @@ def run(
         from gpufleet.infra.local.faults import slow_node_target
 
         target = slow_node_target(spec)  # refuses a spec that cannot show it, before anything is made
-    view = _RunPrinter(spec, spec_path, target)
+    view = _RunPrinter(spec, spec_path, target, verbose)
     run_result = pipeline.run(
         spec,
         out,
@@ -179,6 +229,7 @@ def run(
         bake=bake,
         replace=replace,
         view=view,
+        ledger=ledger,
     )
     passed = run_result.passed
     if target is not None:

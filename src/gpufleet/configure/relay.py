@@ -6,11 +6,12 @@ there: that work grows with the node count (docs/architecture.md, "Configure at 
 With ``GPUFLEET_CONFIGURE_FROM=head`` gpufleet instead makes three SSH calls to the controller, whatever
 the node count:
 
-1. a probe: the head's ``$HOME``, Python version and core count;
+1. a probe: the head's ``$HOME``, its python3's version, architecture and glibc, and its core count;
 2. one upload (a tar stream on stdin): playbooks/, roles/, ansible.cfg, the inventory rewritten for the
    head (every node at its private IP, the cluster's key and known_hosts in the relay folder, no tunnel),
-   the extra variables, the munge key, and this machine's own ansible-core with the collections the roles
-   name (so the head runs the same Ansible, not whatever its image ships);
+   the extra variables, the munge key, and an ansible-core that runs on the head's own python3 with the
+   collections the roles name (``head_ansible``: this machine's own where the head has its Python, else the
+   wheels of a release that supports the head's Python, downloaded for it; never whatever the image ships);
 3. ``ansible-playbook`` on the head, forks sized to its cores, its output streamed back; the key copies
    are removed when it ends, whatever its outcome.
 
@@ -28,13 +29,14 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import tarfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpufleet.configure import head_ansible
+from gpufleet.configure.head_ansible import NoAnsibleForHead, site_packages
 from gpufleet.configure.remote import SshExecutor
 from gpufleet.configure.runner import PlayResult, play_error
 from gpufleet.errors import ConfigureError
@@ -113,10 +115,6 @@ def runs_on_head(choice: str, inventory: Inventory, baked: str | None) -> bool:
     return bool(baked) and inventory.provider in HEAD_BY_DEFAULT
 
 
-class HeadPythonMismatch(ConfigureError):
-    """The head's Python is not this machine's: the Ansible gpufleet ships would not import there."""
-
-
 class Shell(Protocol):
     """Runs one command on the head; ``on_line`` gets each line of its output as it comes."""
 
@@ -183,12 +181,6 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o6
     archive.addfile(info, io.BytesIO(data))
 
 
-def site_packages() -> Path:
-    import ansible
-
-    return Path(ansible.__file__).resolve().parents[1]
-
-
 def ansible_payload(packages: Path) -> list[tuple[Path, str]]:
     """What of this machine's site-packages the head needs to run the same ansible-core."""
     found: list[tuple[Path, str]] = []
@@ -208,6 +200,25 @@ def ansible_payload(packages: Path) -> list[tuple[Path, str]]:
     if missing:
         raise ConfigureError(f"cannot ship Ansible to the head: {', '.join(missing)} not in {packages}")
     return found
+
+
+def downloaded_payload(py: Path, collections_from: Path) -> list[tuple[Path, str]]:
+    """A downloaded ansible-core's unpacked wheels (every package and dist-info but ansible-core's test
+    tool), with this machine's collections (pure Python)."""
+    found = [
+        (path, f"py/{path.name}") for path in sorted(py.iterdir()) if path.name not in ("ansible_test", "bin")
+    ]
+    for collection in COLLECTIONS:
+        path = collections_from / "ansible_collections" / collection
+        if path.is_dir():
+            found.append((path, f"collections/ansible_collections/{collection}"))
+    return found
+
+
+def shipped_payload(shipped: head_ansible.ShippedAnsible) -> list[tuple[Path, str]]:
+    if shipped.downloaded:
+        return downloaded_payload(shipped.site_packages, site_packages())
+    return ansible_payload(shipped.site_packages)
 
 
 def bundle(
@@ -324,22 +335,28 @@ def run_on_head(
     ``files`` name extra variables that are paths on this machine (the munge key): the head gets a copy in
     the relay folder and the variable points there. The head's output is kept in ``log_dir``/stdout."""
     head = inventory.controller.name
-    rc, out = shell('printf "%s\\n" "$HOME" && python3 -c "import sys; print(sys.version_info[:2])" && nproc')
+    rc, out = shell(f'printf "%s\\n" "$HOME" && {head_ansible.PROBE} && nproc')
     lines = out.strip().splitlines()
-    if rc != 0 or len(lines) < 3 or not lines[-1].strip().isdigit():
+    try:
+        python = head_ansible.HeadPython.parse(lines[-2])
+        if rc != 0 or not lines[-1].strip().isdigit():
+            raise ValueError(lines[-1])
+    except (ValueError, IndexError):
         raise ConfigureError(
             f"cannot run Ansible on the head node {head}: the probe exited {rc}: {out.strip()[-400:]}",
             hint="check that the controller answers SSH and has python3 ('gpufleet status SPEC'), or unset "
             f"{SWITCH} to run Ansible from this machine",
-        )
-    home, version, cores = lines[-3], lines[-2], int(lines[-1])
-    ours = str(tuple(sys.version_info[:2]))
-    if version != ours:
-        raise HeadPythonMismatch(
-            f"the head node {head} has Python {version}, this machine {ours}: the Ansible gpufleet ships "
-            "to the head is built for this machine's Python",
-            hint=f"run gpufleet with the head's Python version, or unset {SWITCH} to run Ansible from here",
-        )
+        ) from None
+    home, cores = lines[-3], int(lines[-1])
+    try:
+        release = head_ansible.release_for(python)
+        if payload is None:
+            shipped = head_ansible.for_head(python)
+            payload = shipped_payload(shipped)
+            source = "downloaded for it" if shipped.downloaded else "this machine's own"
+            reporter.info(f"{head} runs python3 {python.text}: ansible-core {release} ({source})")
+    except NoAnsibleForHead as refused:
+        raise NoAnsibleForHead(f"the head node {head}: {refused.message}", hint=refused.hint) from None
     folder = f"{home}/{RELAY_FOLDER}/{inventory.cluster}"
     variables = dict(extravars)
     uploads: dict[str, bytes] = {}
@@ -352,7 +369,7 @@ def run_on_head(
         key=key_file.read_bytes() if key_file else None,
         extravars=variables,
         files=uploads,
-        payload=ansible_payload(site_packages()) if payload is None else payload,
+        payload=payload,
     )
     quoted = shlex.quote(folder)
     reporter.info(f"shipping playbooks, roles and Ansible to {head} ({len(data) / 1e6:.1f} MB)")
@@ -449,8 +466,8 @@ def configure_on_head(
             log_dir=log_dir,
             skip_tags="install",
         )
-    except HeadPythonMismatch as mismatch:
+    except NoAnsibleForHead as refused:
         if required:
             raise
-        reporter.info(f"{mismatch.message}: Ansible runs from this machine instead ({SWITCH}=auto)")
+        reporter.info(f"{refused.message}: Ansible runs from this machine instead ({SWITCH}=auto)")
         return None

@@ -104,4 +104,5 @@ def _load_check_modules() -> None:
         kubernetes,
         local,
         names,
+        nccl_env,
     )

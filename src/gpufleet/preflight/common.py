@@ -11,6 +11,7 @@ from gpufleet.catalog.cuda import cuda_too_old
 from gpufleet.catalog.os_releases import OS_RELEASES
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
+from gpufleet.validate.bound import derived_expectation
 
 _CLOUDS = ("aws", "gcp", "azure")
 # Checks of the catalog's facts hold on a Kubernetes cluster handed over too (its nodes are catalog types).
@@ -204,13 +205,26 @@ def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         if collective in spec.validation.min_busbw:
             continue
         baseline = catalog.baseline(instance_type, spec.compute_count, collective.value)
-        if baseline is None:
+        item = catalog.get(instance_type)
+        derived = derived_expectation(catalog, item, collective.value, spec.compute_count) if item else None
+        if baseline is None and derived is not None:
             yield Finding(
                 Level.INFO,
                 "baseline_known",
                 "validation.min_busbw",
-                f"no published {collective.value} baseline for {instance_type}: the gate judges "
-                f"correctness only; set validation.min_busbw.{collective.value} (GB/s) to gate bandwidth",
+                f"no published {collective.value} baseline for {instance_type}: the gate expects "
+                f"{derived.expected:.4g} GB/s, {derived.fraction:.2f} x the fabric's physical bound (the "
+                f"fraction {derived.reference}); set validation.min_busbw.{collective.value} (GB/s) or "
+                "validation.baseline: ledger to gate on your own figure",
+            )
+        elif baseline is None:
+            yield Finding(
+                Level.INFO,
+                "baseline_known",
+                "validation.min_busbw",
+                f"no published {collective.value} baseline for {instance_type} and no GPU fabric to bound "
+                f"it: the gate judges correctness only; set validation.min_busbw.{collective.value} (GB/s) "
+                "to gate bandwidth",
             )
         elif baseline.message_bytes > spec.validation.max_bytes:
             yield Finding(

@@ -1089,6 +1089,30 @@ class ValidationSpec(SpecModel):
     min_busbw: dict[Collective, float] = Field(
         default_factory=dict, description="explicit busbw floors in GB/s; override the catalog's baseline"
     )
+    # Microsoft gates ND H100 v5 at expected ~450, warn < 400, drain < 300 GB/s: 300 / 450 = 0.67
+    # (Azure/ai-infrastructure-on-azure@a01b073 skills/slurm/sku_performance_baseline/SKILL.md, read
+    # 2026-11-27); the pass margin's 0.9 is AICR's rule (NVIDIA/aicr@bc05c6b validators/performance/
+    # nccl_all_reduce_bw_constraint.go l.166-167).
+    drain_fraction: float = Field(
+        default=0.67,
+        gt=0,
+        lt=1,
+        description="below this fraction of the expected busbw a collective fails (bisection, drain); "
+        "between it and baseline_margin it warns and is re-run once",
+    )
+    rerun_on_warn: bool = Field(
+        default=True, description="re-run a collective once when it lands between drain floor and margin"
+    )
+    baseline: Literal["catalog", "ledger"] = Field(
+        default="catalog",
+        description="'ledger': gate on this site's own passing runs of the same type, node count and "
+        "versions (gpufleet baseline), where there are any; else the catalog's",
+    )
+    ready_timeout: Duration = Field(
+        default=timedelta(minutes=5),
+        description="how long each node may take to have its fabric ready (devices, links, GPUs, NCCL env "
+        "file) before it is left out of the benchmark",
+    )
     health_checks: bool = True
     find_bad_nodes: bool = True
     drain_bad_nodes: bool = False
@@ -1120,6 +1144,15 @@ class ValidationSpec(SpecModel):
                 "gate_min_bytes or raise max_bytes",
                 {"gate": self.gate_min_bytes, "hi": self.max_bytes},
             )
+        if self.drain_fraction >= self.baseline_margin:
+            raise PydanticCustomError(
+                "drain_fraction",
+                "drain_fraction ({drain}) must be below baseline_margin ({margin}): between them a run warns "
+                "and is re-run once",
+                {"drain": self.drain_fraction, "margin": self.baseline_margin},
+            )
+        if not timedelta(0) <= self.ready_timeout <= timedelta(hours=2):
+            raise PydanticCustomError("ready_timeout", "ready_timeout must be between 0s and 2h")
         for collective, floor in self.min_busbw.items():
             if not 0 < floor < 1e6:  # also refuses .nan and .inf
                 raise PydanticCustomError(

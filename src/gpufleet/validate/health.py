@@ -224,6 +224,9 @@ def expectations(host: Host, driver_branch: int | None = None) -> dict[str, Any]
     floor = node_floor(host)
     if floor is not None:
         expect["nvlink_floor_gbps"] = floor.busbw_gbps
+    item = load_catalog().get(host.instance_type)
+    if item is not None and item.fabric.gpudirect_rdma:
+        expect["gpudirect_rdma"] = True
     return expect
 
 

@@ -19,7 +19,9 @@ iteration) started as its own process, outside Slurm's MPI, so a node whose CUDA
 the binaries says why (e.g. "CUDA driver version is insufficient for CUDA runtime version"); with
 ``--nvlink-gpus N --nvlink-bytes B`` too, an all_reduce over the node's N GPUs in one process at B bytes
 (NVLink only), judged against the type's node floor (Microsoft's aznhc check_nccl_allreduce; catalog
-``node_floors``); with ``--mount PATH``, the shared filesystem there: mounted or not, its type and source
+``node_floors``); with ``--env-file PATH``, whether the NCCL environment file every rank sources is there
+(ready before measured, issue 33); on InfiniBand/RoCE, whether ``nvidia_peermem`` is loaded; with
+``--mount PATH``, the shared filesystem there: mounted or not, its type and source
 (``/proc/self/mountinfo``), and whether a file can be written and removed (in a thread with a deadline, so a
 hung network filesystem is reported, not waited on forever).
 
@@ -794,7 +796,43 @@ def _judge_nvlink(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
     return [("nvlink", PASS, f"{what}: {busbw} GB/s busbw (floor {floor})")]
 
 
+def _judge_ready(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
+    """Ready before measured (issue 33): the NCCL environment file every rank sources, and GPUDirect RDMA's
+    kernel module where the fabric reads GPU memory directly."""
+    checks = []
+    env = raw.get("nccl_env")
+    if isinstance(env, dict) and "present" in env:
+        if env["present"]:
+            checks.append(("nccl_env", PASS, f"{env.get('path')} present"))
+        else:
+            checks.append(
+                (
+                    "nccl_env",
+                    FAIL,
+                    f"{env.get('path')} is missing or empty: every rank sources it (the fabric role writes "
+                    "it: gpufleet configure)",
+                )
+            )
+    direct = raw.get("gpudirect")
+    if isinstance(direct, dict) and "nvidia_peermem" in direct and expect.get("gpudirect_rdma"):
+        if direct["nvidia_peermem"]:
+            checks.append(("gpudirect", PASS, "nvidia_peermem loaded"))
+        elif int(expect.get("gpus") or 0) > 0:
+            # A warning, not a failure: NCCL reaches GPU memory through DMA-BUF instead where the driver's
+            # open kernel modules and Linux 5.12+ allow it, with no nvidia_peermem (NCCL_DMABUF_ENABLE).
+            checks.append(
+                (
+                    "gpudirect",
+                    WARN,
+                    "nvidia_peermem is not loaded: GPUDirect RDMA needs it unless NCCL uses DMA-BUF (open "
+                    "kernel modules, Linux 5.12+); modprobe nvidia_peermem",
+                )
+            )
+    return checks
+
+
 JUDGES = (
+    _judge_ready,
     _judge_gpus,
     _judge_ecc,
     _judge_xid,
@@ -818,12 +856,27 @@ def judge(raw: dict, expect: dict) -> list[tuple[str, str, str]]:
 # ---- command line -----------------------------------------------------------------------------------
 
 
+def nccl_env(path: str) -> dict[str, object]:
+    """The node's NCCL environment file (written by the fabric role): every collective's rank sources it."""
+    file = Path(path)
+    present = file.is_file() and file.stat().st_size > 0
+    return {"path": path, "present": present}
+
+
+def gpudirect() -> dict[str, object]:
+    """GPUDirect RDMA's kernel side: the nvidia_peermem module (InfiniBand/RoCE; NVIDIA's GPU Operator
+    validates it the same way: lsmod | grep ^nvidia_peermem), and dma-buf support as its alternative."""
+    loaded = Path("/sys/module/nvidia_peermem").exists()
+    return {"nvidia_peermem": loaded}
+
+
 def collect(
     kind: str,
     skip: tuple[str, ...] = (),
     mount_point: str | None = None,
     bindir: str | None = None,
     nvlink: tuple[int, int] | None = None,
+    env_file: str | None = None,
 ) -> dict[str, object]:
     report: dict[str, object] = {
         # The node's name: Slurm's, or the one a Kubernetes pod is told (its own host name is the pod's).
@@ -848,6 +901,10 @@ def collect(
     }
     if mount_point:
         checks["mount"] = lambda: mount(mount_point)
+    if env_file:
+        checks["nccl_env"] = lambda: nccl_env(env_file)
+    if kind in ("infiniband", "roce"):
+        checks["gpudirect"] = gpudirect
     if bindir:
         checks["nccl_tests"] = lambda: nccl_tests(bindir)
     if bindir and nvlink:
@@ -925,6 +982,7 @@ def main(argv: list[str]) -> int:
         mount_point=_option(argv, "--mount"),
         bindir=_option(argv, "--nccl-tests"),
         nvlink=(int(gpus), int(size)) if gpus and size else None,
+        env_file=_option(argv, "--env-file"),
     )
     sys.stdout.write(report_lines(report))
     sys.stdout.flush()

@@ -143,11 +143,28 @@ def _measured(verdict: Verdict) -> str:
 
 
 def _threshold(verdict: Verdict) -> str:
+    if verdict.threshold is None:
+        return "correctness only"
     if verdict.mode is GateMode.FLOOR:
         return f"floor {verdict.floor:g} GB/s"
-    if verdict.mode is GateMode.BASELINE and verdict.baseline:
-        return f"{verdict.threshold:.4g} GB/s ({verdict.margin:g} x {verdict.baseline['busbw']:g})"
-    return "correctness only"
+    return f"{verdict.threshold:.4g} GB/s ({verdict.mode})"
+
+
+def _expected(verdict: Verdict) -> str:
+    if verdict.expected is None:
+        return "-"
+    return f"{verdict.expected:.4g} GB/s ({verdict.mode})"
+
+
+def _bound(verdict: Verdict) -> str:
+    if verdict.bound is None:
+        return "-"
+    return f"{verdict.bound.gbps:.4g} GB/s" + (" (in-network can exceed)" if verdict.bound.in_network else "")
+
+
+def _transport_cell(test: TestResult, verdict: Verdict) -> str:
+    used = test.transport or "not seen"
+    return f"{used} (expected {verdict.transport_expected})" if verdict.transport_expected else used
 
 
 def render_markdown(
@@ -163,9 +180,9 @@ def render_markdown(
         lines.extend(f"- {key}: {_cell(value)}" for key, value in context.items())
         lines.append("")
     lines += [
-        "| collective | verdict | measured busbw | threshold | ranks | hosts | transport | #wrong | oob "
-        "| log |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| collective | verdict | measured busbw | expected | pass at | drain below | bound | ranks | hosts "
+        "| transport | #wrong | oob | log |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for test, verdict in zip(tests, verdicts, strict=True):
         collective = verdict.collective or "?"
@@ -177,12 +194,15 @@ def render_markdown(
                 _cell(value)
                 for value in (
                     collective,
-                    "PASS" if verdict.passed else "**FAIL**",
+                    "PASS" if verdict.passed else f"**{verdict.tier.value.upper()}**",
                     _measured(verdict),
+                    _expected(verdict),
                     _threshold(verdict),
+                    None if verdict.drain_below is None else f"{verdict.drain_below:.4g} GB/s",
+                    _bound(verdict),
                     test.ranks,
                     len(test.hosts) or None,
-                    test.transport,
+                    _transport_cell(test, verdict),
                     test.wrong_total,
                     test.out_of_bounds,
                     test.label,
@@ -201,11 +221,27 @@ def render_markdown(
             lines.append(f"- [{marks.get(check.status, 'info')}] {check.name}: {check.message}")
         if verdict.baseline:
             base = verdict.baseline
+            versions = ", ".join(f"{k} {v}" for k, v in base["versions"].items() if v)
             lines.append(
-                f"- baseline: {base['busbw']:g} GB/s at {format_bytes(base['message_bytes'])} on "
-                f"{base['nodes']} nodes, source: {base['title']}"
+                f"- baseline: {base['busbw']:g} GB/s at {format_bytes(base['message_bytes'])} "
+                f"{base['placement']} on {base['nodes']} nodes"
+                + (f" ({versions})" if versions else "")
+                + f", source: {base['title']}"
                 + (f" <{base['url']}>" if base["url"] else "")
             )
+            if base.get("provider_note"):
+                lines.append(f"- another provider's run: {base['provider_note']}")
+        if verdict.bound is not None:
+            lines.append(f"- physical bound: {verdict.bound.gbps:.4g} GB/s ({verdict.bound.formula})")
+            if verdict.bound.in_network:
+                lines.append(f"- in-network reduction: {verdict.bound.in_network}")
+        if verdict.derived_from:
+            lines.append(f"- expected figure: {verdict.derived_from}")
+        if verdict.extrapolated:
+            lines.append(f"- {verdict.extrapolated}")
+        if verdict.rerun_of:
+            first = verdict.rerun_of
+            lines.append(f"- re-run: first run {first['busbw']} GB/s ({first['tier']}, {first['log']})")
         facts = {
             "test": test.test_name,
             "collective from": test.collective_source,
@@ -342,7 +378,19 @@ def plot_busbw(
         shared = len(mark["colors"]) > 1
         shade = "0.3" if shared else mark["colors"][0]
         who = "/".join(sorted(set(mark["names"])))
-        kind = "floor" if verdict.mode is GateMode.FLOOR else f"{verdict.margin:g} x baseline"
+        kind = "floor" if verdict.mode is GateMode.FLOOR else f"pass at ({verdict.mode})"
+        if verdict.bound is not None:
+            limit = verdict.bound.gbps
+            axes.hlines(limit, start, 2**high, colors=[shade], linestyles="dotted", linewidth=1.0)
+            axes.annotate(
+                f"{who} bound: {verdict.bound.gbps:.4g}",
+                (2**high, verdict.bound.gbps),
+                textcoords="offset points",
+                xytext=(-4, 3),
+                ha="right",
+                fontsize=8,
+                color=shade,
+            )
         axes.hlines(verdict.threshold, start, 2**high, colors=[shade], linestyles="dashed", linewidth=1.2)
         axes.annotate(
             f"{who} {kind}: {verdict.threshold:.4g}",

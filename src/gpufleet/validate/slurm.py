@@ -245,8 +245,10 @@ def health_command(
     mount_point: str | None = None,
     nccl_tests_dir: str | None = None,
     nvlink: tuple[int, int] | None = None,
+    env_file: str | None = None,
 ) -> str:
     """Run the node health script once per node (one task per node); ``mount_point``: check it too;
+    ``env_file``: the NCCL environment file every rank sources, which must be there;
     ``nccl_tests_dir``: the script also makes a one-rank smoke run of the nccl-tests binaries there;
     ``nvlink`` (GPUs, bytes): and an all_reduce over the node's GPUs at that size, the task holding them."""
     argv = _srun(nodes, 1, nvlink[0] if nvlink and nccl_tests_dir else 0, immediate)
@@ -254,6 +256,7 @@ def health_command(
     argv.remove("--kill-on-bad-exit=1")
     extra = ["--mount", mount_point] if mount_point else []
     extra += ["--nccl-tests", nccl_tests_dir] if nccl_tests_dir else []
+    extra += ["--env-file", env_file] if env_file else []
     if nvlink and nccl_tests_dir:
         extra += ["--nvlink-gpus", str(nvlink[0]), "--nvlink-bytes", str(nvlink[1])]
     return shlex.join([*argv, "python3", "-c", script, "--fabric", fabric.value, *extra])
@@ -490,6 +493,7 @@ class SlurmRunner:
                 mount_point=mount_point,
                 nccl_tests_dir=self.bindir if smoke_nccl_tests else None,
                 nvlink=nvlink,
+                env_file=self.environment.env_file,
             )
             rc, stdout, stderr = self._run(command, self.timeout)
             answers = parse_health_output(stdout)

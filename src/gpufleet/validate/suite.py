@@ -28,6 +28,7 @@ for the runs is removed by the caller (``Scheduler.cleanup``), also when a phase
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,9 +38,13 @@ from gpufleet.catalog import Catalog, load_catalog
 from gpufleet.errors import LogParseError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind, SchedulerKind, ValidationSpec
+from gpufleet.spec.units import format_duration
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
-from gpufleet.validate.gate import FAIL, Check, GateConfig, Verdict, judge
+from gpufleet.validate.gate import FAIL, INFO, PASS, WARN, Check, GateConfig, SiteBaseline, Verdict, judge
 from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health, node_floor
+from gpufleet.validate.ledger import Entry, gate_baselines
+from gpufleet.validate.ledger import append as append_ledger
+from gpufleet.validate.ledger import read as read_ledger
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
 from gpufleet.validate.report import ReportFiles, Section, write_report
@@ -241,6 +246,9 @@ class SuitePlan:
     instance_type: str
     gate: GateConfig
     sweep: Sweep
+    # The site's ledger (ledger.py): where this validation's figures are appended, and what was there.
+    ledger: Path | None = None
+    ledger_entries: list[Entry] = field(default_factory=list)
 
     @classmethod
     def from_inventory(
@@ -250,6 +258,7 @@ class SuitePlan:
         scheduler: Scheduler,
         out_dir: Path,
         catalog: Catalog | None = None,
+        ledger: Path | None = None,
     ) -> SuitePlan:
         hosts = scheduler.nodes()
         gpus, instance_type = uniform_compute(hosts)
@@ -264,7 +273,9 @@ class SuitePlan:
         )
         catalog = catalog or load_catalog()
         sweep = Sweep.from_spec(spec.validation)
-        return cls(spec, inventory, scheduler, catalog, out_dir, hosts, gpus, instance_type, gate, sweep)
+        entries = read_ledger(ledger) if ledger is not None else []
+        plan = cls(spec, inventory, scheduler, catalog, out_dir, hosts, gpus, instance_type, gate, sweep)
+        return replace(plan, ledger=ledger, ledger_entries=entries)
 
     @property
     def validation(self) -> ValidationSpec:
@@ -304,12 +315,14 @@ def run_suite(
     out_dir: Path,
     *,
     catalog: Catalog | None = None,
+    ledger: Path | None = None,
 ) -> SuiteResult:
     """Validate the cluster ``inventory`` describes, as ``spec.validation`` asks; see the module doc.
-    ``scheduler``: a ``Scheduler``, or an ``Executor`` on a Slurm login node (``SlurmRunner`` over it)."""
+    ``scheduler``: a ``Scheduler``, or an ``Executor`` on a Slurm login node (``SlurmRunner`` over it).
+    ``ledger``: the site's ledger file, read for ``validation.baseline: ledger`` and appended to."""
     if not isinstance(scheduler, Scheduler):
         scheduler = SlurmRunner.for_inventory(spec, inventory, scheduler)
-    plan = SuitePlan.from_inventory(spec, inventory, scheduler, out_dir, catalog)
+    plan = SuitePlan.from_inventory(spec, inventory, scheduler, out_dir, catalog, ledger)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
     health, nodes, before = check_health(plan)
@@ -342,6 +355,9 @@ def run_suite(
         and (training is None or training.passed)
         and (taken is None or taken.passed)
     )
+    if plan.ledger is not None:
+        pairs = zip(collectives.tests, collectives.verdicts, strict=True)
+        append_ledger(plan.ledger, [Entry.of(spec.name, test, verdict) for test, verdict in pairs])
     c = collectives
     return SuiteResult(
         passed,
@@ -358,60 +374,146 @@ def run_suite(
     )
 
 
+# Ready before measured (issue 33): the checks that say a node's fabric and GPUs are up, which a node may pass
+# late (links training, drivers loading, the fabric manager converging). A node failing one of them is
+# polled again until validation.ready_timeout; one still failing then is named and left out of every
+# benchmark, as is a node the scheduler cannot run on, that did not answer, or whose nccl-tests cannot run.
+READINESS = ("fabric", "gpus", "nccl_env", "gpudirect")
+EXCLUDING = ("answer", "nccl_tests", *READINESS)
+READY_POLL_SECONDS = 10.0
+_clock = time.monotonic
+_sleep = time.sleep
+
+
+def _not_ready(health: HealthReport) -> dict[str, list[str]]:
+    return {
+        node.node: problems
+        for node in health.nodes
+        if (problems := [c.message for c in node.checks if c.name in READINESS and c.status == FAIL])
+    }
+
+
 def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str], Mapping[str, NodeState]]:
-    """Phase 1: each node's health (when ``validation.health_checks``), the nodes the collectives can
-    use: all of them, less those the scheduler cannot run on, that did not answer, or whose nccl-tests
-    cannot run one rank; and the scheduler's view of each node before the run."""
+    """Phase 1: each node's health and readiness (when ``validation.health_checks``), the nodes the
+    collectives can use: all of them, less those the scheduler cannot run on, that did not answer, whose
+    nccl-tests cannot run one rank, or that were not ready by ``validation.ready_timeout``; and the
+    scheduler's view of each node before the run."""
     nodes = [host.name for host in plan.hosts]
     if not plan.validation.health_checks:
         return None, nodes, {}
     smoke = any(host.gpu_stack not in (None, "none") for host in plan.hosts)
     floor = next((found for host in plan.hosts if (found := node_floor(host)) is not None), None)
-    run = plan.scheduler.run_health(
-        nodes,
-        mount_point=plan.mount_point,
-        smoke_nccl_tests=smoke,
-        nvlink=(floor.gpus, floor.message_bytes) if smoke and floor is not None else None,
-    )
-    health = evaluate_health(
-        plan.hosts, run, plan.inventory.filesystem, driver_branch=driver_branch(plan.inventory.software)
-    )
-    excluding = (run.scheduler, "answer", "nccl_tests")
+
+    states: dict[str, NodeState] = {}
+
+    def probe(names: list[str]) -> HealthReport:
+        run = plan.scheduler.run_health(
+            names,
+            mount_point=plan.mount_point,
+            smoke_nccl_tests=smoke,
+            nvlink=(floor.gpus, floor.message_bytes) if smoke and floor is not None else None,
+        )
+        hosts = [host for host in plan.hosts if host.name in names]
+        branch = driver_branch(plan.inventory.software)
+        for node, state in run.states.items():
+            states.setdefault(node, state)
+        return evaluate_health(hosts, run, plan.inventory.filesystem, driver_branch=branch)
+
+    started = _clock()
+    deadline = started + plan.validation.ready_timeout.total_seconds()
+    health = probe(nodes)
+    waiting = _not_ready(health)
+    while waiting and _clock() < deadline:
+        _sleep(min(READY_POLL_SECONDS, max(0.0, deadline - _clock())))
+        again = {node.node: node for node in probe(sorted(waiting)).nodes}
+        for index, node in enumerate(health.nodes):
+            fresh = again.get(node.node)
+            if fresh is None:
+                continue
+            if not _not_ready(HealthReport([fresh])):
+                fresh.checks.insert(0, Check("ready", INFO, f"ready after {_clock() - started:.0f} s"))
+            health.nodes[index] = fresh
+        waiting = _not_ready(health)
+    timeout = format_duration(plan.validation.ready_timeout)
+    for node in health.nodes:
+        if node.node in waiting:
+            node.checks.insert(
+                0,
+                Check(
+                    "ready",
+                    FAIL,
+                    f"not ready after {timeout} (validation.ready_timeout): {'; '.join(waiting[node.node])}; "
+                    "nothing was benchmarked on it",
+                ),
+            )
+    excluding = (plan.scheduler.kind, "ready", *EXCLUDING)
     unusable = {
         node.node
         for node in health.nodes
         if any(check.name in excluding and check.status == FAIL for check in node.checks)
     }
-    return health, [node for node in nodes if node not in unusable], run.states
+    return health, [node for node in nodes if node not in unusable], states
 
 
 def run_collectives(plan: SuitePlan, nodes: list[str]) -> Collectives:
-    """Phase 2: each collective of ``validation.collectives`` across ``nodes``, logged, parsed and gated."""
+    """Phase 2: each collective of ``validation.collectives`` across ``nodes``, logged, parsed and gated; a
+    collective that lands in the WARN tier is run once more (``validation.rerun_on_warn``), and the re-run
+    decides: PASS passes, anything else fails."""
     done = Collectives()
+    site: dict[str, SiteBaseline] = {}
+    if plan.validation.baseline == "ledger" and plan.instance_type and nodes:
+        site = gate_baselines(plan.ledger_entries, plan.instance_type, len(nodes))
     for collective in plan.validation.collectives:
         name = collective.value
-        if not nodes:
-            run = CollectiveRun(
-                name, (), "", 1, "", "no usable compute node left after the health checks", 0.0
-            )
-        else:
-            run = plan.scheduler.run_collective(nodes, name)
+        run, tests, verdicts = _run_one(plan, nodes, name, f"{name}.log", site)
         done.runs.append(run)
-        log_name = f"{name}.log"
-        (plan.out_dir / "logs" / log_name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
-        parsed = _parse_run(run, f"logs/{log_name}")
-        transport = _check_environment(run, parsed, plan.scheduler.fabric)
-        config = replace(plan.gate, nodes=len(nodes), transport=transport)
-        for test in parsed:
-            if test.collective != name and test.collective_source == "row shape":
-                test.collective_note = f"{test.collective_note}; set to {name}, the binary gpufleet ran"
-                test.collective, test.collective_source = name, "command line"
-            verdict = judge(test, config, plan.catalog)
+        if plan.validation.rerun_on_warn and any(v.tier is WARN for v in verdicts):
+            first = next(v for v in verdicts if v.tier is WARN)
+            run, tests, verdicts = _run_one(plan, nodes, name, f"{name}-rerun.log", site)
+            done.runs.append(run)
+            for verdict in verdicts:
+                verdict.rerun_of = {
+                    "busbw": first.measured_busbw,
+                    "tier": first.tier.value,
+                    "log": f"logs/{name}.log",
+                }
+                if verdict.tier is WARN:
+                    verdict.checks.append(
+                        Check(
+                            "rerun",
+                            FAIL,
+                            f"below the pass threshold twice: {first.measured_busbw:g} GB/s, then "
+                            f"{verdict.measured_busbw:g} GB/s on the re-run",
+                        )
+                    )
+                verdict.passed = verdict.tier is PASS
+        for test, verdict in zip(tests, verdicts, strict=True):
             done.tests.append(test)
             done.verdicts.append(verdict)
             if not verdict.passed and done.first_failure is None:
                 done.first_failure = (name, verdict, test)
     return done
+
+
+def _run_one(
+    plan: SuitePlan, nodes: list[str], name: str, log_name: str, site: Mapping[str, SiteBaseline]
+) -> tuple[CollectiveRun, list[TestResult], list[Verdict]]:
+    """Run one collective, keep its log as ``logs/<log_name>``, parse it and judge each test."""
+    if not nodes:
+        run = CollectiveRun(name, (), "", 1, "", "no usable compute node left after the health checks", 0.0)
+    else:
+        run = plan.scheduler.run_collective(nodes, name)
+    (plan.out_dir / "logs" / log_name).write_text(f"# {run.command}\n{run.log}", encoding="utf-8")
+    parsed = _parse_run(run, f"logs/{log_name}")
+    transport = _check_environment(run, parsed, plan.scheduler.fabric)
+    config = replace(plan.gate, nodes=len(nodes), transport=transport, site_baselines=site)
+    verdicts = []
+    for test in parsed:
+        if test.collective != name and test.collective_source == "row shape":
+            test.collective_note = f"{test.collective_note}; set to {name}, the binary gpufleet ran"
+            test.collective, test.collective_source = name, "command line"
+        verdicts.append(judge(test, config, plan.catalog))
+    return run, parsed, verdicts
 
 
 def run_training(plan: SuitePlan, nodes: list[str], nccl_all_reduce: TestResult | None) -> TrainingResult:

@@ -160,7 +160,9 @@ class GpuClusterAws(pulumi.ComponentResource):
                         instance_type=group.instance_type,
                         item=item,
                         fabric_interfaces=efa,
-                        image=load_image_manifests().for_family(family_for(provider_spec.ami, item)),
+                        image=load_image_manifests().for_family(
+                            family_for(provider_spec.ami, item), item.cpu_arch if item else "x86_64"
+                        ),
                     )
                 )
 

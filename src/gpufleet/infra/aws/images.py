@@ -204,7 +204,9 @@ class AwsImages:
             instance_type=group.instance_type,
             item=item,
             fabric_interfaces=efa,
-            image=load_image_manifests().for_family(family_for(_provider(spec).ami, item)),
+            image=load_image_manifests().for_family(
+                family_for(_provider(spec).ami, item), item.cpu_arch if item else "x86_64"
+            ),
         )
 
     def builder_program(self, request: BakeRequest) -> dict[str, Any]:

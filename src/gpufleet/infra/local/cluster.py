@@ -18,7 +18,6 @@ only when that hash is still the current one.
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 import subprocess
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufleet.cache import cache_dir
 from gpufleet.catalog.images import component_modes, manifest
 from gpufleet.errors import ProvisionError
 from gpufleet.infra.local import bake
@@ -45,14 +45,6 @@ LOCAL_IMAGE_MANIFEST = "debian-12-local"
 # With provider.gpu_stack the nccl_tests role builds the real binaries here (its default on every backend).
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 _FIRST_HOST_OFFSET = 10
-
-
-def cache_dir() -> Path:
-    configured = os.environ.get("GPUFLEET_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpufleet"
 
 
 @dataclass(frozen=True)
