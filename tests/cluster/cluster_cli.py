@@ -88,12 +88,26 @@ def package_state(node: str) -> list[str]:
 
 
 def slurm_on(node: str) -> dict[str, object]:
-    """What Slurm ``node`` runs: the versions ``slurmd -V`` and ``sinfo -V`` print, the gpufleet-slurm
-    package (roles/slurm's build from SchedMD's release) and Debian's own Slurm packages, if any."""
-    script = (
-        "slurmd -V; sinfo -V; dpkg-query -W -f '${Package} ${Version}\\n' gpufleet-slurm; "
+    """What Slurm ``node`` runs: the versions ``slurmd -V`` and ``sinfo -V`` print (24.11's commands need
+    slurm.conf even for -V: ask after configure), the gpufleet-slurm package (roles/slurm's build from
+    SchedMD's release) and Debian's own Slurm packages, if any. A command that prints nothing on stdout
+    gives its stderr's last line instead, so a failed assertion says why."""
+
+    def ask(command: str) -> str:
+        lines = podman("exec", node, "bash", "-c", f"{command} 2>&1 || true")
+        return lines[-1] if lines else f"{command}: printed nothing"
+
+    debian = podman(
+        "exec",
+        node,
+        "bash",
+        "-c",
         "dpkg-query -W -f '${db:Status-Abbrev}${Package}\\n' slurmd slurmctld slurm-client "
-        "slurm-wlm-basic-plugins 2>/dev/null | awk '$1 == \"ii\" {print $2}' || true"
+        "slurm-wlm-basic-plugins 2>/dev/null | awk '$1 == \"ii\" {print $2}' || true",
     )
-    lines = podman("exec", node, "bash", "-c", script)
-    return {"slurmd": lines[0], "sinfo": lines[1], "package": lines[2], "debian": lines[3:]}
+    return {
+        "slurmd": ask("slurmd -V"),
+        "sinfo": ask("sinfo -V"),
+        "package": ask("dpkg-query -W -f '${Package} ${Version}\\n' gpufleet-slurm"),
+        "debian": debian,
+    }

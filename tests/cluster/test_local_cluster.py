@@ -111,16 +111,16 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     inventory = yaml.safe_load((state / NAME / "inventory.yml").read_text())
     assert inventory["all"]["vars"]["gpufleet_baked_image_hash"] == baked_image["hash"]
     packages = {node: package_state(node) for node in nodes}
-    # Every node runs the one Slurm the slurm role built from SchedMD's release (docs/slurm.md), baked in.
+    first = cli.json("configure", str(spec))
+    assert first["ok"] is True and first["changed"] > 0
+    # Every node runs the one Slurm the slurm role built from SchedMD's release (docs/slurm.md), baked in
+    # (24.11's commands read slurm.conf even for -V, so this asks after configure wrote it).
     release = SLURM_RELEASES[DEFAULT_SLURM].version
     for node in nodes:
         slurm = slurm_on(node)
         assert slurm["slurmd"] == slurm["sinfo"] == f"slurm {release}", (node, slurm)
         assert str(slurm["package"]).startswith(f"gpufleet-slurm {release}-1+gf"), (node, slurm)
         assert slurm["debian"] == [], (node, slurm)
-
-    first = cli.json("configure", str(spec))
-    assert first["ok"] is True and first["changed"] > 0
     # shared_fs: the volume is mounted at /shared on every node, and each node read what another wrote there.
     every = set(nodes)
     mounted = task_results(

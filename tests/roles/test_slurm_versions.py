@@ -25,6 +25,16 @@ BOOKWORM = "slurm-wlm 22.05.8"  # Debian 12's own Slurm, left on a node
 NOBLE = "slurm-wlm 23.11.4"  # Ubuntu 24.04's own
 
 
+def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, str]) -> None:
+    """Shell scripts (name -> body) first on PATH, in place of the node's binaries."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+
+
 def converge(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -34,14 +44,16 @@ def converge(
 ) -> tuple[int, dict[str, dict[str, dict]]]:
     """node.yml then versions.yml on a head node, a login node and two compute nodes, with these -V outputs
     (None: the binary is not installed)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, output in (("slurmctld", slurmctld), ("slurmd", slurmd), ("sinfo", client)):
-        if output is not None:
-            script = bin_dir / name
-            script.write_text(f'#!/bin/sh\n[ "$1" = -V ] || exit 64\necho "{output}"\n')
-            script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+    versions = {"slurmctld": slurmctld, "slurmd": slurmd, "sinfo": client}
+    stand_ins(
+        tmp_path,
+        monkeypatch,
+        {
+            name: f'[ "$1" = -V ] || exit 64\necho "{out}"'
+            for name, out in versions.items()
+            if out is not None
+        },
+    )
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = {
         "all": {
@@ -145,3 +157,45 @@ def test_a_node_without_slurm_is_named(tmp_path, monkeypatch):
     assert "--skip-tags install" in messages["gpu-0"], messages
     # the controller's slurmctld answers, its commands do not
     assert messages["head"].startswith("the commands (sinfo -V) none on head differs"), messages
+
+
+def _user_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uid: str) -> dict[str, dict[str, dict]]:
+    """node.yml then user.yml on one node whose ``id -u slurm`` prints ``uid`` (a stand-in ``id`` on PATH)."""
+    stand_ins(
+        tmp_path,
+        monkeypatch,
+        {"id": f'[ "$1 $2" = "-u slurm" ] && echo {uid} && exit 0\nexec /usr/bin/id "$@"'},
+    )
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {
+        "all": {
+            "vars": local,
+            "children": {"slurm_controller": {"hosts": {"head": {}}}, "compute": {"hosts": {}}},
+        }
+    }
+    play = [
+        {
+            "name": "Slurm",
+            "hosts": "all",
+            "gather_subset": ["!all", "min"],
+            "tasks": [
+                {"name": "Read", "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "node"}},
+                {"name": "User", "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "user"}},
+            ],
+        }
+    ]
+    return run_playbook(tmp_path, inventory, play)[1]
+
+
+def test_a_slurm_user_with_another_uid_is_refused_naming_both_ids(tmp_path, monkeypatch):
+    # The package's preinst keeps a slurm user that exists already: slurmd would refuse the controller's RPCs.
+    results = _user_check(tmp_path, monkeypatch, "1001")
+    check = results["head"]["Assert that the slurm user has uid 64030"]
+    assert check.get("failed"), check
+    message = " ".join(check["msg"].split())
+    assert "has uid 1001, not 64030 (slurm_user_id)" in message and "usermod -u 64030 slurm" in message
+
+
+def test_the_slurm_user_with_the_clusters_uid_passes(tmp_path, monkeypatch):
+    results = _user_check(tmp_path, monkeypatch, "64030")
+    assert not results["head"]["Assert that the slurm user has uid 64030"].get("failed")

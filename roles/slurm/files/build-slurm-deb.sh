@@ -76,8 +76,13 @@ mkdir -p "$work/shlibs/debian"
 printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$package" "$package" >"$work/shlibs/debian/control"
 mapfile -t elves < <(find "$stage" -type f \( -name '*.so*' -o -path '*/bin/*' -o -path '*/sbin/*' \) \
   -exec sh -c 'head -c4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
-shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O -l"$stage/usr/lib/$multiarch" -l"$stage/usr/lib/$multiarch/slurm" \
-  "${elves[@]}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
+if ! (cd "$work/shlibs" && dpkg-shlibdeps -O -l"$stage/usr/lib/$multiarch" -l"$stage/usr/lib/$multiarch/slurm" \
+  "${elves[@]}") >"$work/shlibdeps.out" 2>"$work/shlibdeps.log"; then
+  echo "dpkg-shlibdeps could not read the built binaries' libraries:" >&2
+  tail -n 30 "$work/shlibdeps.log" >&2
+  exit 1
+fi
+shlibs=$(sed -n 's/^shlibs:Depends=//p' "$work/shlibdeps.out")
 pmix_lib=$(readlink -f "/usr/lib/$multiarch/pmix2/lib/libpmix.so")
 pmix_package=$(dpkg-query -S "$pmix_lib" | cut -d: -f1)
 pmix_version=$(dpkg-query -W -f='${Version}' "$pmix_package" | sed 's/-[^-]*$//')
