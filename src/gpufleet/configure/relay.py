@@ -317,6 +317,15 @@ class _Output:
         self._close_fatal(ignored=False)
 
 
+@dataclass(frozen=True)
+class HeadProbe:
+    """What the first call learnt of the head: its ``$HOME``, its python3 and its core count."""
+
+    home: str
+    python: head_ansible.HeadPython
+    cores: int
+
+
 def run_on_head(
     playbook: str,
     inventory: Inventory,
@@ -330,11 +339,34 @@ def run_on_head(
     skip_tags: str | None = None,
     payload: Iterable[tuple[Path, str]] | None = None,
 ) -> PlayResult:
-    """Run ``playbooks/<playbook>`` with Ansible on the controller (three calls of ``shell``).
+    """Run ``playbooks/<playbook>`` with Ansible on the controller (three calls of ``shell``: probe, ship,
+    play).
 
     ``files`` name extra variables that are paths on this machine (the munge key): the head gets a copy in
     the relay folder and the variable points there. The head's output is kept in ``log_dir``/stdout."""
     head = inventory.controller.name
+    found = probe_head(shell, head)
+    payload = ansible_for_head(found, head, reporter, payload)
+    folder = f"{found.home}/{RELAY_FOLDER}/{inventory.cluster}"
+    variables = dict(extravars)
+    uploads: dict[str, bytes] = {}
+    for variable, path in files.items():
+        uploads[path.name] = path.read_bytes()
+        variables[variable] = f"{folder}/{path.name}"
+    key = key_file.read_bytes() if key_file else None
+    data = bundle(inventory, folder, key=key, extravars=variables, files=uploads, payload=payload)
+    ship(shell, head, found.home, folder, data, reporter)
+    forks = forks_for(found.cores, len(inventory.hosts))
+    command = play_command(playbook, folder, forks, skip_tags, secrets=["id_cluster", *uploads])
+    reporter.info(
+        f"ansible-playbook on {head}: {len(inventory.hosts)} hosts, {forks} forks ({found.cores} cores)"
+    )
+    return play(shell, command, playbook, head, reporter, log_dir)
+
+
+def probe_head(shell: Shell, head: str) -> HeadProbe:
+    """Call 1: the head's ``$HOME``, python3 and cores; a head that does not answer, or has no python3, is
+    an error that says what the probe printed."""
     rc, out = shell(f'printf "%s\\n" "$HOME" && {head_ansible.PROBE} && nproc')
     lines = out.strip().splitlines()
     try:
@@ -347,30 +379,28 @@ def run_on_head(
             hint="check that the controller answers SSH and has python3 ('gpufleet status SPEC'), or unset "
             f"{SWITCH} to run Ansible from this machine",
         ) from None
-    home, cores = lines[-3], int(lines[-1])
+    return HeadProbe(lines[-3], python, int(lines[-1]))
+
+
+def ansible_for_head(
+    found: HeadProbe, head: str, reporter: Reporter, payload: Iterable[tuple[Path, str]] | None
+) -> Iterable[tuple[Path, str]]:
+    """The ansible-core the head runs (``head_ansible``), as what to upload: ``payload`` when given;
+    ``NoAnsibleForHead`` names the head when no release runs on its python3."""
     try:
-        release = head_ansible.release_for(python)
-        if payload is None:
-            shipped = head_ansible.for_head(python)
-            payload = shipped_payload(shipped)
-            source = "downloaded for it" if shipped.downloaded else "this machine's own"
-            reporter.info(f"{head} runs python3 {python.text}: ansible-core {release} ({source})")
+        release = head_ansible.release_for(found.python)
+        if payload is not None:
+            return payload
+        shipped = head_ansible.for_head(found.python)
     except NoAnsibleForHead as refused:
         raise NoAnsibleForHead(f"the head node {head}: {refused.message}", hint=refused.hint) from None
-    folder = f"{home}/{RELAY_FOLDER}/{inventory.cluster}"
-    variables = dict(extravars)
-    uploads: dict[str, bytes] = {}
-    for variable, path in files.items():
-        uploads[path.name] = path.read_bytes()
-        variables[variable] = f"{folder}/{path.name}"
-    data = bundle(
-        inventory,
-        folder,
-        key=key_file.read_bytes() if key_file else None,
-        extravars=variables,
-        files=uploads,
-        payload=payload,
-    )
+    source = "downloaded for it" if shipped.downloaded else "this machine's own"
+    reporter.info(f"{head} runs python3 {found.python.text}: ansible-core {release} ({source})")
+    return shipped_payload(shipped)
+
+
+def ship(shell: Shell, head: str, home: str, folder: str, data: bytes, reporter: Reporter) -> None:
+    """Call 2: the one upload, unpacked into a fresh relay folder (only its owner may read it)."""
     quoted = shlex.quote(folder)
     reporter.info(f"shipping playbooks, roles and Ansible to {head} ({len(data) / 1e6:.1f} MB)")
     rc, out = shell(
@@ -381,7 +411,11 @@ def run_on_head(
             f"cannot unpack the playbooks on the head node {head} (exit {rc}): {out.strip()[-400:]}",
             hint=f"check the free space in {home} on {head}, or unset {SWITCH}",
         )
-    forks = forks_for(cores, len(inventory.hosts))
+
+
+def play_command(playbook: str, folder: str, forks: int, skip_tags: str | None, secrets: list[str]) -> str:
+    """The shell command of call 3: ansible-playbook on the head's python3 with the shipped Ansible, the
+    key copies (``secrets``, in the relay folder) removed however it ends, its exit code kept."""
     env = {
         "PYTHONPATH": f"{folder}/py",
         "ANSIBLE_CONFIG": f"{folder}/ansible.cfg",
@@ -407,9 +441,15 @@ def run_on_head(
         f"{folder}/playbooks/{playbook}",
     ]
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    secrets = " ".join(shlex.quote(f"{folder}/{name}") for name in ["id_cluster", *uploads])
-    command = f"cd {quoted} && {exports} {shlex.join(argv)}; rc=$?; rm -f {secrets}; exit $rc"
-    reporter.info(f"ansible-playbook on {head}: {len(inventory.hosts)} hosts, {forks} forks ({cores} cores)")
+    removed = " ".join(shlex.quote(f"{folder}/{name}") for name in secrets)
+    return f"cd {shlex.quote(folder)} && {exports} {shlex.join(argv)}; rc=$?; rm -f {removed}; exit $rc"
+
+
+def play(
+    shell: Shell, command: str, playbook: str, head: str, reporter: Reporter, log_dir: Path
+) -> PlayResult:
+    """Call 3: the play, its output streamed back and read into a ``PlayResult`` (kept in
+    ``log_dir``/stdout); a failed play is ``play_error`` with the failures and unreachable nodes."""
     output = _Output(reporter)
     rc, text = shell(command, on_line=output)
     output.finish()
