@@ -17,6 +17,7 @@ from gpufleet.configure import relay
 from gpufleet.configure.head_ansible import HeadPython, NoAnsibleForHead
 from gpufleet.errors import ConfigureError, ExitCode
 from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.progress import SilentReporter
 from gpufleet.spec.model import Role
 
@@ -383,7 +384,7 @@ def test_each_clouds_inventory_under_the_mocks_drives_the_head(
     state.ssh_dir.mkdir(parents=True)
     connection = backend_for(spec).connection(spec, state)
     outputs = plan_spec(spec, datetime(2026, 11, 24, 9, 0, tzinfo=UTC)).outputs
-    inventory = Inventory.from_stack_outputs(outputs, connection=connection)
+    inventory = from_stack_outputs(outputs, connection=connection)
     assert "ProxyCommand" in (inventory.connection.ssh_common_args or "")  # the tunnel this machine uses
     head = FakeHead(tmp_path / "head", (DATA / "head_ansible_playbook_ok.out").read_text())
     run(inventory, head, tmp_path)

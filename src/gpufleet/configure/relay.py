@@ -40,10 +40,10 @@ from gpufleet.configure.head_ansible import NoAnsibleForHead, site_packages
 from gpufleet.configure.remote import SshExecutor
 from gpufleet.configure.runner import PlayResult, play_error
 from gpufleet.errors import ConfigureError
-from gpufleet.infra.backend import HEAD_BY_DEFAULT
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.paths import project_root
 from gpufleet.progress import Reporter
+from gpufleet.providers import HEAD_BY_DEFAULT
 
 SWITCH = "GPUFLEET_CONFIGURE_FROM"
 CHOICES = ("auto", "here", "head")
