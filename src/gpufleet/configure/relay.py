@@ -108,7 +108,7 @@ def chosen() -> str:
 
 def runs_on_head(choice: str, inventory: Inventory, baked: str | None) -> bool:
     """Does ``configure`` run Ansible on the controller? ``head`` and ``here`` say so; ``auto`` says yes for
-    a cluster of a backend that configures from the head by default (``infra.backend.HEAD_BY_DEFAULT``: aws
+    a cluster of a backend that configures from the head by default (``providers.HEAD_BY_DEFAULT``: aws
     and gcp) whose nodes run a current baked image (only the configure phase runs from the head)."""
     if choice != "auto":
         return choice == "head"
