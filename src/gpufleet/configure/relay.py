@@ -23,6 +23,7 @@ clusters of baked nodes (``runs_on_head``), from here for local and bare-metal o
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -38,7 +39,7 @@ from typing import Any, Protocol
 from gpufleet.configure import head_ansible
 from gpufleet.configure.head_ansible import NoAnsibleForHead, site_packages
 from gpufleet.configure.remote import SshExecutor
-from gpufleet.configure.runner import PlayResult, play_error
+from gpufleet.configure.runner import PlayEvents, PlayResult, play_error
 from gpufleet.errors import ConfigureError
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.paths import project_root
@@ -84,14 +85,12 @@ COLLECTIONS = ("ansible/posix", "community/general", "community/docker")
 FORKS_PER_CORE = 8
 MAX_FORKS = 512
 
-_RECAP = re.compile(
-    r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
-    r"\s+failed=(?P<failed>\d+)"
-)
-_TASK = re.compile(r"^TASK \[(?P<task>.*)\] \**$")
-_PLAY = re.compile(r"^PLAY \[(?P<play>.*)\] \**$")
-_CHANGED = re.compile(r"^changed: \[(?P<host>[^\]\s]+)")
-_FATAL = re.compile(r"^fatal: \[(?P<host>[^\]\s]+)[^\]]*\]: (?P<kind>FAILED|UNREACHABLE)! => ?(?P<rest>.*)$")
+# Where the head's event lines come from (``head_callback``, shipped as a callback plugin), and
+# ansible-runner's own pattern of the markers ``awx_display`` puts around each event's uuid in the text
+# (``ansible_runner.utils.OutputEventFilter.EVENT_DATA_RE``), removed from the log.
+HEAD_CALLBACK = Path(__file__).with_name("head_callback.py")
+EVENT_MARK = "GPUFLEET_EVENT "
+_EVENT_MARKER = re.compile(r"\x1b\[K(?:[A-Za-z0-9+/=]+\x1b\[\d+D)+\x1b\[K")
 
 
 def chosen() -> str:
@@ -240,6 +239,9 @@ def bundle(
         for outside in role_sources(root):  # at the same path beside roles/, where the roles look for them
             archive.add(root / outside, arcname=outside)
         archive.add(root / "ansible.cfg", arcname="ansible.cfg")
+        # The events the play's result is read from: ansible-runner's callback, printed inline.
+        archive.add(HEAD_CALLBACK, arcname="callback_plugins/gpufleet_events.py")
+        archive.add(runner_callback(), arcname="runner_callback/awx_display.py")
         header = f"# Ansible inventory of gpufleet cluster '{head.cluster}', as its head node sees it.\n"
         import yaml
 
@@ -278,43 +280,40 @@ def role_sources(root: Path) -> list[str]:
 
 
 @dataclass
-class _Output:
-    """Reads ansible-playbook's default output on the head into a ``PlayResult``'s parts."""
+class HeadOutput:
+    """The head's ansible-playbook output as it streams back: each event line (``head_callback``:
+    ansible-runner's ``awx_display`` events) read by ``runner.PlayEvents``, the parser of a play run from
+    here; the text, less the event lines and markers, kept for the log."""
 
-    reporter: Reporter
-    task: str = ""
-    changed_tasks: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    recap: dict[str, dict[str, int]] = field(default_factory=dict)
-    _fatal: list[str] = field(default_factory=list)
+    events: PlayEvents
+    text: list[str] = field(default_factory=list)
 
     def __call__(self, line: str) -> None:
-        if self._fatal and line.startswith(" "):
-            # The result as YAML (ansible.cfg: callback_result_format = yaml), one key a line: keep what
-            # says why.
-            if line.strip().startswith(("msg:", "stderr:", "module_stderr:")):
-                self._fatal.append(line.strip())
-            return
-        self._close_fatal(ignored=line.strip() == "...ignoring")
-        if match := _PLAY.match(line):
-            self.reporter.info(f"play: {match['play']}")
-        elif match := _TASK.match(line):
-            self.task = match["task"]
-            self.reporter.info(f"  task: {self.task}")
-        elif match := _CHANGED.match(line):
-            self.changed_tasks.append(f"{match['host']}: {self.task}")
-        elif match := _FATAL.match(line):
-            self._fatal = [f"{match['host']}: {self.task}: {match['kind'].lower()}: {match['rest']}".strip()]
-        elif match := _RECAP.match(line):
-            self.recap[match["host"]] = {k: int(match[k]) for k in ("ok", "changed", "unreachable", "failed")}
+        at = line.find(EVENT_MARK)
+        if at >= 0 and self._event(line[at + len(EVENT_MARK) :]):
+            line = line[:at]
+            if not line:
+                return
+        text = _EVENT_MARKER.sub("", line)
+        if text or not line:  # a line of markers only is none of the text
+            self.text.append(text)
 
-    def _close_fatal(self, *, ignored: bool) -> None:
-        if self._fatal and not ignored:
-            self.failures.append(" ".join(self._fatal)[:1500])
-        self._fatal = []
+    def _event(self, data: str) -> bool:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return False
+        if isinstance(event, dict):
+            self.events(event)
+        return isinstance(event, dict)
 
-    def finish(self) -> None:
-        self._close_fatal(ignored=False)
+
+def runner_callback() -> Path:
+    """ansible-runner's ``awx_display`` callback, as this machine's ansible-runner has it (it imports
+    nothing but Ansible)."""
+    found = importlib.util.find_spec("ansible_runner")
+    assert found is not None and found.submodule_search_locations, "ansible-runner is a dependency"
+    return Path(found.submodule_search_locations[0]) / "display_callback" / "callback" / "awx_display.py"
 
 
 @dataclass(frozen=True)
@@ -423,6 +422,8 @@ def play_command(playbook: str, folder: str, forks: int, skip_tags: str | None, 
         "ANSIBLE_COLLECTIONS_PATH": f"{folder}/collections",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_STDOUT_CALLBACK": "gpufleet_events",
+        "ANSIBLE_CALLBACK_PLUGINS": f"{folder}/callback_plugins",
         "PYTHONUNBUFFERED": "1",  # each task's line as it happens, not in 4 KiB chunks through ssh
         "ANSIBLE_LOCAL_TEMP": f"{folder}/tmp",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": f"{folder}/cp",
@@ -448,25 +449,24 @@ def play_command(playbook: str, folder: str, forks: int, skip_tags: str | None, 
 def play(
     shell: Shell, command: str, playbook: str, head: str, reporter: Reporter, log_dir: Path
 ) -> PlayResult:
-    """Call 3: the play, its output streamed back and read into a ``PlayResult`` (kept in
-    ``log_dir``/stdout); a failed play is ``play_error`` with the failures and unreachable nodes."""
-    output = _Output(reporter)
-    rc, text = shell(command, on_line=output)
-    output.finish()
+    """Call 3: the play, its events streamed back and read by ``runner.PlayEvents`` into a ``PlayResult``
+    (the text kept in ``log_dir``/stdout); a failed play is ``play_error`` with the failures and the
+    unreachable nodes, as from here."""
+    output = HeadOutput(PlayEvents(reporter))
+    rc, _ = shell(command, on_line=output)
     log_dir.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(output.text)
     (log_dir / "stdout").write_text(text + "\n", encoding="utf-8")
-    stats = {
-        kind: {host: counts[kind] for host, counts in output.recap.items()}
-        for kind in ("ok", "changed", "unreachable", "failed")
-    }
-    unreachable = sorted(host for host, counts in output.recap.items() if counts["unreachable"])
-    if rc != 0 or not output.recap:
-        failures = output.failures or [f"{head}: ansible-playbook exited {rc}: {text.strip()[-600:]}"]
+    events = output.events
+    stats = events.stats or {}
+    unreachable = sorted((stats.get("dark") or {}).keys())
+    if rc != 0 or events.stats is None:
+        failures = events.failures or [f"{head}: ansible-playbook exited {rc}: {text.strip()[-600:]}"]
         raise play_error(playbook, "failed on the head node", rc, failures, unreachable, str(log_dir))
     return PlayResult(
         ok=True,
-        changed=sum(stats["changed"].values()),
-        changed_tasks=output.changed_tasks,
+        changed=sum((stats.get("changed") or {}).values()),
+        changed_tasks=events.changed_tasks,
         failures=[],
         unreachable=[],
         stats=stats,
