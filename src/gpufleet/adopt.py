@@ -24,12 +24,13 @@ from typing import Any
 from gpufleet.errors import SpecError, StateError
 from gpufleet.infra import stack_access
 from gpufleet.infra.adopted import RECORD_KEY, AdoptedStack, adopted_of, read_outputs
-from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
+from gpufleet.infra.backend import pulumi_backend_of
 from gpufleet.infra.software import with_software
 from gpufleet.inventory.model import Inventory
 from gpufleet.lifecycle.lock import hold_cluster_lock
 from gpufleet.lifecycle.phases import tracked
 from gpufleet.progress import Reporter
+from gpufleet.providers import PULUMI_KINDS
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 

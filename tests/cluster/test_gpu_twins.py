@@ -46,7 +46,8 @@ from gpufleet.infra.local.cluster import cache_dir
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
 from gpufleet.infra.outputs import host_record
-from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.inventory.model import Connection
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.progress import SilentReporter
 from gpufleet.spec.model import Role, Software
 from twins.images import TWINS, Twin
@@ -123,7 +124,7 @@ def twin_inventory(twins: list[Twin], addresses: dict[str, str], key: Path) -> d
         )
     outputs = {"cluster": "twins", "provider": "baremetal", "fabric": "ethernet", "hosts": hosts}
     ssh = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10"
-    inventory = Inventory.from_stack_outputs(
+    inventory = from_stack_outputs(
         outputs, connection=Connection(user="root", private_key_file=str(key), ssh_common_args=ssh)
     )
     inventory = inventory.model_copy(

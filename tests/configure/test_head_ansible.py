@@ -19,6 +19,7 @@ import yaml
 
 from gpufleet.configure import head_ansible, relay
 from gpufleet.configure.head_ansible import HeadPython, NoAnsibleForHead
+from gpufleet.progress import SilentReporter
 
 OURS = "2.19.14"
 JAMMY = HeadPython(3, 10, "x86_64", "2.35")  # Ubuntu 22.04: python3 3.10, glibc 2.35
@@ -195,3 +196,47 @@ def _inventory() -> relay.Inventory:
     head = Host(name="h", roles=[Role.CONTROLLER, Role.COMPUTE], address="h", private_ip="10.0.0.1",
                 instance_type="baremetal", cpus=2, memory_mb=2000)  # fmt: skip
     return relay.Inventory(cluster="c", provider="aws", fabric="ethernet", hosts=[head])
+
+
+def test_the_relays_event_callback_runs_under_ansible_core_2_17(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python 3.10 head's ansible-core 2.17.14 (here on this machine's Python) loads the relay's stdout
+    callback (head_callback over ansible-runner's awx_display) and its events become the play's result."""
+    monkeypatch.setenv("GPUFLEET_CACHE_DIR", str(tmp_path / "cache"))
+    here = HeadPython.here()
+    folder = tmp_path / "cache" / "relay-ansible" / head_ansible.cache_key("2.17.14", here)
+    shipped = head_ansible.ShippedAnsible("2.17.14", head_ansible.download("2.17.14", here, folder), True)
+    relay_dir = tmp_path / "relay"
+    data = relay.bundle(
+        _inventory(), str(relay_dir), key=None, extravars={}, files={}, payload=relay.shipped_payload(shipped)
+    )
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        archive.extractall(relay_dir, filter="data")
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}
+    (relay_dir / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": {"h": {}}, "vars": local}}))
+    (relay_dir / "extravars.json").write_text("{}")
+    tasks = [
+        {"name": "Always changes", "ansible.builtin.command": "true"},
+        {"name": "Says its release", "ansible.builtin.debug": {"msg": "core {{ ansible_version.full }}"}},
+    ]
+    play = [{"name": "Sample", "hosts": "all", "gather_facts": False, "tasks": tasks}]
+    (relay_dir / "playbooks" / "sample.yml").write_text(yaml.safe_dump(play))
+    # play_command runs "python3": this machine's, on whose version the download was made
+    python = Path(sys.executable)
+
+    def shell(command: str, **kwargs: object) -> tuple[int, str]:
+        env = {"PATH": f"{python.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+        done = subprocess.run(
+            ["bash", "-c", command], env=env, capture_output=True, text=True, timeout=240, check=False
+        )
+        on_line = kwargs.get("on_line")
+        for line in (done.stdout + done.stderr).splitlines():
+            if callable(on_line):
+                on_line(line)
+        return done.returncode, done.stdout + done.stderr
+
+    command = relay.play_command("sample.yml", str(relay_dir), 1, None, secrets=[])
+    result = relay.play(shell, command, "sample.yml", "h", SilentReporter(), tmp_path / "logs")
+    assert result.changed_tasks == ["h: Always changes"] and result.stats["ok"] == {"h": 2}
+    assert "core 2.17.14" in (tmp_path / "logs" / "stdout").read_text()

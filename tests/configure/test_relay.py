@@ -1,6 +1,7 @@
 """Configure from the head node (GPUFLEET_CONFIGURE_FROM=head): what gpufleet's machine does must not grow
 with the node count, the head's inventory reaches the nodes over the private network, and the head's
-ansible-playbook output (real output, tests/configure/data/SOURCES.md) becomes the play's result."""
+ansible-playbook events (real output, tests/configure/data/SOURCES.md) become the play's result through the
+parser of a play run from here (``runner.PlayEvents``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from gpufleet.configure import relay
 from gpufleet.configure.head_ansible import HeadPython, NoAnsibleForHead
 from gpufleet.errors import ConfigureError, ExitCode
 from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.progress import SilentReporter
 from gpufleet.spec.model import Role
 
@@ -202,10 +204,10 @@ def test_the_same_upload_for_2_and_1024_nodes_but_the_inventory(tmp_path: Path) 
 def test_the_heads_output_becomes_the_play_result(tmp_path: Path) -> None:
     head = FakeHead(tmp_path / "head", (DATA / "head_ansible_playbook_ok.out").read_text())
     result = run(fleet(2), head, tmp_path)
-    assert result.ok and result.changed == 6  # the recap's changed= per host, summed
+    assert result.ok and result.changed == 6  # the stats' changed per host, summed
     assert result.changed_tasks == [
-        "t-compute-1: Always changes",
         "t-compute-0: Always changes",
+        "t-compute-1: Always changes",
         "t-controller: Always changes",
     ]
     assert result.failures == []  # the three failures were ignored (ignore_errors: '...ignoring')
@@ -221,8 +223,7 @@ def test_a_failed_task_on_a_node_is_named_with_its_message_and_where_the_log_is(
     assert error.exit_code == ExitCode.CONFIGURE
     assert error.message == (
         "site.yml failed (status failed on the head node, exit 2):\n"
-        "  - t-compute-1: Munge credential decodes: failed: msg: non-zero return code "
-        "stderr: 'munge: Error: Invalid credential'"
+        "  - t-compute-1: Munge credential decodes: non-zero return code: munge: Error: Invalid credential"
     )
     assert error.hint is not None and f"{tmp_path / 'logs'}/stdout" in error.hint
 
@@ -383,7 +384,7 @@ def test_each_clouds_inventory_under_the_mocks_drives_the_head(
     state.ssh_dir.mkdir(parents=True)
     connection = backend_for(spec).connection(spec, state)
     outputs = plan_spec(spec, datetime(2026, 11, 24, 9, 0, tzinfo=UTC)).outputs
-    inventory = Inventory.from_stack_outputs(outputs, connection=connection)
+    inventory = from_stack_outputs(outputs, connection=connection)
     assert "ProxyCommand" in (inventory.connection.ssh_common_args or "")  # the tunnel this machine uses
     head = FakeHead(tmp_path / "head", (DATA / "head_ansible_playbook_ok.out").read_text())
     run(inventory, head, tmp_path)
@@ -463,3 +464,71 @@ def test_gpufleet_configure_takes_the_head_path_when_the_switch_or_auto_says_so(
         )
     else:
         assert called[0] == ("here", ("site.yml", "install"))
+
+
+def test_the_shipped_callback_turns_a_real_play_into_the_play_result(tmp_path: Path) -> None:
+    """ansible-playbook from the upload alone, with the shipped callback (head_callback, ansible-runner's
+    awx_display), over three hosts with the local connection: its events are read by runner.PlayEvents,
+    an ignored failure is no failure, and a failed task fails the play with its own words."""
+    import subprocess
+
+    folder = tmp_path / "relay"
+    data = relay.bundle(
+        fleet(2),
+        str(folder),
+        key=None,
+        extravars={},
+        files={},
+        payload=relay.ansible_payload(relay.site_packages()),
+    )
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        archive.extractall(folder, filter="data")
+    hosts = {name: {} for name in ("t-controller", "t-compute-0", "t-compute-1")}
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}
+    (folder / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts, "vars": local}}))
+    (folder / "extravars.json").write_text("{}")
+    command = {
+        "ansible.builtin.command": {"argv": ["sh", "-c", "echo munge: Error: Invalid credential >&2; exit 1"]}
+    }
+    tasks = [
+        {"name": "Always changes", "ansible.builtin.command": "true"},
+        {"name": "Fails but is ignored", "ansible.builtin.command": "false", "ignore_errors": True},
+        {"name": "Munge credential decodes", **command, "when": "inventory_hostname == 't-compute-1'"},
+    ]
+    (folder / "playbooks" / "sample.yml").write_text(
+        yaml.safe_dump([{"name": "Sample", "hosts": "all", "gather_facts": False, "tasks": tasks}])
+    )
+
+    def shell(
+        command: str, *, stdin: bytes | None = None, on_line: Callable[[str], None] | None = None
+    ) -> tuple[int, str]:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        done = subprocess.run(
+            ["bash", "-c", command], env=env, capture_output=True, text=True, timeout=240, check=False
+        )
+        for line in (done.stdout + done.stderr).splitlines():
+            if on_line is not None:
+                on_line(line)
+        return done.returncode, done.stdout + done.stderr
+
+    command_line = relay.play_command("sample.yml", str(folder), 3, None, secrets=[])
+    with pytest.raises(ConfigureError) as caught:
+        relay.play(shell, command_line, "sample.yml", "t-controller", SilentReporter(), tmp_path / "logs")
+    assert caught.value.message == (
+        "sample.yml failed (status failed on the head node, exit 2):\n"
+        "  - t-compute-1: Munge credential decodes: non-zero return code: munge: Error: Invalid credential"
+    ), caught.value.message
+    log = (tmp_path / "logs" / "stdout").read_text()
+    assert "TASK [Always changes]" in log and "GPUFLEET_EVENT" not in log and "\x1b[K" not in log
+    tasks.pop()  # without the failing task: the play passes, the ignored failures are none
+    (folder / "playbooks" / "sample.yml").write_text(
+        yaml.safe_dump([{"name": "Sample", "hosts": "all", "gather_facts": False, "tasks": tasks}])
+    )
+    result = relay.play(
+        shell, command_line, "sample.yml", "t-controller", SilentReporter(), tmp_path / "logs"
+    )
+    assert result.ok and result.changed == 6 and result.failures == []
+    assert sorted(result.changed_tasks) == [f"{host}: Always changes" for host in sorted(hosts)]
+    assert result.stats["ok"] == {host: 2 for host in hosts} and result.stats["ignored"] == {
+        host: 1 for host in hosts
+    }

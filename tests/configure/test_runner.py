@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpufleet.configure.runner import _Progress, play_error
+from gpufleet.configure.runner import PlayEvents, play_error
 from gpufleet.errors import ConfigureError, ExitCode
 from gpufleet.progress import SilentReporter
 
@@ -13,7 +13,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def _failures(*events: dict) -> list[str]:
-    progress = _Progress(SilentReporter())
+    progress = PlayEvents(SilentReporter())
     for event in events:
         progress(event)
     return progress.failures
@@ -59,3 +59,19 @@ def test_a_task_failure_without_unreachable_nodes_keeps_the_plain_message() -> N
         "the full log is in /state/logs/a2/stdout; fix the cause and re-run 'gpufleet configure' "
         "(it is safe to re-run)"
     )
+
+
+def test_a_failed_command_says_its_own_error_after_ansibles_message() -> None:
+    """A command module's failure is "non-zero return code": its stderr says why, and is kept (the head's
+    plays and the plays run from here read events through the same PlayEvents)."""
+    failed = {
+        "event": "runner_on_failed",
+        "event_data": {
+            "host": "t-compute-1",
+            "task": "Munge credential decodes",
+            "res": {"msg": "non-zero return code", "stderr": "munge: Error: Invalid credential"},
+        },
+    }
+    assert _failures(failed) == [
+        "t-compute-1: Munge credential decodes: non-zero return code: munge: Error: Invalid credential"
+    ]

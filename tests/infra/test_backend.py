@@ -11,7 +11,8 @@ from typing import get_args
 import pytest
 
 from gpufleet.infra.automation import PulumiBackend
-from gpufleet.infra.backend import BACKENDS, PULUMI_KINDS, Backend
+from gpufleet.infra.backend import Backend
+from gpufleet.providers import BACKENDS, PULUMI_KINDS
 from gpufleet.spec.model import ClusterSpec
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpufleet"
@@ -90,13 +91,14 @@ _ONE_PROVIDER = "checks registered for one provider (@check(providers=...)) narr
 # Where a provider may be named outside the table, and why. Nothing else in src/gpufleet compares a
 # provider kind or asks which provider model a spec holds: it asks the spec's backend.
 MAY_NAME_PROVIDERS = {
-    "infra/backend.py": "the table itself",
+    "providers.py": "the table itself",
     "infra/aws/": "a provider folder knows its own provider",
     "infra/gcp/": "a provider folder knows its own provider",
     "infra/azure/": "a provider folder knows its own provider",
     "infra/local/": "a provider folder knows its own provider",
     "infra/baremetal/": "a provider folder knows its own provider",
     "infra/kubernetes/": "a provider folder knows its own provider",
+    "kube/api.py": "api_for reads the handed-over cluster's kubeconfig and context from its provider model",
     "spec/model.py": "the spec owns its discriminated union of providers (per-provider defaults, validation)",
     "catalog/images.py": "catalog data: each image manifest says which cloud it is for",
     "preflight/aws.py": _ONE_PROVIDER,

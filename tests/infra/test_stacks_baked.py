@@ -23,7 +23,7 @@ from gpufleet.infra.gcp.mocks import GcpMockCloud
 from gpufleet.infra.images import HASH_VAR, CloudImage
 from gpufleet.infra.plan import Plan
 from gpufleet.infra.stack_access import contract_outputs
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.spec.load import load_spec
 from gpufleet.spec.model import ClusterSpec
 
@@ -74,7 +74,7 @@ def test_aws_stack_boots_the_newest_baked_ami_of_the_current_roles(logged, monke
     assert aws_images(plan) == {"ami-0bakednew"}
     digest = spec_hash(spec)
     assert plan.outputs["baked_image_hash"] == digest
-    inventory = Inventory.from_stack_outputs(contract_outputs(plan.outputs))
+    inventory = from_stack_outputs(contract_outputs(plan.outputs))
     assert baked_and_current(spec, inventory.extra_vars) == digest
     said = [line for line in logged if "node image ami-0bakednew: baked 2026-11-20T10:00:00Z" in line]
     assert said, logged
@@ -113,5 +113,5 @@ def test_no_current_baked_image_or_use_baked_image_false_boots_the_base_image(
     opted_out.baked_images = images(spec, prefix)
     plan = run_stack(name, opted_out, {**config, "gpufleet:useBakedImage": "false"}, monkeypatch)
     assert read(plan) == base and plan.outputs["baked_image_hash"] is None
-    extra = Inventory.from_stack_outputs(contract_outputs(plan.outputs)).extra_vars
+    extra = from_stack_outputs(contract_outputs(plan.outputs)).extra_vars
     assert HASH_VAR not in {k for k, v in extra.items() if v}

@@ -11,6 +11,7 @@ from gpufleet.catalog.images import component_modes, load_image_manifests
 from gpufleet.errors import SpecError
 from gpufleet.infra.software import with_software
 from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.spec.model import FabricKind, Role
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +111,7 @@ def test_from_stack_outputs() -> None:
             "mount_source": "10.1.0.2@tcp:/lustre",
         },
     }
-    inventory = Inventory.from_stack_outputs(outputs)
+    inventory = from_stack_outputs(outputs)
     assert inventory.fabric is FabricKind.TCPXO
     assert inventory.compute[0].fabric_interfaces == 8
     assert inventory.filesystem["mount_source"].endswith(":/lustre")

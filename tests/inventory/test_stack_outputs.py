@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from gpufleet.infra.outputs import OUTPUT_KEYS
 from gpufleet.infra.program import plan_spec
-from gpufleet.inventory.model import Host, Inventory
-from gpufleet.inventory.stack import StackOutputs
+from gpufleet.inventory.model import Host
+from gpufleet.inventory.stack import StackOutputs, from_stack_outputs
 from gpufleet.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def test_each_clouds_outputs_validate_against_the_one_model(example):
         if example == "aws-p5.yaml"
         else stack.expires_at.endswith("Z")
     )
-    inventory = Inventory.from_stack_outputs(stack)
+    inventory = from_stack_outputs(stack)
     assert [h.name for h in inventory.hosts] == [h.name for h in stack.hosts]
     assert all(h.address == h.private_ip for h in inventory.hosts)
 
@@ -55,4 +55,4 @@ def test_outputs_that_lack_a_slurm_field_are_refused():
         ],
     }
     with pytest.raises(ValidationError, match="cpus"):
-        Inventory.from_stack_outputs(outputs)
+        from_stack_outputs(outputs)

@@ -503,3 +503,12 @@ def test_fsx_without_a_data_repository_warns_about_checkpoints(tmp_path, monkeyp
     assert result.exit_code == 0, result.output
     assert "fsx_lustre filesystem at /fsx has no durable copy" in " ".join(result.output.split())
     assert backend.destroyed
+
+
+def test_every_filesystem_kind_with_a_durable_copy_has_an_exporter_and_no_other() -> None:
+    """The spec says which kinds can keep a durable copy (``spec.durable``, read by preflight); infra says
+    which module exports each: the same kinds."""
+    from gpufleet.infra.durable import EXPORTERS
+    from gpufleet.spec.durable import WITH_A_DURABLE_COPY
+
+    assert set(EXPORTERS) == set(WITH_A_DURABLE_COPY)

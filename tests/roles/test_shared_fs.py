@@ -226,10 +226,10 @@ def test_preflight_says_what_is_wrong(tmp_path, platform, filesystem, message):
 )
 def test_every_node_of_a_cloud_inventory_mounts_its_filesystem(tmp_path, snapshot, line):
     """The inventory each cloud program's outputs make (its reviewed plan snapshot) mounts on every node."""
-    from gpufleet.inventory.model import Inventory
+    from gpufleet.inventory.stack import from_stack_outputs
 
     outputs = json.loads((ROOT / "tests" / "infra" / snapshot).read_text())["outputs"]
-    inventory = Inventory.from_stack_outputs(outputs)
+    inventory = from_stack_outputs(outputs)
     filesystem = inventory.to_ansible()["all"]["vars"]["gpufleet_filesystem"]
     names = [host.name for host in inventory.hosts]
     rc, results = converge(tmp_path, {name: ("ubuntu-22.04", filesystem) for name in names})

@@ -14,9 +14,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpufleet.bake.result import BakeResult
-from gpufleet.infra.backend import BACKENDS, pulumi_backend_of
+from gpufleet.infra.backend import pulumi_backend_of
 from gpufleet.infra.images import HASH_VAR, BakedRecord
 from gpufleet.progress import Reporter
+from gpufleet.providers import BACKENDS
 from gpufleet.spec.model import ClusterSpec
 
 if TYPE_CHECKING:

@@ -49,7 +49,8 @@ from gpufleet.infra.images import (
     mixed_gpu_groups,
 )
 from gpufleet.infra.userdata import IMAGE_USER
-from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.inventory.model import Connection
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.paths import project_root
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, Lifetime
@@ -130,8 +131,8 @@ def find_baked_in_program(spec: ClusterSpec) -> CloudImage | None:
     same choice, read with the provider's own functions, and said in the engine's log."""
     import pulumi
 
-    from gpufleet.infra.backend import BACKENDS
     from gpufleet.infra.program import pulumi_backend
+    from gpufleet.providers import BACKENDS
 
     if not BACKENDS[spec.provider.kind].bakes_in_cloud:  # Azure: no builder yet, nothing to look up
         pulumi.log.info(f"{spec.provider.kind} bakes no images in gpufleet: nodes boot the spec's image")
@@ -337,7 +338,7 @@ def _install_phase(
         private_key_file=str(state.private_key),
         ssh_common_args=known_hosts_args(state),
     )
-    inventory = Inventory.from_stack_outputs({**outputs, "hosts": [host]}, connection=connection)
+    inventory = from_stack_outputs({**outputs, "hosts": [host]}, connection=connection)
     inventory = with_software(inventory, request.spec)
     # The builder runs nothing else: it may reboot to load a new NVIDIA kernel module (nvidia_driver).
     inventory = inventory.model_copy(

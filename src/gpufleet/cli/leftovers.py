@@ -15,8 +15,9 @@ from rich.markup import escape
 from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
-from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
+from gpufleet.infra.backend import pulumi_backend_of
 from gpufleet.infra.leftovers import LEFTOVER_BOUND_S, LEFTOVER_INTERVAL_S, settle
+from gpufleet.providers import PULUMI_KINDS
 
 
 def leftovers(

@@ -103,7 +103,8 @@ def collapse(rows: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str, 
 
 def _replacing_fields(kind: str) -> tuple[str, ...]:
     """The spec fields whose later change replaces a group's nodes (a Pulumi cloud's own list)."""
-    from gpufleet.infra.backend import PULUMI_KINDS, pulumi_backend_of
+    from gpufleet.infra.backend import pulumi_backend_of
+    from gpufleet.providers import PULUMI_KINDS
 
     return pulumi_backend_of(kind).replacing_fields if kind in PULUMI_KINDS else ()
 

@@ -23,6 +23,7 @@ clusters of baked nodes (``runs_on_head``), from here for local and bare-metal o
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -38,12 +39,12 @@ from typing import Any, Protocol
 from gpufleet.configure import head_ansible
 from gpufleet.configure.head_ansible import NoAnsibleForHead, site_packages
 from gpufleet.configure.remote import SshExecutor
-from gpufleet.configure.runner import PlayResult, play_error
+from gpufleet.configure.runner import PlayEvents, PlayResult, play_error
 from gpufleet.errors import ConfigureError
-from gpufleet.infra.backend import HEAD_BY_DEFAULT
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.paths import project_root
 from gpufleet.progress import Reporter
+from gpufleet.providers import HEAD_BY_DEFAULT
 
 SWITCH = "GPUFLEET_CONFIGURE_FROM"
 CHOICES = ("auto", "here", "head")
@@ -84,14 +85,12 @@ COLLECTIONS = ("ansible/posix", "community/general", "community/docker")
 FORKS_PER_CORE = 8
 MAX_FORKS = 512
 
-_RECAP = re.compile(
-    r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
-    r"\s+failed=(?P<failed>\d+)"
-)
-_TASK = re.compile(r"^TASK \[(?P<task>.*)\] \**$")
-_PLAY = re.compile(r"^PLAY \[(?P<play>.*)\] \**$")
-_CHANGED = re.compile(r"^changed: \[(?P<host>[^\]\s]+)")
-_FATAL = re.compile(r"^fatal: \[(?P<host>[^\]\s]+)[^\]]*\]: (?P<kind>FAILED|UNREACHABLE)! => ?(?P<rest>.*)$")
+# Where the head's event lines come from (``head_callback``, shipped as a callback plugin), and
+# ansible-runner's own pattern of the markers ``awx_display`` puts around each event's uuid in the text
+# (``ansible_runner.utils.OutputEventFilter.EVENT_DATA_RE``), removed from the log.
+HEAD_CALLBACK = Path(__file__).with_name("head_callback.py")
+EVENT_MARK = "GPUFLEET_EVENT "
+_EVENT_MARKER = re.compile(r"\x1b\[K(?:[A-Za-z0-9+/=]+\x1b\[\d+D)+\x1b\[K")
 
 
 def chosen() -> str:
@@ -108,7 +107,7 @@ def chosen() -> str:
 
 def runs_on_head(choice: str, inventory: Inventory, baked: str | None) -> bool:
     """Does ``configure`` run Ansible on the controller? ``head`` and ``here`` say so; ``auto`` says yes for
-    a cluster of a backend that configures from the head by default (``infra.backend.HEAD_BY_DEFAULT``: aws
+    a cluster of a backend that configures from the head by default (``providers.HEAD_BY_DEFAULT``: aws
     and gcp) whose nodes run a current baked image (only the configure phase runs from the head)."""
     if choice != "auto":
         return choice == "head"
@@ -240,6 +239,9 @@ def bundle(
         for outside in role_sources(root):  # at the same path beside roles/, where the roles look for them
             archive.add(root / outside, arcname=outside)
         archive.add(root / "ansible.cfg", arcname="ansible.cfg")
+        # The events the play's result is read from: ansible-runner's callback, printed inline.
+        archive.add(HEAD_CALLBACK, arcname="callback_plugins/gpufleet_events.py")
+        archive.add(runner_callback(), arcname="runner_callback/awx_display.py")
         header = f"# Ansible inventory of gpufleet cluster '{head.cluster}', as its head node sees it.\n"
         import yaml
 
@@ -278,43 +280,49 @@ def role_sources(root: Path) -> list[str]:
 
 
 @dataclass
-class _Output:
-    """Reads ansible-playbook's default output on the head into a ``PlayResult``'s parts."""
+class HeadOutput:
+    """The head's ansible-playbook output as it streams back: each event line (``head_callback``:
+    ansible-runner's ``awx_display`` events) read by ``runner.PlayEvents``, the parser of a play run from
+    here; the text, less the event lines and markers, kept for the log."""
 
-    reporter: Reporter
-    task: str = ""
-    changed_tasks: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    recap: dict[str, dict[str, int]] = field(default_factory=dict)
-    _fatal: list[str] = field(default_factory=list)
+    events: PlayEvents
+    text: list[str] = field(default_factory=list)
 
     def __call__(self, line: str) -> None:
-        if self._fatal and line.startswith(" "):
-            # The result as YAML (ansible.cfg: callback_result_format = yaml), one key a line: keep what
-            # says why.
-            if line.strip().startswith(("msg:", "stderr:", "module_stderr:")):
-                self._fatal.append(line.strip())
-            return
-        self._close_fatal(ignored=line.strip() == "...ignoring")
-        if match := _PLAY.match(line):
-            self.reporter.info(f"play: {match['play']}")
-        elif match := _TASK.match(line):
-            self.task = match["task"]
-            self.reporter.info(f"  task: {self.task}")
-        elif match := _CHANGED.match(line):
-            self.changed_tasks.append(f"{match['host']}: {self.task}")
-        elif match := _FATAL.match(line):
-            self._fatal = [f"{match['host']}: {self.task}: {match['kind'].lower()}: {match['rest']}".strip()]
-        elif match := _RECAP.match(line):
-            self.recap[match["host"]] = {k: int(match[k]) for k in ("ok", "changed", "unreachable", "failed")}
+        at = line.find(EVENT_MARK)
+        if at >= 0 and self._event(line[at + len(EVENT_MARK) :]):
+            line = line[:at]
+            if not line:
+                return
+        text = _EVENT_MARKER.sub("", line)
+        if text or not line:  # a line of markers only is none of the text
+            self.text.append(text)
 
-    def _close_fatal(self, *, ignored: bool) -> None:
-        if self._fatal and not ignored:
-            self.failures.append(" ".join(self._fatal)[:1500])
-        self._fatal = []
+    def _event(self, data: str) -> bool:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return False
+        if isinstance(event, dict):
+            self.events(event)
+        return isinstance(event, dict)
 
-    def finish(self) -> None:
-        self._close_fatal(ignored=False)
+
+def runner_callback() -> Path:
+    """ansible-runner's ``awx_display`` callback, as this machine's ansible-runner has it (it imports
+    nothing but Ansible)."""
+    found = importlib.util.find_spec("ansible_runner")
+    assert found is not None and found.submodule_search_locations, "ansible-runner is a dependency"
+    return Path(found.submodule_search_locations[0]) / "display_callback" / "callback" / "awx_display.py"
+
+
+@dataclass(frozen=True)
+class HeadProbe:
+    """What the first call learnt of the head: its ``$HOME``, its python3 and its core count."""
+
+    home: str
+    python: head_ansible.HeadPython
+    cores: int
 
 
 def run_on_head(
@@ -330,11 +338,34 @@ def run_on_head(
     skip_tags: str | None = None,
     payload: Iterable[tuple[Path, str]] | None = None,
 ) -> PlayResult:
-    """Run ``playbooks/<playbook>`` with Ansible on the controller (three calls of ``shell``).
+    """Run ``playbooks/<playbook>`` with Ansible on the controller (three calls of ``shell``: probe, ship,
+    play).
 
     ``files`` name extra variables that are paths on this machine (the munge key): the head gets a copy in
     the relay folder and the variable points there. The head's output is kept in ``log_dir``/stdout."""
     head = inventory.controller.name
+    found = probe_head(shell, head)
+    payload = ansible_for_head(found, head, reporter, payload)
+    folder = f"{found.home}/{RELAY_FOLDER}/{inventory.cluster}"
+    variables = dict(extravars)
+    uploads: dict[str, bytes] = {}
+    for variable, path in files.items():
+        uploads[path.name] = path.read_bytes()
+        variables[variable] = f"{folder}/{path.name}"
+    key = key_file.read_bytes() if key_file else None
+    data = bundle(inventory, folder, key=key, extravars=variables, files=uploads, payload=payload)
+    ship(shell, head, found.home, folder, data, reporter)
+    forks = forks_for(found.cores, len(inventory.hosts))
+    command = play_command(playbook, folder, forks, skip_tags, secrets=["id_cluster", *uploads])
+    reporter.info(
+        f"ansible-playbook on {head}: {len(inventory.hosts)} hosts, {forks} forks ({found.cores} cores)"
+    )
+    return play(shell, command, playbook, head, reporter, log_dir)
+
+
+def probe_head(shell: Shell, head: str) -> HeadProbe:
+    """Call 1: the head's ``$HOME``, python3 and cores; a head that does not answer, or has no python3, is
+    an error that says what the probe printed."""
     rc, out = shell(f'printf "%s\\n" "$HOME" && {head_ansible.PROBE} && nproc')
     lines = out.strip().splitlines()
     try:
@@ -347,30 +378,28 @@ def run_on_head(
             hint="check that the controller answers SSH and has python3 ('gpufleet status SPEC'), or unset "
             f"{SWITCH} to run Ansible from this machine",
         ) from None
-    home, cores = lines[-3], int(lines[-1])
+    return HeadProbe(lines[-3], python, int(lines[-1]))
+
+
+def ansible_for_head(
+    found: HeadProbe, head: str, reporter: Reporter, payload: Iterable[tuple[Path, str]] | None
+) -> Iterable[tuple[Path, str]]:
+    """The ansible-core the head runs (``head_ansible``), as what to upload: ``payload`` when given;
+    ``NoAnsibleForHead`` names the head when no release runs on its python3."""
     try:
-        release = head_ansible.release_for(python)
-        if payload is None:
-            shipped = head_ansible.for_head(python)
-            payload = shipped_payload(shipped)
-            source = "downloaded for it" if shipped.downloaded else "this machine's own"
-            reporter.info(f"{head} runs python3 {python.text}: ansible-core {release} ({source})")
+        release = head_ansible.release_for(found.python)
+        if payload is not None:
+            return payload
+        shipped = head_ansible.for_head(found.python)
     except NoAnsibleForHead as refused:
         raise NoAnsibleForHead(f"the head node {head}: {refused.message}", hint=refused.hint) from None
-    folder = f"{home}/{RELAY_FOLDER}/{inventory.cluster}"
-    variables = dict(extravars)
-    uploads: dict[str, bytes] = {}
-    for variable, path in files.items():
-        uploads[path.name] = path.read_bytes()
-        variables[variable] = f"{folder}/{path.name}"
-    data = bundle(
-        inventory,
-        folder,
-        key=key_file.read_bytes() if key_file else None,
-        extravars=variables,
-        files=uploads,
-        payload=payload,
-    )
+    source = "downloaded for it" if shipped.downloaded else "this machine's own"
+    reporter.info(f"{head} runs python3 {found.python.text}: ansible-core {release} ({source})")
+    return shipped_payload(shipped)
+
+
+def ship(shell: Shell, head: str, home: str, folder: str, data: bytes, reporter: Reporter) -> None:
+    """Call 2: the one upload, unpacked into a fresh relay folder (only its owner may read it)."""
     quoted = shlex.quote(folder)
     reporter.info(f"shipping playbooks, roles and Ansible to {head} ({len(data) / 1e6:.1f} MB)")
     rc, out = shell(
@@ -381,7 +410,11 @@ def run_on_head(
             f"cannot unpack the playbooks on the head node {head} (exit {rc}): {out.strip()[-400:]}",
             hint=f"check the free space in {home} on {head}, or unset {SWITCH}",
         )
-    forks = forks_for(cores, len(inventory.hosts))
+
+
+def play_command(playbook: str, folder: str, forks: int, skip_tags: str | None, secrets: list[str]) -> str:
+    """The shell command of call 3: ansible-playbook on the head's python3 with the shipped Ansible, the
+    key copies (``secrets``, in the relay folder) removed however it ends, its exit code kept."""
     env = {
         "PYTHONPATH": f"{folder}/py",
         "ANSIBLE_CONFIG": f"{folder}/ansible.cfg",
@@ -389,6 +422,8 @@ def run_on_head(
         "ANSIBLE_COLLECTIONS_PATH": f"{folder}/collections",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_STDOUT_CALLBACK": "gpufleet_events",
+        "ANSIBLE_CALLBACK_PLUGINS": f"{folder}/callback_plugins",
         "PYTHONUNBUFFERED": "1",  # each task's line as it happens, not in 4 KiB chunks through ssh
         "ANSIBLE_LOCAL_TEMP": f"{folder}/tmp",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": f"{folder}/cp",
@@ -407,26 +442,31 @@ def run_on_head(
         f"{folder}/playbooks/{playbook}",
     ]
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    secrets = " ".join(shlex.quote(f"{folder}/{name}") for name in ["id_cluster", *uploads])
-    command = f"cd {quoted} && {exports} {shlex.join(argv)}; rc=$?; rm -f {secrets}; exit $rc"
-    reporter.info(f"ansible-playbook on {head}: {len(inventory.hosts)} hosts, {forks} forks ({cores} cores)")
-    output = _Output(reporter)
-    rc, text = shell(command, on_line=output)
-    output.finish()
+    removed = " ".join(shlex.quote(f"{folder}/{name}") for name in secrets)
+    return f"cd {shlex.quote(folder)} && {exports} {shlex.join(argv)}; rc=$?; rm -f {removed}; exit $rc"
+
+
+def play(
+    shell: Shell, command: str, playbook: str, head: str, reporter: Reporter, log_dir: Path
+) -> PlayResult:
+    """Call 3: the play, its events streamed back and read by ``runner.PlayEvents`` into a ``PlayResult``
+    (the text kept in ``log_dir``/stdout); a failed play is ``play_error`` with the failures and the
+    unreachable nodes, as from here."""
+    output = HeadOutput(PlayEvents(reporter))
+    rc, _ = shell(command, on_line=output)
     log_dir.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(output.text)
     (log_dir / "stdout").write_text(text + "\n", encoding="utf-8")
-    stats = {
-        kind: {host: counts[kind] for host, counts in output.recap.items()}
-        for kind in ("ok", "changed", "unreachable", "failed")
-    }
-    unreachable = sorted(host for host, counts in output.recap.items() if counts["unreachable"])
-    if rc != 0 or not output.recap:
-        failures = output.failures or [f"{head}: ansible-playbook exited {rc}: {text.strip()[-600:]}"]
+    events = output.events
+    stats = events.stats or {}
+    unreachable = sorted((stats.get("dark") or {}).keys())
+    if rc != 0 or events.stats is None:
+        failures = events.failures or [f"{head}: ansible-playbook exited {rc}: {text.strip()[-600:]}"]
         raise play_error(playbook, "failed on the head node", rc, failures, unreachable, str(log_dir))
     return PlayResult(
         ok=True,
-        changed=sum(stats["changed"].values()),
-        changed_tasks=output.changed_tasks,
+        changed=sum((stats.get("changed") or {}).values()),
+        changed_tasks=events.changed_tasks,
         failures=[],
         unreachable=[],
         stats=stats,

@@ -30,14 +30,20 @@ class PlayResult:
     install_phase: str = "ran"  # or "skipped: baked image <hash>" (nodes from a current baked image)
 
 
-class _Progress:
-    """Turns ansible-runner events into reporter lines and collects failures and changes."""
+class PlayEvents:
+    """Reads a play's ansible-runner job events (``awx_display``'s): reporter lines, the failures and the
+    changed tasks, and the stats of its ``playbook_on_stats`` event (ansible-runner's ``Runner.stats``
+    keys). The one reader of Ansible's output: a play run here through ansible-runner, and one run on the
+    head node (``relay``), whose events the same callback makes (``head_callback``)."""
+
+    STATS = ("skipped", "ok", "dark", "failures", "ignored", "rescued", "processed", "changed")
 
     def __init__(self, reporter: Reporter) -> None:
         self.reporter = reporter
         self.failures: list[str] = []
         self.changed_tasks: list[str] = []
         self.play = ""
+        self.stats: dict[str, Any] | None = None
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -52,6 +58,9 @@ class _Progress:
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             result = data.get("res", {})
             message = result.get("msg") or result.get("stderr") or result.get("module_stderr") or "failed"
+            stderr = str(result.get("stderr") or "").strip()
+            if stderr and stderr not in str(message):  # a command's "non-zero return code": say its words
+                message = f"{message}: {stderr}"
             if result.get("_ansible_no_log"):
                 message = "(output hidden: the task handles a secret)"
             self.failures.append(f"{data.get('host')}: {data.get('task')}: {str(message).strip()[:1500]}")
@@ -60,6 +69,8 @@ class _Progress:
             self.failures.append(
                 f"{data.get('host')}: unreachable: {str(result.get('msg', '')).strip()[:500]}"
             )
+        elif kind == "playbook_on_stats":
+            self.stats = {key: data.get(key, {}) for key in self.STATS}
         return True
 
 
@@ -82,7 +93,7 @@ def run_playbook(
     if not playbook_path.exists():
         raise ConfigureError(f"playbook {playbook_path} does not exist")
     artifacts_dir.mkdir(parents=True, exist_ok=True)
-    progress = _Progress(reporter)
+    progress = PlayEvents(reporter)
     binary = Path(sys.executable).parent / "ansible-playbook"
     if not binary.exists():
         found = shutil.which("ansible-playbook")

@@ -31,6 +31,7 @@ from gpufleet.infra.leftovers import ExpiredCluster, Leftover, settle
 from gpufleet.infra.pulumi_command import pulumi_cli
 from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
@@ -425,6 +426,4 @@ class PulumiBackend(abc.ABC):
         self, spec: ClusterSpec, state: ClusterState, outputs: dict[str, Any]
     ) -> Inventory:
         hosts = [{**host, "address": self.host_address(host)} for host in outputs["hosts"]]
-        return Inventory.from_stack_outputs(
-            {**outputs, "hosts": hosts}, connection=self.connection(spec, state)
-        )
+        return from_stack_outputs({**outputs, "hosts": hosts}, connection=self.connection(spec, state))

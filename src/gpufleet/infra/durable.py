@@ -1,6 +1,7 @@
 """What the filesystem exporters share (``infra/aws/fsx_export.py``, ``infra/gcp/lustre_export.py``,
 ``infra/azure/lustre_export.py``): the
-table of filesystem kinds that have a durable copy and the module that exports each, the error that stops
+module that exports each filesystem kind that has a durable copy (which kinds those are, and which are
+made with the cluster, is the spec's: ``gpufleet.spec.durable``), the error that stops
 ``gpufleet down`` when a filesystem's files have not reached their durable copy, and the bounded wait for
 a cloud's export. Like the backend table, the table names modules, imported when used (boto3 and
 google-auth stay out of ``gpufleet --help``); a provider folder's module knows its own provider.
@@ -20,12 +21,8 @@ from typing import Protocol, cast
 
 from gpufleet.errors import ProvisionError
 from gpufleet.progress import Reporter
-from gpufleet.spec.model import (
-    AzureLustreFilesystem,
-    ClusterSpec,
-    FsxLustreFilesystem,
-    ManagedLustreFilesystem,
-)
+from gpufleet.spec.durable import durable_copy_of
+from gpufleet.spec.model import ClusterSpec
 
 DISCARD_FLAG = "--discard-checkpoints"
 TIMEOUT_FLAG = "--export-timeout"
@@ -87,29 +84,13 @@ class Exporter(Protocol):
     def discard(self, spec: ClusterSpec, wait: Wait, reporter: Reporter) -> list[str]: ...
 
 
-# Filesystem kinds that gpufleet makes with the cluster and deletes with it (an NFS server or a bare-metal
-# mount outlives the cluster): what is on them is gone after ``down`` unless it has a durable copy.
-MADE_WITH_THE_CLUSTER = ("volume", "fsx_lustre", "managed_lustre", "filestore", "azure_lustre")
-
-# Filesystem kinds that can have a durable copy, and the module that exports them.
+# The module that exports each filesystem kind that can have a durable copy
+# (``gpufleet.spec.durable.WITH_A_DURABLE_COPY``, the same kinds: tests/lifecycle/test_durable_copy.py).
 EXPORTERS: dict[str, str] = {
     "fsx_lustre": "gpufleet.infra.aws.fsx_export",
     "managed_lustre": "gpufleet.infra.gcp.lustre_export",
     "azure_lustre": "gpufleet.infra.azure.lustre_export",
 }
-
-
-def durable_copy_of(spec: ClusterSpec) -> str | None:
-    """The durable copy of the cluster's filesystem (an S3, Cloud Storage or Blob container path), None
-    without one."""
-    fs = spec.filesystem
-    if isinstance(fs, FsxLustreFilesystem) and fs.data_repository is not None:
-        return fs.data_repository.s3_path
-    if isinstance(fs, ManagedLustreFilesystem) and fs.data_repository is not None:
-        return fs.data_repository.gcs_path
-    if isinstance(fs, AzureLustreFilesystem) and fs.data_repository is not None:
-        return fs.data_repository.container_url
-    return None
 
 
 def exporter_for(spec: ClusterSpec) -> Exporter | None:

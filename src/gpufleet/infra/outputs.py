@@ -1,7 +1,7 @@
 """Stack outputs: the stable keys every cloud program exports, in the inventory's shape.
 
 The shape is one typed model, ``gpufleet.inventory.stack.StackOutputs``, which
-``Inventory.from_stack_outputs`` validates, so everything after provisioning is cloud-blind. Keys:
+``inventory.stack.from_stack_outputs`` validates, so everything after provisioning is cloud-blind. Keys:
 
 - ``cluster``, ``provider``, ``region``, ``zone``, ``fabric``, ``expires_at``
 - ``head_node``: the name of the controller/login host

@@ -10,7 +10,7 @@ users who write an inventory by hand.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -20,9 +20,6 @@ from gpufleet.catalog.images import Component as GpuComponent
 from gpufleet.catalog.images import Mode as GpuMode
 from gpufleet.errors import SpecError
 from gpufleet.spec.model import FabricKind, Role, SchedulerKind
-
-if TYPE_CHECKING:
-    from gpufleet.inventory.stack import StackOutputs
 
 GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
 ROLE_OF_GROUP = {group: role for role, group in GROUP_OF_ROLE.items()}
@@ -280,28 +277,3 @@ class Inventory(BaseModel):
         except yaml.YAMLError as exc:
             raise SpecError(f"inventory {path} is not valid YAML: {exc}") from None
         return cls.from_ansible(data, source=str(path))
-
-    @classmethod
-    def from_stack_outputs(
-        cls, outputs: dict[str, Any] | StackOutputs, *, connection: Connection | None = None
-    ) -> Inventory:
-        """Build the inventory from a cloud stack's outputs (``gpufleet.inventory.stack.StackOutputs``)."""
-        from gpufleet.inventory.stack import StackOutputs
-
-        stack = outputs if isinstance(outputs, StackOutputs) else StackOutputs.model_validate(outputs)
-        hosts = [
-            Host(**host.model_dump(exclude={"address"}), address=host.address or host.private_ip)
-            for host in stack.hosts
-        ]
-        return cls(
-            cluster=stack.cluster,
-            provider=stack.provider,
-            fabric=stack.fabric,
-            hosts=hosts,
-            filesystem=stack.filesystem or {"kind": "none"},
-            connection=connection or Connection(),
-            # configure skips the install phase while this is the hash of the roles and pins now.
-            extra_vars={"gpufleet_baked_image_hash": stack.baked_image_hash}
-            if stack.baked_image_hash
-            else {},
-        )

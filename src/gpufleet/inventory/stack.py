@@ -1,7 +1,7 @@
 """The stack outputs: what every cloud program exports and the inventory reads, as one typed model.
 
 ``gpufleet.infra.outputs`` exports these keys (``OUTPUT_KEYS``) from each cloud's component;
-``Inventory.from_stack_outputs`` validates the outputs of a stack (``pulumi stack output --json``, the
+``from_stack_outputs`` validates the outputs of a stack (``pulumi stack output --json``, the
 Automation API's, the offline plan's) against ``StackOutputs`` before it builds the inventory. A host of
 the outputs is an inventory ``Host`` whose ``address`` may be left out (then it is the private IP): a
 field added to ``Host`` is a field of the stack outputs too; fill it in ``infra.outputs.host_record``.
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpufleet.inventory.model import Host
+from gpufleet.inventory.model import Connection, Host, Inventory
 from gpufleet.spec.model import FabricKind
 
 
@@ -46,3 +46,26 @@ class StackOutputs(BaseModel):
 
 
 OUTPUT_KEYS: tuple[str, ...] = tuple(StackOutputs.model_fields)
+
+
+def from_stack_outputs(
+    outputs: dict[str, Any] | StackOutputs, *, connection: Connection | None = None
+) -> Inventory:
+    """Build the inventory from a cloud stack's outputs (``StackOutputs``, validated here when a dict).
+    It lives beside the outputs' model, above ``inventory.model``: the model imports nothing of this
+    module (tests/test_import_cycles.py)."""
+    stack = outputs if isinstance(outputs, StackOutputs) else StackOutputs.model_validate(outputs)
+    hosts = [
+        Host(**host.model_dump(exclude={"address"}), address=host.address or host.private_ip)
+        for host in stack.hosts
+    ]
+    return Inventory(
+        cluster=stack.cluster,
+        provider=stack.provider,
+        fabric=stack.fabric,
+        hosts=hosts,
+        filesystem=stack.filesystem or {"kind": "none"},
+        connection=connection or Connection(),
+        # configure skips the install phase while this is the hash of the roles and pins now.
+        extra_vars={"gpufleet_baked_image_hash": stack.baked_image_hash} if stack.baked_image_hash else {},
+    )

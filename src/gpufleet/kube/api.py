@@ -18,10 +18,13 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from gpufleet.errors import ValidationRunError
+
+if TYPE_CHECKING:
+    from gpufleet.spec.model import ClusterSpec
 
 Json = dict[str, Any]
 DEFAULT_TIMEOUT = 30.0  # seconds for one API call (not for a job: jobs are polled)
@@ -189,3 +192,13 @@ def _object(data: bytes) -> Json:
     if not isinstance(value, dict):
         raise ValidationRunError("the Kubernetes API answered with something that is not an object")
     return value
+
+
+def api_for(spec: ClusterSpec) -> KubeApi:
+    """The API server of a ``kubernetes`` spec's kubeconfig and context: here, in the leaf, so that preflight,
+    infra/kubernetes and validate/kubernetes reach it without importing each other."""
+    from gpufleet.spec.model import KubernetesProvider
+
+    provider = spec.provider
+    assert isinstance(provider, KubernetesProvider)
+    return KubeApi(provider.kubeconfig, provider.context)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import SpecDrift, StateError
-from gpufleet.infra.backend import BACKENDS
+from gpufleet.providers import BACKENDS
 from gpufleet.spec import drift
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.infra.durable import DISCARD_FLAG, MADE_WITH_THE_CLUSTER, Wait, durable_copy_of, exporter_for
+from gpufleet.infra.durable import DISCARD_FLAG, Wait, exporter_for
 from gpufleet.progress import Reporter
+from gpufleet.spec.durable import MADE_WITH_THE_CLUSTER, durable_copy_of
 from gpufleet.spec.model import ClusterSpec
 
 DEFAULT_TIMEOUT_S = 3600

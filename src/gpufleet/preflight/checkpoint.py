@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpufleet.catalog import Catalog
-from gpufleet.infra.durable import EXPORTERS, MADE_WITH_THE_CLUSTER, durable_copy_of
 from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.spec.durable import MADE_WITH_THE_CLUSTER, WITH_A_DURABLE_COPY, durable_copy_of
 from gpufleet.spec.model import (
     CHECKPOINT_STATE_BYTES,
     AzureLustreFilesystem,
@@ -135,7 +135,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         return
     fs = spec.filesystem
     if fs.kind in MADE_WITH_THE_CLUSTER and durable_copy_of(spec) is None:
-        exportable = fs.kind in EXPORTERS
+        exportable = fs.kind in WITH_A_DURABLE_COPY
         yield Finding(
             Level.WARNING,
             CHECK,

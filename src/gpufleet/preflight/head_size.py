@@ -16,8 +16,8 @@ import math
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
-from gpufleet.infra.backend import HEAD_BY_DEFAULT
 from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.providers import HEAD_BY_DEFAULT
 from gpufleet.spec.model import ClusterSpec
 
 CHECK = "head_size"

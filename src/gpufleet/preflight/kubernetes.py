@@ -62,7 +62,7 @@ def kubernetes_ready(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     """The cluster answers and has what validation needs; each missing piece with how to add it."""
     if _kubeconfig_problem(spec):
         return  # kubernetes_kubeconfig said why
-    from gpufleet.infra.kubernetes.backend import api_for
+    from gpufleet.kube.api import api_for
     from gpufleet.kube.survey import survey
 
     try:

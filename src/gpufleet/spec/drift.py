@@ -7,7 +7,7 @@ with that record (``changes``): each field whose value differs is one ``Change``
 
 Which changes need new machines is a property of the field and of the backend: ``IN_PLACE`` holds the
 fields every backend applies to a running cluster (the run's own settings, the record's expiry, what
-``configure`` installs, tags); a backend adds its own in its row of ``gpufleet.infra.backend.BACKENDS``.
+``configure`` installs, tags); a backend adds its own in its row of ``gpufleet.providers.BACKENDS``.
 ``RUN_ONLY`` are the fields no command but the one that reads them needs to agree on (``validation``: each
 ``validate`` reads its own), so ``configure`` and ``validate`` may be given another validation block.
 """

@@ -327,27 +327,12 @@ def run_suite(
     (out_dir / "logs").mkdir(exist_ok=True)
     health, nodes, before = check_health(plan)
     collectives = run_collectives(plan, nodes)
-    training: TrainingResult | None = None
-    if plan.validation.training.enabled:
-        all_reduce = next((test for test in collectives.tests if test.collective == "all_reduce"), None)
-        training = run_training(plan, nodes, all_reduce)
+    training = (
+        run_training(plan, nodes, _all_reduce(collectives)) if plan.validation.training.enabled else None
+    )
     drained = find_and_drain(plan, nodes, collectives, health, training)
     taken = find_taken_out(plan, before, drained)
-    candidates: list[tuple[str, Section | None]] = [
-        ("health", health),
-        ("training", training),
-        ("bisection", drained.bisection),
-        ("slurm_took_out", taken if taken is not None and taken.states else None),
-    ]
-    sections = {name: section for name, section in candidates if section is not None}
-    report = write_report(
-        out_dir,
-        collectives.tests,
-        collectives.verdicts,
-        sections=sections,
-        context=_context(plan, nodes, collectives.runs, drained),
-        gate_min_bytes=plan.validation.gate_min_bytes,
-    )
+    report = write_suite_report(plan, nodes, collectives, health, training, drained, taken)
     passed = (
         bool(collectives.verdicts)
         and all(v.passed for v in collectives.verdicts)
@@ -355,9 +340,7 @@ def run_suite(
         and (training is None or training.passed)
         and (taken is None or taken.passed)
     )
-    if plan.ledger is not None:
-        pairs = zip(collectives.tests, collectives.verdicts, strict=True)
-        append_ledger(plan.ledger, [Entry.of(spec.name, test, verdict) for test, verdict in pairs])
+    append_to_ledger(plan, collectives)
     c = collectives
     return SuiteResult(
         passed,
@@ -372,6 +355,46 @@ def run_suite(
         training,
         taken,
     )
+
+
+def _all_reduce(collectives: Collectives) -> TestResult | None:
+    """The nccl-tests all_reduce result the training check's DDP all-reduce is compared with."""
+    return next((test for test in collectives.tests if test.collective == "all_reduce"), None)
+
+
+def write_suite_report(
+    plan: SuitePlan,
+    nodes: list[str],
+    collectives: Collectives,
+    health: HealthReport | None,
+    training: TrainingResult | None,
+    drained: Drained,
+    taken: TakenOut | None,
+) -> ReportFiles:
+    """Phase 6: the one write of the report (JSON, Markdown, plot), with a section for each phase that
+    has something to say."""
+    candidates: list[tuple[str, Section | None]] = [
+        ("health", health),
+        ("training", training),
+        ("bisection", drained.bisection),
+        ("slurm_took_out", taken if taken is not None and taken.states else None),
+    ]
+    sections = {name: section for name, section in candidates if section is not None}
+    return write_report(
+        plan.out_dir,
+        collectives.tests,
+        collectives.verdicts,
+        sections=sections,
+        context=_context(plan, nodes, collectives.runs, drained),
+        gate_min_bytes=plan.validation.gate_min_bytes,
+    )
+
+
+def append_to_ledger(plan: SuitePlan, collectives: Collectives) -> None:
+    """This validation's figures, appended to the site's ledger when the plan has one."""
+    if plan.ledger is not None:
+        pairs = zip(collectives.tests, collectives.verdicts, strict=True)
+        append_ledger(plan.ledger, [Entry.of(plan.spec.name, test, verdict) for test, verdict in pairs])
 
 
 # Ready before measured (issue 33): the checks that say a node's fabric and GPUs are up, which a node may pass
@@ -401,12 +424,29 @@ def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str], Mappi
     nodes = [host.name for host in plan.hosts]
     if not plan.validation.health_checks:
         return None, nodes, {}
-    smoke = any(host.gpu_stack not in (None, "none") for host in plan.hosts)
-    floor = next((found for host in plan.hosts if (found := node_floor(host)) is not None), None)
+    probe = HealthProbe(plan)
+    health = _wait_until_ready(plan, probe)
+    excluding = (plan.scheduler.kind, "ready", *EXCLUDING)
+    unusable = {
+        node.node
+        for node in health.nodes
+        if any(check.name in excluding and check.status == FAIL for check in node.checks)
+    }
+    return health, [node for node in nodes if node not in unusable], probe.states
 
-    states: dict[str, NodeState] = {}
 
-    def probe(names: list[str]) -> HealthReport:
+@dataclass
+class HealthProbe:
+    """One round of the health script on some nodes, judged against the inventory; keeps the scheduler's
+    first view of each node (its state before the run)."""
+
+    plan: SuitePlan
+    states: dict[str, NodeState] = field(default_factory=dict)
+
+    def __call__(self, names: list[str]) -> HealthReport:
+        plan = self.plan
+        smoke = any(host.gpu_stack not in (None, "none") for host in plan.hosts)
+        floor = next((found for host in plan.hosts if (found := node_floor(host)) is not None), None)
         run = plan.scheduler.run_health(
             names,
             mount_point=plan.mount_point,
@@ -414,14 +454,18 @@ def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str], Mappi
             nvlink=(floor.gpus, floor.message_bytes) if smoke and floor is not None else None,
         )
         hosts = [host for host in plan.hosts if host.name in names]
-        branch = driver_branch(plan.inventory.software)
         for node, state in run.states.items():
-            states.setdefault(node, state)
+            self.states.setdefault(node, state)
+        branch = driver_branch(plan.inventory.software)
         return evaluate_health(hosts, run, plan.inventory.filesystem, driver_branch=branch)
 
+
+def _wait_until_ready(plan: SuitePlan, probe: HealthProbe) -> HealthReport:
+    """Every node's health, the nodes not ready yet probed again until ``validation.ready_timeout``; a node
+    ready late says after how long, one never ready fails ``ready`` and is benchmarked nowhere."""
     started = _clock()
     deadline = started + plan.validation.ready_timeout.total_seconds()
-    health = probe(nodes)
+    health = probe([host.name for host in plan.hosts])
     waiting = _not_ready(health)
     while waiting and _clock() < deadline:
         _sleep(min(READY_POLL_SECONDS, max(0.0, deadline - _clock())))
@@ -437,22 +481,12 @@ def check_health(plan: SuitePlan) -> tuple[HealthReport | None, list[str], Mappi
     timeout = format_duration(plan.validation.ready_timeout)
     for node in health.nodes:
         if node.node in waiting:
-            node.checks.insert(
-                0,
-                Check(
-                    "ready",
-                    FAIL,
-                    f"not ready after {timeout} (validation.ready_timeout): {'; '.join(waiting[node.node])}; "
-                    "nothing was benchmarked on it",
-                ),
+            why = "; ".join(waiting[node.node])
+            message = (
+                f"not ready after {timeout} (validation.ready_timeout): {why}; nothing was benchmarked on it"
             )
-    excluding = (plan.scheduler.kind, "ready", *EXCLUDING)
-    unusable = {
-        node.node
-        for node in health.nodes
-        if any(check.name in excluding and check.status == FAIL for check in node.checks)
-    }
-    return health, [node for node in nodes if node not in unusable], states
+            node.checks.insert(0, Check("ready", FAIL, message))
+    return health
 
 
 def run_collectives(plan: SuitePlan, nodes: list[str]) -> Collectives:

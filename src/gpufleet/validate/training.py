@@ -267,6 +267,9 @@ def _rounded(value: float) -> float:
     return float(f"{value:.4g}")
 
 
+Summaries = dict[int, dict[str, Any]]
+
+
 def judge_training(
     log: TrainingLog,
     config: TrainingCheck,
@@ -278,18 +281,32 @@ def judge_training(
     stderr: str = "",
     nccl_all_reduce: TestResult | None = None,
 ) -> TrainingResult:
-    """Gate one run of the job on ``nodes`` (``ranks_per_node`` each); see the module doc."""
+    """Gate one run of the job on ``nodes`` (``ranks_per_node`` each); see the module doc. Each verdict is
+    one function, in the order the report lists them; a job that stopped before its first step, or whose
+    ranks printed no summary, is judged no further."""
     expected = len(nodes) * max(ranks_per_node, 1)
-    checks: list[Check] = []
-    figures: dict[str, Any] = {}
-    result = TrainingResult(checks, list(nodes), expected, figures)
-    interfaces = sorted({name for name in log.nodes.values() if name}) or ["(none named)"]
+    result = TrainingResult([], list(nodes), expected, {})
+    result.checks.extend(_judge_start(log))
+    _judge_join(result, log, config, stderr)
+    if log.no_space is not None:
+        result.checks.append(_judge_no_space(log.no_space))
+        return result
+    summaries = {rank: data for rank, data in log.summaries.items() if 0 <= rank < expected}
+    result.checks.extend(_judge_finish(log, summaries, expected, rc))
+    if not summaries:
+        return result
+    _judge_parameters(result, summaries)
+    _judge_loss(result, summaries)
+    _judge_stragglers(result, summaries, config)
+    _step_figures(result, summaries)
+    _judge_ddp_allreduce(result, summaries, config, gpu, nccl_all_reduce)
+    _judge_checkpoint(result, summaries)
+    return result
 
-    # -- join ---------------------------------------------------------------------------------------------
-    bound = config.join_timeout.total_seconds()
-    joined = {rank: data for rank, data in log.joins.items() if 0 <= rank < expected}
-    late = {rank: data for rank, data in joined.items() if float(data.get("join_s", 0)) > bound}
-    missing = sorted(set(range(expected)) - set(joined))
+
+def _judge_start(log: TrainingLog) -> list[Check]:
+    """The nodes that could not start the job: no NCCL environment file, or no torchrun."""
+    checks = []
     if log.missing_env:
         shown = ", ".join(f"{host} ({path})" for host, path in sorted(log.missing_env.items()))
         checks.append(
@@ -297,111 +314,119 @@ def judge_training(
         )
     if log.no_torchrun:
         shown = ", ".join(f"{host} ({path})" for host, path in sorted(log.no_torchrun.items()))
-        checks.append(
-            Check(
-                "start",
-                FAIL,
-                f"torchrun is missing on {shown}: install software.pytorch (gpufleet configure)",
-            )
-        )
+        message = f"torchrun is missing on {shown}: install software.pytorch (gpufleet configure)"
+        checks.append(Check("start", FAIL, message))
+    return checks
+
+
+def _judge_join(result: TrainingResult, log: TrainingLog, config: TrainingCheck, stderr: str) -> None:
+    """Every expected rank joined the process group, each within ``join_timeout``."""
+    bound = config.join_timeout.total_seconds()
+    joined = {rank: data for rank, data in log.joins.items() if 0 <= rank < result.ranks}
+    late = {rank: data for rank, data in joined.items() if float(data.get("join_s", 0)) > bound}
+    missing = sorted(set(range(result.ranks)) - set(joined))
     if missing or late:
-        started_hosts = {str(data.get("host")) for data in log.starts.values()}
-        # torchrun was run where the node printed its line (the env file sourced); its workers start only
-        # once every node's agent has joined the rendezvous.
-        waited = sorted(set(log.nodes) - started_hosts - set(log.no_torchrun))
-        silent = [
-            node
-            for node in nodes
-            if not {node, node.split(".")[0]} & (started_hosts | set(log.nodes) | set(log.no_torchrun))
-        ]
-        parts = []
-        if missing:
-            parts.append(f"rank(s) {_ranges(missing)} of {expected} did not join")
-        if waited:
-            parts.append(
-                f"torchrun ran on {', '.join(waited)} but no worker started there (its rendezvous"
-                + (f" on {log.head}" if log.head else "")
-                + " did not complete)"
-            )
-        if late:
-            parts.append(
-                "joined after the "
-                + f"{bound:g} s bound: "
-                + ", ".join(
-                    f"rank {r} on {d.get('host')} ({float(d['join_s']):.1f} s)"
-                    for r, d in sorted(late.items())
-                )
-            )
-        if silent:
-            parts.append(f"no rank started on {', '.join(silent)}")
-        # Each node's own last error from the job log (srun --label names its task): which node could not
-        # reach the rendezvous, and torch's words for it.
-        said = [f"{host}: {error}" for host, error in sorted(log.errors.items())]
-        if said:
-            parts.append("the job log says " + "; ".join(said))
+        result.checks.append(_join_failure(log, result, missing, late, bound, stderr))
+        return
+    slowest = max((float(d.get("join_s", 0)) for d in joined.values()), default=0.0)
+    message = f"{result.ranks} rank(s) joined, the slowest in {slowest:.2f} s (bound {bound:g} s)"
+    result.checks.append(Check("join", PASS, message))
+    result.figures["join, slowest rank (s)"] = _rounded(slowest)
+
+
+def _join_failure(
+    log: TrainingLog,
+    result: TrainingResult,
+    missing: list[int],
+    late: dict[int, dict[str, Any]],
+    bound: float,
+    stderr: str,
+) -> Check:
+    """The ranks that did not join or joined late, the nodes where no rank started or torchrun waited, each
+    node's own last error, and the interface the nodes' NCCL environment named."""
+    started_hosts = {str(data.get("host")) for data in log.starts.values()}
+    # torchrun was run where the node printed its line (the env file sourced); its workers start only
+    # once every node's agent has joined the rendezvous.
+    waited = sorted(set(log.nodes) - started_hosts - set(log.no_torchrun))
+    seen = started_hosts | set(log.nodes) | set(log.no_torchrun)
+    silent = [node for node in result.nodes if not {node, node.split(".")[0]} & seen]
+    parts = []
+    if missing:
+        parts.append(f"rank(s) {_ranges(missing)} of {result.ranks} did not join")
+    if waited:
         parts.append(
-            f"interface {', '.join(interfaces)} "
-            "(NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME of the nodes' env file)"
+            f"torchrun ran on {', '.join(waited)} but no worker started there (its rendezvous"
+            + (f" on {log.head}" if log.head else "")
+            + " did not complete)"
         )
-        tail = (stderr.strip().splitlines() or [""])[-1][:300]
-        if tail and not said:
-            parts.append(f"last error: {tail}")
-        checks.append(Check("join", FAIL, "; ".join(parts)))
-    else:
-        slowest = max((float(d.get("join_s", 0)) for d in joined.values()), default=0.0)
-        checks.append(
-            Check(
-                "join", PASS, f"{expected} rank(s) joined, the slowest in {slowest:.2f} s (bound {bound:g} s)"
+    if late:
+        parts.append(
+            "joined after the "
+            + f"{bound:g} s bound: "
+            + ", ".join(
+                f"rank {r} on {d.get('host')} ({float(d['join_s']):.1f} s)" for r, d in sorted(late.items())
             )
         )
-        figures["join, slowest rank (s)"] = _rounded(slowest)
+    if silent:
+        parts.append(f"no rank started on {', '.join(silent)}")
+    # Each node's own last error from the job log (srun --label names its task): which node could not
+    # reach the rendezvous, and torch's words for it.
+    said = [f"{host}: {error}" for host, error in sorted(log.errors.items())]
+    if said:
+        parts.append("the job log says " + "; ".join(said))
+    interfaces = sorted({name for name in log.nodes.values() if name}) or ["(none named)"]
+    parts.append(
+        f"interface {', '.join(interfaces)} (NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME of the nodes' env file)"
+    )
+    tail = (stderr.strip().splitlines() or [""])[-1][:300]
+    if tail and not said:
+        parts.append(f"last error: {tail}")
+    return Check("join", FAIL, "; ".join(parts))
 
-    if log.no_space is not None:
-        room = log.no_space
-        free, wanted = about_bytes(int(room.get("available", 0))), about_bytes(int(room.get("needed", 0)))
-        each = about_bytes(int(room.get("checkpoint_bytes", 0)))
+
+def _judge_no_space(room: dict[str, Any]) -> Check:
+    """The job's no_space event: its checkpoints would not fit, so it stopped before its first step."""
+    free, wanted = about_bytes(int(room.get("available", 0))), about_bytes(int(room.get("needed", 0)))
+    each = about_bytes(int(room.get("checkpoint_bytes", 0)))
+    return Check(
+        "checkpoint",
+        FAIL,
+        f"{room.get('path')} has {free} free; the job's checkpoints need {wanted} "
+        f"({room.get('keep')} kept and one being written, {each} each): the job stopped before its "
+        "first step; free space on that filesystem",
+    )
+
+
+def _judge_finish(log: TrainingLog, summaries: Summaries, expected: int, rc: int) -> list[Check]:
+    """Every rank printed its summary (a rank whose summary the log lost is said apart from one that printed
+    none), and a job whose every rank finished exited 0."""
+    checks = []
+    absent = sorted(set(range(expected)) - set(summaries))
+    garbled = [rank for rank in absent if rank in log.lost]
+    quiet = [rank for rank in absent if rank not in log.lost]
+    if quiet:
+        message = f"rank(s) {_ranges(quiet)} printed no summary (the job exit code {rc}); see the job log"
+        checks.append(Check("finish", FAIL, message))
+    if garbled:
+        why = "; ".join(f"rank {rank}: {'; '.join(log.lost[rank])}" for rank in garbled)
         checks.append(
             Check(
-                "checkpoint",
+                "finish",
                 FAIL,
-                f"{room.get('path')} has {free} free; the job's checkpoints need {wanted} "
-                f"({room.get('keep')} kept and one being written, {each} each): the job stopped before its "
-                "first step; free space on that filesystem",
+                f"the job log lost the summary of rank(s) {_ranges(garbled)}, so their result cannot be "
+                f"judged (the output was lost, not necessarily the rank; the job exit code {rc}): {why}",
             )
         )
-        return result
-    summaries = {rank: data for rank, data in log.summaries.items() if 0 <= rank < expected}
-    if len(summaries) < expected:
-        absent = sorted(set(range(expected)) - set(summaries))
-        garbled = [rank for rank in absent if rank in log.lost]
-        quiet = [rank for rank in absent if rank not in log.lost]
-        if quiet:
-            checks.append(
-                Check(
-                    "finish",
-                    FAIL,
-                    f"rank(s) {_ranges(quiet)} printed no summary (the job exit code {rc}); see the job log",
-                )
-            )
-        if garbled:
-            why = "; ".join(f"rank {rank}: {'; '.join(log.lost[rank])}" for rank in garbled)
-            checks.append(
-                Check(
-                    "finish",
-                    FAIL,
-                    f"the job log lost the summary of rank(s) {_ranges(garbled)}, so their result cannot be "
-                    f"judged (the output was lost, not necessarily the rank; the job exit code {rc}): {why}",
-                )
-            )
-    if not summaries:
-        return result
-    if rc != 0 and len(summaries) == expected:
+    if summaries and rc != 0 and len(summaries) == expected:
         checks.append(Check("exit", FAIL, f"every rank finished but the job exited with code {rc}"))
+    return checks
 
-    # -- parameters and loss -------------------------------------------------------------------------------
+
+def _judge_parameters(result: TrainingResult, summaries: Summaries) -> None:
+    """After the last step every rank's parameter hash is the same."""
     hashes = {rank: str(data.get("param_hash")) for rank, data in summaries.items()}
     if len(set(hashes.values())) == 1:
-        checks.append(
+        result.checks.append(
             Check(
                 "parameters",
                 PASS,
@@ -409,30 +434,72 @@ def judge_training(
                 f"{summaries[min(summaries)].get('last_step')} (hash {next(iter(hashes.values()))})",
             )
         )
-    else:
-        groups: dict[str, list[int]] = {}
-        for rank, value in sorted(hashes.items()):
-            groups.setdefault(value, []).append(rank)
-        shown = "; ".join(f"{value}: rank(s) {_ranges(ranks)}" for value, ranks in groups.items())
-        checks.append(
-            Check("parameters", FAIL, f"the ranks' parameters differ after the last step ({shown})")
-        )
+        return
+    groups: dict[str, list[int]] = {}
+    for rank, value in sorted(hashes.items()):
+        groups.setdefault(value, []).append(rank)
+    shown = "; ".join(f"{value}: rank(s) {_ranges(ranks)}" for value, ranks in groups.items())
+    result.checks.append(
+        Check("parameters", FAIL, f"the ranks' parameters differ after the last step ({shown})")
+    )
+
+
+def _judge_loss(result: TrainingResult, summaries: Summaries) -> None:
+    """The mean loss of the ranks fell from the first step to the last."""
     firsts = [float(d["first_loss"]) for d in summaries.values() if d.get("first_loss") is not None]
     lasts = [float(d["last_loss"]) for d in summaries.values() if d.get("last_loss") is not None]
-    if firsts and lasts:
-        first, last = statistics.fmean(firsts), statistics.fmean(lasts)
-        figures["loss, first -> last step (mean of ranks)"] = f"{first:.4f} -> {last:.4f}"
-        status = PASS if last < first else FAIL
-        checks.append(
-            Check(
-                "loss",
-                status,
-                f"mean loss {first:.4f} -> {last:.4f}" + ("" if last < first else ": it did not fall"),
-            )
-        )
+    if not (firsts and lasts):
+        return
+    first, last = statistics.fmean(firsts), statistics.fmean(lasts)
+    result.figures["loss, first -> last step (mean of ranks)"] = f"{first:.4f} -> {last:.4f}"
+    status = PASS if last < first else FAIL
+    message = f"mean loss {first:.4f} -> {last:.4f}" + ("" if last < first else ": it did not fall")
+    result.checks.append(Check("loss", status, message))
 
-    # -- stragglers ---------------------------------------------------------------------------------------
+
+def _judge_stragglers(result: TrainingResult, summaries: Summaries, config: TrainingCheck) -> None:
+    """Each rank's own step time (its compute plus a gradient-sized broadcast from it) over the median
+    rank's; above ``max_step_spread`` the slow ranks' nodes are named with the part that is slow. Fills
+    the per-rank table as it goes."""
     broadcast = next((d.get("broadcast_s") for d in summaries.values() if d.get("broadcast_s")), None) or []
+    own = _own_step_times(result, summaries, broadcast)
+    if len(own) < 2:
+        result.checks.append(
+            Check("stragglers", WARN, "the job printed no per-rank compute and broadcast times")
+        )
+        return
+    middle = statistics.median(own.values())
+    spread = max(own.values()) / middle if middle > 0 else float("inf")
+    bound = config.max_step_spread
+    result.figures["own step time spread, max/median"] = _rounded(spread)
+    result.figures["straggler bound"] = bound
+    if spread <= bound:
+        message = f"own step time max/median {spread:.2f} (bound {bound:g})"
+        result.checks.append(Check("stragglers", PASS, message))
+        return
+    computes = statistics.median(float(summaries[r]["compute_s"]) for r in own)
+    sends = statistics.median(float(broadcast[r]) for r in own)
+    for rank, own_s in sorted(own.items(), key=lambda item: -item[1]):
+        if own_s <= bound * middle:
+            continue
+        data = summaries[rank]
+        compute, send = float(data["compute_s"]), float(broadcast[rank])
+        part = (
+            f"its link: a {format_bytes(int(data.get('grad_bytes') or 0))} broadcast from it "
+            f"takes {send:.3g} s (median rank {sends:.3g} s)"
+            if send - sends >= compute - computes
+            else f"its compute: forward+backward {compute:.3g} s (median rank {computes:.3g} s)"
+        )
+        why = f"rank {rank}: own step {own_s:.3g} s, {own_s / middle:.1f} x the median rank's; {part}"
+        result.stragglers.setdefault(str(data.get("host")), why)
+    named = "; ".join(f"{host} ({why})" for host, why in result.stragglers.items())
+    message = f"own step time max/median {spread:.2f} > {bound:g}: {named}"
+    result.checks.append(Check("stragglers", FAIL, message))
+
+
+def _own_step_times(result: TrainingResult, summaries: Summaries, broadcast: list[Any]) -> dict[int, float]:
+    """Each rank's own step time (compute plus the broadcast from it), where it printed both; each rank's
+    row of the per-rank table."""
     own: dict[int, float] = {}
     for rank, data in sorted(summaries.items()):
         steps = [float(x) for x in data.get("step_s") or []]
@@ -452,59 +519,32 @@ def judge_training(
                 "hash": data.get("param_hash"),
             }
         )
-    if len(own) >= 2:
-        middle = statistics.median(own.values())
-        worst = max(own.values())
-        spread = worst / middle if middle > 0 else float("inf")
-        figures["own step time spread, max/median"] = _rounded(spread)
-        figures["straggler bound"] = config.max_step_spread
-        if spread <= config.max_step_spread:
-            checks.append(
-                Check(
-                    "stragglers",
-                    PASS,
-                    f"own step time max/median {spread:.2f} (bound {config.max_step_spread:g})",
-                )
-            )
-        else:
-            computes = statistics.median(float(summaries[r]["compute_s"]) for r in own)
-            sends = statistics.median(float(broadcast[r]) for r in own)
-            for rank, own_s in sorted(own.items(), key=lambda item: -item[1]):
-                if own_s <= config.max_step_spread * middle:
-                    continue
-                host = str(summaries[rank].get("host"))
-                compute, send = float(summaries[rank]["compute_s"]), float(broadcast[rank])
-                part = (
-                    f"its link: a {format_bytes(int(summaries[rank].get('grad_bytes') or 0))} broadcast "
-                    "from it "
-                    f"takes {send:.3g} s (median rank {sends:.3g} s)"
-                    if send - sends >= compute - computes
-                    else f"its compute: forward+backward {compute:.3g} s (median rank {computes:.3g} s)"
-                )
-                why = f"rank {rank}: own step {own_s:.3g} s, {own_s / middle:.1f} x the median rank's; {part}"
-                result.stragglers.setdefault(host, why)
-            named = "; ".join(f"{host} ({why})" for host, why in result.stragglers.items())
-            checks.append(
-                Check(
-                    "stragglers",
-                    FAIL,
-                    f"own step time max/median {spread:.2f} > {config.max_step_spread:g}: {named}",
-                )
-            )
-    else:
-        checks.append(Check("stragglers", WARN, "the job printed no per-rank compute and broadcast times"))
+    return own
+
+
+def _step_figures(result: TrainingResult, summaries: Summaries) -> None:
+    """The median DDP step of all ranks, and the slowest rank's time to its first step (reported only)."""
     steps_all = [float(x) for d in summaries.values() for x in d.get("step_s") or []]
     if steps_all:
-        figures["DDP step, median of all ranks (s)"] = _rounded(statistics.median(steps_all))
+        result.figures["DDP step, median of all ranks (s)"] = _rounded(statistics.median(steps_all))
     ttfs = [
         float(d["time_to_first_step_s"])
         for d in summaries.values()
         if d.get("time_to_first_step_s") is not None
     ]
     if ttfs:
-        figures["time to first step, slowest rank (s)"] = _rounded(max(ttfs))
+        result.figures["time to first step, slowest rank (s)"] = _rounded(max(ttfs))
 
-    # -- DDP all-reduce -----------------------------------------------------------------------------------
+
+def _judge_ddp_allreduce(
+    result: TrainingResult,
+    summaries: Summaries,
+    config: TrainingCheck,
+    gpu: bool,
+    nccl_all_reduce: TestResult | None,
+) -> None:
+    """DDP's bucket all-reduces as bus bandwidth; on GPU ranks at least ``min_allreduce_fraction`` of
+    nccl-tests' all_reduce at the nearest size, else reported."""
     world = len(summaries)
     samples = [
         (int(e["bytes"]), float(e["s"]))
@@ -512,76 +552,58 @@ def judge_training(
         for e in d.get("allreduce") or []
         if float(e.get("s", 0)) > 0
     ]
-    if samples and world > 1:
-        size = statistics.median(size for size, _ in samples)
-        busbw = statistics.median(b / s * 2 * (world - 1) / world for b, s in samples) / 1e9
-        figures["DDP all-reduce bus bandwidth (GB/s)"] = f"{_rounded(busbw)} at {format_bytes(int(size))}"
-        reference = _nccl_busbw_at(nccl_all_reduce, int(size)) if nccl_all_reduce is not None else None
-        if gpu and reference is not None:
-            needed = config.min_allreduce_fraction * reference[1]
-            status = PASS if busbw >= needed else FAIL
-            checks.append(
-                Check(
-                    "allreduce",
-                    status,
-                    f"DDP all-reduce {busbw:.3g} GB/s at {format_bytes(int(size))}; nccl-tests all_reduce "
-                    f"{reference[1]:.3g} GB/s at {format_bytes(reference[0])}, needed "
-                    f"{config.min_allreduce_fraction:g} x = {needed:.3g}",
-                )
-            )
-        else:
-            why = (
-                "CPU ranks: reported, not gated"
-                if not gpu
-                else "no nccl-tests all_reduce row to compare with"
-            )
-            if reference is not None:
-                why += f"; nccl-tests all_reduce {reference[1]:.3g} GB/s at {format_bytes(reference[0])}"
-            checks.append(
-                Check(
-                    "allreduce", INFO, f"DDP all-reduce {busbw:.3g} GB/s at {format_bytes(int(size))} ({why})"
-                )
-            )
+    if not samples or world <= 1:
+        return
+    size = statistics.median(size for size, _ in samples)
+    busbw = statistics.median(b / s * 2 * (world - 1) / world for b, s in samples) / 1e9
+    measured = f"DDP all-reduce {busbw:.3g} GB/s at {format_bytes(int(size))}"
+    result.figures["DDP all-reduce bus bandwidth (GB/s)"] = f"{_rounded(busbw)} at {format_bytes(int(size))}"
+    reference = _nccl_busbw_at(nccl_all_reduce, int(size)) if nccl_all_reduce is not None else None
+    if gpu and reference is not None:
+        needed = config.min_allreduce_fraction * reference[1]
+        status = PASS if busbw >= needed else FAIL
+        message = (
+            f"{measured}; nccl-tests all_reduce {reference[1]:.3g} GB/s at {format_bytes(reference[0])}, "
+            f"needed {config.min_allreduce_fraction:g} x = {needed:.3g}"
+        )
+        result.checks.append(Check("allreduce", status, message))
+        return
+    why = "CPU ranks: reported, not gated" if not gpu else "no nccl-tests all_reduce row to compare with"
+    if reference is not None:
+        why += f"; nccl-tests all_reduce {reference[1]:.3g} GB/s at {format_bytes(reference[0])}"
+    result.checks.append(Check("allreduce", INFO, f"{measured} ({why})"))
 
-    # -- checkpoint ---------------------------------------------------------------------------------------
+
+def _judge_checkpoint(result: TrainingResult, summaries: Summaries) -> None:
+    """The checkpoint written and read back equal on every rank; write and read bandwidth reported."""
     readbacks = {
         rank: d["checkpoint"] for rank, d in summaries.items() if isinstance(d.get("checkpoint"), dict)
     }
     if not readbacks:
-        checks.append(Check("checkpoint", FAIL, "no rank reported a checkpoint written and read back"))
-    else:
-        unequal = sorted(rank for rank, c in readbacks.items() if not c.get("equal"))
-        size = next((int(c["bytes"]) for c in readbacks.values() if c.get("bytes")), 0)
-        write_s = max(float(c.get("write_s") or 0) for c in readbacks.values())
-        read_s = max(float(c.get("read_s") or 0) for c in readbacks.values())
-        path = next(iter(readbacks.values())).get("path")
-        if size and write_s > 0:
-            figures["checkpoint write (MB/s)"] = (
-                f"{_rounded(size / write_s / 1e6)} ({format_bytes(size)} in {write_s:.3g} s)"
-            )
-        if size and read_s > 0:
-            figures["checkpoint read (MB/s)"] = (
-                f"{_rounded(size / read_s / 1e6)} ({format_bytes(size)} in {read_s:.3g} s)"
-            )
-        if unequal or len(readbacks) < len(summaries):
-            absent = sorted(set(summaries) - set(readbacks))
-            checks.append(
-                Check(
-                    "checkpoint",
-                    FAIL,
-                    f"{path}: read back different on rank(s) {_ranges(unequal) or '-'}"
-                    + (f", not read on rank(s) {_ranges(absent)}" if absent else ""),
-                )
-            )
-        else:
-            checks.append(
-                Check(
-                    "checkpoint",
-                    PASS,
-                    f"{path} ({format_bytes(size)}) written atomically and read back equal on every rank",
-                )
-            )
-    return result
+        result.checks.append(Check("checkpoint", FAIL, "no rank reported a checkpoint written and read back"))
+        return
+    unequal = sorted(rank for rank, c in readbacks.items() if not c.get("equal"))
+    size = next((int(c["bytes"]) for c in readbacks.values() if c.get("bytes")), 0)
+    write_s = max(float(c.get("write_s") or 0) for c in readbacks.values())
+    read_s = max(float(c.get("read_s") or 0) for c in readbacks.values())
+    path = next(iter(readbacks.values())).get("path")
+    if size and write_s > 0:
+        result.figures["checkpoint write (MB/s)"] = (
+            f"{_rounded(size / write_s / 1e6)} ({format_bytes(size)} in {write_s:.3g} s)"
+        )
+    if size and read_s > 0:
+        result.figures["checkpoint read (MB/s)"] = (
+            f"{_rounded(size / read_s / 1e6)} ({format_bytes(size)} in {read_s:.3g} s)"
+        )
+    if unequal or len(readbacks) < len(summaries):
+        absent = sorted(set(summaries) - set(readbacks))
+        message = f"{path}: read back different on rank(s) {_ranges(unequal) or '-'}" + (
+            f", not read on rank(s) {_ranges(absent)}" if absent else ""
+        )
+        result.checks.append(Check("checkpoint", FAIL, message))
+        return
+    message = f"{path} ({format_bytes(size)}) written atomically and read back equal on every rank"
+    result.checks.append(Check("checkpoint", PASS, message))
 
 
 def plot_training(result: TrainingResult, path: Path) -> Path:

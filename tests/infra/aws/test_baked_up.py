@@ -15,7 +15,7 @@ from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.images import HASH_VAR, CloudImage
 from gpufleet.infra.plan import run_offline
 from gpufleet.infra.program import pulumi_backend
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 KEPT_BY_ENGINE = ("instance", "fleet")
@@ -66,7 +66,7 @@ def test_every_group_boots_the_baked_ami_and_the_outputs_record_its_hash():
         (t.urn, t.inputs["imageId"]) for t in templates
     ]
     assert result.outputs["baked_image_hash"] == baked.digest, result.outputs["baked_image_hash"]
-    inventory = Inventory.from_stack_outputs(result.outputs)
+    inventory = from_stack_outputs(result.outputs)
     assert inventory.extra_vars[HASH_VAR] == baked.digest
     assert baked_and_current(spec, inventory.extra_vars) == baked.digest
 
@@ -88,7 +88,7 @@ def test_a_bake_after_the_first_up_replaces_no_node_and_leaves_the_install_phase
         if resource.name in nodes:
             assert resource.inputs == nodes[resource.name], f"{resource.urn} would change"
     assert second.outputs["baked_image_hash"] is None, "nodes kept on the old image are not baked"
-    assert baked_and_current(spec, Inventory.from_stack_outputs(second.outputs).extra_vars) is None
+    assert baked_and_current(spec, from_stack_outputs(second.outputs).extra_vars) is None
 
 
 def test_a_baked_hash_of_other_roles_or_pins_turns_the_install_phase_back_on():

@@ -13,7 +13,7 @@ from gpufleet.infra.aws.fleet import _nth, sorted_instance_ids
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.plan import fake_id
 from gpufleet.infra.tags import AWS_EXPIRES_TAG, expires_at_text
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 
 FLEET = "aws:ec2/fleet:Fleet"
 INSTANCE = "aws:ec2/instance:Instance"
@@ -46,7 +46,7 @@ def test_each_compute_group_is_one_instant_all_or_nothing_fleet(plan_aws):
 def test_the_inventory_lists_every_host_with_the_private_ip_of_its_instance(plan_aws):
     spec = aws_spec(gpu={"count": 4})
     recorded = plan_aws(spec)
-    inventory = Inventory.from_stack_outputs(recorded.outputs)
+    inventory = from_stack_outputs(recorded.outputs)
     names = [h for g in spec.node_groups for h in spec.host_names(g)]
     assert [host.name for host in inventory.hosts] == names
     expected = AwsMockCloud(spec)._address_of

@@ -8,7 +8,7 @@ from aws_specs import aws_spec
 
 from gpufleet.catalog import load_catalog
 from gpufleet.infra.outputs import OUTPUT_KEYS, host_record
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.spec.model import Role
 
 HOST_KEYS = set(host_record(name="x", roles=[Role.COMPUTE], private_ip="", instance_type="", item=None,
@@ -46,7 +46,7 @@ def test_outputs_have_the_common_shape(plan_aws):
 
 def test_outputs_build_the_inventory(plan_aws):
     outputs = plan_aws(aws_spec()).outputs
-    inventory = Inventory.from_stack_outputs(outputs)
+    inventory = from_stack_outputs(outputs)
     assert inventory.controller.name == outputs["head_node"]
     assert inventory.login.name == "fleet-head"
     assert [h.fabric_interfaces for h in inventory.compute] == [32, 32]
@@ -72,14 +72,14 @@ def test_gpu_facts_and_stack_mode_follow_catalog_and_image(plan_aws):
     provider = {"kind": "aws", "region": "us-east-1", "zone": "us-east-1a"}
     for family, mode in (("ubuntu-22.04", "install"), ("dlami-base-ubuntu-24.04", "verify")):
         spec = aws_spec(provider={**provider, "ami": {"family": family}})
-        inventory = Inventory.from_stack_outputs(plan_aws(spec).outputs)
+        inventory = from_stack_outputs(plan_aws(spec).outputs)
         facts = {h.name: (h.gpu_arch, h.nvswitch, h.gpu_stack) for h in inventory.hosts}
         assert facts == {
             "fleet-head": (None, False, "none"),
             "fleet-gpu-0": ("sm_90", True, mode),
             "fleet-gpu-1": ("sm_90", True, mode),
         }, (family, facts)
-    g5 = Inventory.from_stack_outputs(
+    g5 = from_stack_outputs(
         plan_aws(
             aws_spec(gpu={"instance_type": "g5.48xlarge"}),
         ).outputs
@@ -99,7 +99,7 @@ def test_gpu_components_follow_the_image_manifest(plan_aws):
     ):
         spec = aws_spec(provider={**provider, "ami": {"family": family}})
         outputs = plan_aws(spec).outputs
-        inventory = Inventory.from_stack_outputs(outputs)
+        inventory = from_stack_outputs(outputs)
         for host in inventory.compute:
             assert host.gpu_components["driver"] == driver, (family, host.gpu_components)
             assert {host.gpu_components[c] for c in roles} == {mode}, (family, host.gpu_components)

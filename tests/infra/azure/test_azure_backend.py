@@ -140,7 +140,8 @@ def test_azure_bakes_no_image_yet_and_says_so():
     from gpufleet.bake.cloud import find_baked_in_program
     from gpufleet.cli.app import app
     from gpufleet.errors import ExitCode, SpecError
-    from gpufleet.infra.backend import BACKENDS, pulumi_backend_of
+    from gpufleet.infra.backend import pulumi_backend_of
+    from gpufleet.providers import BACKENDS
 
     assert BACKENDS["azure"].pulumi and not BACKENDS["azure"].bakes_in_cloud
     assert baker_of("azure") is None

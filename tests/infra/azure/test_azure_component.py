@@ -18,7 +18,7 @@ from gpufleet.infra.azure import TYPE_TOKEN
 from gpufleet.infra.azure.network import BASTION_SUBNET, layout
 from gpufleet.infra.outputs import OUTPUT_KEYS
 from gpufleet.infra.tags import azure_tags
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 
 RG = "azure-native:resources:ResourceGroup"
 VM = "azure-native:compute:VirtualMachine"
@@ -203,7 +203,7 @@ def test_outputs_have_the_contract_keys_and_make_the_inventory_aws_and_gcp_make(
     assert set(rec.outputs) == set(OUTPUT_KEYS), rec.outputs.keys()
     assert rec.outputs["provider"] == "azure" and rec.outputs["region"] == "eastus", rec.outputs
     hosts = [{**host, "address": host["private_ip"]} for host in rec.outputs["hosts"]]
-    inventory = Inventory.from_stack_outputs({**rec.outputs, "hosts": hosts})
+    inventory = from_stack_outputs({**rec.outputs, "hosts": hosts})
     nodes = ipaddress.IPv4Network(layout(spec.provider.address_space).nodes)
     addresses = [ipaddress.IPv4Address(host.private_ip) for host in inventory.hosts]
     assert all(address in nodes for address in addresses), addresses

@@ -22,7 +22,7 @@ from gpufleet.infra.gcp.mocks import PUBLIC_IMAGES
 from gpufleet.infra.gcp.network import IAP_RANGE
 from gpufleet.infra.outputs import OUTPUT_KEYS
 from gpufleet.infra.tags import PLAN_CLUSTER_ID, gcp_labels
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 
 INSTANCE = "gcp:compute/instance:Instance"
 NETWORK = "gcp:compute/network:Network"
@@ -168,7 +168,7 @@ def test_outputs_have_the_common_shape(record, item: InstanceType):
     outputs = rec.outputs
     assert tuple(outputs) == OUTPUT_KEYS, f"outputs keys {tuple(outputs)}"
     assert outputs["provider"] == "gcp" and outputs["head_node"] == "t1-head", outputs
-    inventory = Inventory.from_stack_outputs(outputs)
+    inventory = from_stack_outputs(outputs)
     assert [h.name for h in inventory.hosts] == ["t1-head", "t1-gpu-0", "t1-gpu-1"]
     host_range = ipaddress.IPv4Network("10.0.0.0/19")
     for host in inventory.hosts:
@@ -348,7 +348,7 @@ def test_gpu_vms_boot_the_image_family_cluster_toolkit_builds_on(record, machine
 @pytest.mark.parametrize("item", GPU_TYPES, ids=_ids(GPU_TYPES))
 def test_gpu_facts_and_stack_mode_follow_catalog_and_image(record, item: InstanceType):
     """Google's accelerator images carry the driver: GPU hosts booted from one are verified, not installed."""
-    inventory = Inventory.from_stack_outputs(record(gcp_spec(item.name)).outputs)
+    inventory = from_stack_outputs(record(gcp_spec(item.name)).outputs)
     accelerator_image = series_of(item.name).image_project == "ubuntu-os-accelerator-images"
     assert item.gpu is not None
     for host in inventory.compute:
@@ -361,7 +361,7 @@ def test_a_fixed_accelerator_image_means_verify(record):
     family = "ubuntu-accelerator-2404-amd64-with-nvidia-580"
     image = f"projects/ubuntu-os-accelerator-images/global/images/family/{family}"
     provider = {"kind": "gcp", "project": "test-project-1", "region": "us-central1", "zone": "us-central1-a"}
-    inventory = Inventory.from_stack_outputs(record(gcp_spec(provider={**provider, "image": image})).outputs)
+    inventory = from_stack_outputs(record(gcp_spec(provider={**provider, "image": image})).outputs)
     assert {h.gpu_stack for h in inventory.compute} == {"verify"}
 
 
@@ -369,7 +369,7 @@ def test_a_fixed_accelerator_image_means_verify(record):
 def test_accelerator_image_verifies_the_driver_and_installs_cuda_nccl_dcgm(record, machine_type):
     """Google's accelerator image carries the driver (and fabric manager) only: Cluster Toolkit installs
     CUDA, DCGM and NCCL on top, and gpufleet does the same; persistence mode is turned on."""
-    inventory = Inventory.from_stack_outputs(record(gcp_spec(machine_type)).outputs)
+    inventory = from_stack_outputs(record(gcp_spec(machine_type)).outputs)
     for host in inventory.compute:
         modes = host.gpu_components
         picked = {

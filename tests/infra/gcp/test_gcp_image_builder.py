@@ -19,7 +19,7 @@ from gpufleet.infra.gcp.mocks import GcpMockCloud
 from gpufleet.infra.images import HASH_VAR, BakeRequest, CloudImage
 from gpufleet.infra.plan import Plan, run_offline
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL, GCP_IMAGE_HASH_LABEL
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.stack import from_stack_outputs
 
 INSTANCE = "gcp:compute/instance:Instance"
 IMAGE = "gcp:compute/image:Image"
@@ -119,7 +119,7 @@ def test_up_boots_every_vm_from_the_baked_image_and_keeps_a_vms_first_image():
         image = vm.inputs["bootDisk"]["initializeParams"]["image"]
         assert image == "projects/test-project-1/global/images/gpufleet-baked-abc", (vm.urn, image)
         assert ignored[vm.name] == list(KEPT_BOOT_IMAGE), f"{vm.urn}: a newer image would replace it"
-    inventory = Inventory.from_stack_outputs(plan.outputs)
+    inventory = from_stack_outputs(plan.outputs)
     assert baked_and_current(spec, inventory.extra_vars) == baked.digest == inventory.extra_vars[HASH_VAR]
     plain, _ = cluster(spec, None)
     assert plain.outputs["baked_image_hash"] is None

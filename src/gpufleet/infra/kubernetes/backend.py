@@ -12,16 +12,14 @@ how to undo it).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.kube.api import api_for
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, KubernetesProvider, SchedulerKind
 from gpufleet.state import ClusterState
-
-if TYPE_CHECKING:
-    from gpufleet.kube.api import KubeApi
 
 CLEANUP_S = 180.0  # how long destroy waits for Kubernetes' garbage collector to remove owned objects
 
@@ -29,14 +27,6 @@ CLEANUP_S = 180.0  # how long destroy waits for Kubernetes' garbage collector to
 def _provider(spec: ClusterSpec) -> KubernetesProvider:
     assert isinstance(spec.provider, KubernetesProvider)
     return spec.provider
-
-
-def api_for(spec: ClusterSpec) -> KubeApi:
-    """The API server of the spec's kubeconfig and context."""
-    from gpufleet.kube.api import KubeApi
-
-    provider = _provider(spec)
-    return KubeApi(provider.kubeconfig, provider.context)
 
 
 def _namespace(spec: ClusterSpec) -> str:

@@ -136,7 +136,7 @@ class KubernetesScheduler:
         then render the run's NCCL environment from the fabric role."""
         from gpufleet.catalog import load_catalog
         from gpufleet.configure.nccl_env import render
-        from gpufleet.infra.kubernetes.backend import api_for
+        from gpufleet.kube.api import api_for
         from gpufleet.kube.survey import survey
         from gpufleet.validate.slurm import run_id
 
