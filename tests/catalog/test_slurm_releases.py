@@ -1,5 +1,6 @@
-"""The Slurm releases gpufleet pins: the catalog's table and the slurm role's are one, and the spec refuses
-a release without a pinned checksum, naming the field and the fix."""
+"""The Slurm releases gpufleet pins: the catalog's table and the slurm role's are one; the spec refuses a
+version that is not an exact release, and preflight (``gpufleet check``, ``up``) one without a pinned
+checksum, each naming the field and the fix."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import yaml
 
 from gpufleet.catalog.slurm import DEFAULT_SLURM, SLURM_RELEASES
 from gpufleet.errors import SpecError
+from gpufleet.preflight import run_checks
 from gpufleet.spec import parse_spec
 from gpufleet.spec.model import Software
 
@@ -55,22 +57,30 @@ def spec_with(slurm: str) -> str:
 @pytest.mark.parametrize(
     ("slurm", "words"),
     [
-        ("24.11.5", None),
-        (
-            "23.11.4",
-            ("has none for 23.11.4", "set software.slurm to one it knows (24.11.5)", "docs/slurm.md"),
-        ),
         ("distro", ("expected an exact Slurm release such as 24.11.5", "never the distribution's")),
         ("24.11", ("expected an exact Slurm release",)),
     ],
 )
-def test_the_spec_takes_only_a_pinned_release(slurm: str, words: tuple[str, ...] | None) -> None:
-    if words is None:
-        assert parse_spec(spec_with(slurm)).software.slurm == slurm
-        return
+def test_the_spec_takes_only_an_exact_release(slurm: str, words: tuple[str, ...]) -> None:
     with pytest.raises(SpecError) as raised:
         parse_spec(spec_with(slurm))
     said = " ".join(str(raised.value).split())
     assert "software.slurm" in said, said
     for word in words:
+        assert word in said, said
+
+
+def pinned_findings(slurm: str) -> list[str]:
+    return [
+        f"{f.path}: {f.message}"
+        for f in run_checks(parse_spec(spec_with(slurm)))
+        if f.check == "slurm_release_pinned" and f.level.value == "error"
+    ]
+
+
+def test_preflight_refuses_a_release_without_a_pinned_checksum() -> None:
+    assert pinned_findings("24.11.5") == []
+    (said,) = pinned_findings("23.11.4")
+    assert said.startswith("software.slurm: "), said
+    for word in ("has none for 23.11.4", "set software.slurm to one it knows (24.11.5)", "docs/slurm.md"):
         assert word in said, said

@@ -8,7 +8,7 @@ download site serves a different file (``slurm-<version>.tar.bz2``) with another
 
 ``roles/slurm/vars/main.yml`` (``__slurm_releases``) holds the same table for the role, which runs without
 gpufleet on a bare-metal control host; tests/catalog/test_slurm_releases.py keeps the two equal. Pure data;
-imports nothing (the spec's validator reads it lazily).
+imports nothing (preflight's slurm_release_pinned reads it; the spec only checks the version's form).
 
 Sources, read 2026-11-27:
 - 24.11.5: Debian 13 (trixie) ``slurm-wlm 24.11.5-4+deb13u1``, source index (``apt-cache showsrc slurm-wlm``

@@ -9,6 +9,7 @@ from pathlib import Path
 from gpufleet.catalog import Catalog
 from gpufleet.catalog.cuda import cuda_too_old
 from gpufleet.catalog.os_releases import OS_RELEASES
+from gpufleet.catalog.slurm import SLURM_RELEASES
 from gpufleet.preflight.base import Finding, Level, check
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 from gpufleet.validate.bound import derived_expectation
@@ -314,3 +315,21 @@ def _squashfs_problem(image: Path) -> str | None:
     if head != SQUASHFS_MAGIC:
         return f"{image} is not a squashfs image (it starts with {head!r}, not squashfs's '{magic}'): {made}"
     return None
+
+
+@check("slurm_release_pinned")
+def slurm_release_pinned(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
+    """software.slurm names a release whose source checksum gpufleet pins (gpufleet.catalog.slurm): the slurm
+    role builds only what it can check."""
+    value = spec.software.slurm
+    if value not in SLURM_RELEASES:
+        known = ", ".join(sorted(SLURM_RELEASES))
+        yield Finding(
+            Level.ERROR,
+            "slurm_release_pinned",
+            "software.slurm",
+            f"gpufleet builds Slurm from a release whose source checksum it pins, and has none for "
+            f"{value}: set software.slurm to one it knows ({known}), or leave it out for the default. A "
+            "newer release is added to src/gpufleet/catalog/slurm.py and roles/slurm/vars/main.yml with "
+            "the sha256 of SchedMD's tag archive (docs/slurm.md)",
+        )

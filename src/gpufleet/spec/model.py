@@ -129,7 +129,8 @@ Version = Annotated[
     str,
     _pattern(r"^(distro|\d+(\.\d+){0,3}(-\d+)?)$", "expected a version such as 12.9 or 2.27.7, or 'distro'"),
 ]
-# An exact Slurm release, e.g. 24.11.5 (the spec's validator also wants it pinned in gpufleet.catalog.slurm).
+# An exact Slurm release, e.g. 24.11.5 (preflight's slurm_release_pinned also wants it pinned in
+# gpufleet.catalog.slurm: the catalog stands on the spec, so the spec does not read it).
 SlurmVersion = Annotated[
     str,
     _pattern(
@@ -848,24 +849,6 @@ class Software(SpecModel):
         "registry reference enroot imports, e.g. nvcr.io#nvidia/pytorch:25.01-py3. Staged once on the "
         "shared filesystem. null: validation runs on the nodes themselves",
     )
-
-    @field_validator("slurm")
-    @classmethod
-    def _slurm_release_is_pinned(cls, value: str) -> str:
-        # Lazy: gpufleet.catalog's package imports this module (catalog.model reads Collective, FabricKind).
-        from gpufleet.catalog.slurm import SLURM_RELEASES
-
-        if value not in SLURM_RELEASES:
-            known = ", ".join(sorted(SLURM_RELEASES))
-            raise PydanticCustomError(
-                "slurm_release",
-                "gpufleet builds Slurm from a release whose source checksum it pins, and has none for "
-                "{value}: set software.slurm to one it knows ({known}), or leave it out for the default. A "
-                "newer release is added to src/gpufleet/catalog/slurm.py and roles/slurm/vars/main.yml with "
-                "the sha256 of SchedMD's tag archive (docs/slurm.md)",
-                {"value": value, "known": known},
-            )
-        return value
 
     @field_validator("container_image")
     @classmethod
