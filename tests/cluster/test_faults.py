@@ -66,9 +66,9 @@ RECOVERY_SLURM: dict[str, object] = {
     # rest on it.
     "ReturnToService": 2,
     # cred_expire: the step credential's lifetime, which "also controls how long a requeued job must wait
-    # before starting again" (default 120; below 5 is refused: src/interfaces/cred.c in 24.11,
-    # src/common/slurm_cred.c in 22.05). 30 s: the requeued job may start 31 s after its requeue, and a step
-    # launch on the loaded host still has ample time to present its credential.
+    # before starting again" (default 120; 24.11 refuses below 5: src/interfaces/cred.c). 30 s: the requeued
+    # job may start 31 s after its requeue, and a step launch on the loaded host still has ample time to
+    # present its credential.
     "AuthInfo": "cred_expire=30",
 }
 
