@@ -1,9 +1,10 @@
 """End to end on a real local cluster: 1 controller + 2 compute podman nodes, taken from spec to validated
 to gone, through the ``gpufleet`` command exactly as a user runs it. One cluster serves the module's tests in
 file order, as a user's cluster serves one job after another: the main cycle (up, configure, validate, a
-re-run, failing gates), a training job resumed after its node is killed (issue 19), jobs and validation
-inside a container image (issue 22), GPU utilization monitoring (issue 20), and ``down`` with its
-utilization report. The module's fixture tears the cluster down whatever happens.
+re-run, failing gates), jobs and validation inside a container image (issue 22), GPU utilization monitoring
+(issue 20), and ``down`` with its utilization report (a training job resumed after its node is killed: on
+test_faults.py's kill cluster, whose Slurm timeouts are set for it). The module's fixture tears the cluster
+down whatever happens.
 
 Needs root, podman, runc and debootstrap (``scripts/bootstrap.sh`` installs them), and squashfs-tools for the
 container images. The first run on a machine builds the node image and bakes the roles' install phase into it
@@ -191,7 +192,6 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     assert sorted(r["host"] for r in training["per_rank"]) == [f"{NAME}-compute-0", f"{NAME}-compute-1"]
     assert (state.parent / "report" / "training.png").stat().st_size > 5_000
     print(f"\ntraining check figures: {json.dumps(training['figures'])}")
-    SHARED["reference"] = training["per_rank"][0]["hash"]
 
     # The ledger (issue 33): the validation above appended its figures to the state folder's ledger.
     ledger = cli.json("baseline", "--json")
@@ -378,83 +378,6 @@ def test_the_mpijob_execution_model_passes_the_gate_on_the_nodes(cluster, tmp_pa
         shlex.split(run.command)
     )
     print(f"\nMPIJob execution model: {result.summary} in {time.monotonic() - started:.1f} s")
-
-
-# ---- recovery of a training job (issue 19, docs/training.md) -----------------------------------------
-
-
-def test_a_training_job_resumes_after_its_node_is_killed(cluster) -> None:
-    """On the main cycle's cluster, against the parameters its uninterrupted training check ended with."""
-    _cli, spec, _state = cluster
-    kill_a_node_and_resume(spec, reference=str(SHARED["reference"]))
-
-
-def kill_a_node_and_resume(spec: Path, *, reference: str) -> None:
-    """examples/jobs/train.sbatch on both compute nodes; the second is killed (podman kill) once a checkpoint
-    is complete; the job requeues itself, the node is started again, and the job resumes from the newest
-    complete checkpoint, ending with the parameters of the uninterrupted run the training check made
-    (``reference``: same seed, steps and ranks)."""
-    steps = yaml.safe_load(spec.read_text())["validation"]["training"]["steps"]
-    ctl, victim = f"{NAME}-controller", f"{NAME}-compute-1"
-    folder = "/shared/recovery"
-    # Copied to a folder of the login node the compute nodes do not see, and run by hand from there (issue
-    # 38): the template stages itself on the shared filesystem and submits from there.
-    _sh(ctl, "mkdir -p /root/my-job")
-    for name in ("train.sbatch", "train_ddp.py"):
-        podman("cp", str(ROOT / "examples" / "jobs" / name), f"{ctl}:/root/my-job/{name}")
-    started = time.monotonic()
-    settings = f"TRAIN_STEPS={steps} TRAIN_CHECKPOINT_EVERY=10 TRAIN_STEP_DELAY=0.5"
-    settings += f" TRAIN_CHECKPOINT_DIR={folder}/checkpoints TRAIN_JOB_DIR={folder}"
-    submitted = _sh(ctl, f"cd /tmp && {settings} bash /root/my-job/train.sbatch -N2")[-1]
-    job = submitted.split()[2]
-    assert submitted == f"submitted job {job} from {folder}; its output: {folder}/train-{job}.out", submitted
-    job_out = f"{folder}/train-{job}.out"
-
-    def complete() -> list[int]:
-        found = _sh(ctl, f"cd {folder}/checkpoints && ls -d step-*/COMPLETE 2>/dev/null || true")
-        return sorted(int(line.split("/")[0][5:]) for line in found if line.startswith("step-"))
-
-    _wait("a complete checkpoint", lambda: [n for n in complete() if n >= 20], timeout=300)
-    podman("kill", victim)
-    print(f"killed {victim} with complete checkpoints {complete()}, {time.monotonic() - started:.0f} s in")
-    # Slurm calls a silent node down only after SlurmdTimeout (300 s); until then srun waits for the dead
-    # node's step. Mark it down as slurmctld would then: the job is requeued (--requeue), the node is started
-    # again and returned to service, and the job runs again on both nodes.
-    _sh(ctl, f"scontrol update nodename={victim} state=down reason=killed-by-test")
-    restarts = f"scontrol show job {job} | grep -o 'Restarts=[0-9]*'"
-    _wait(f"job {job} requeued", lambda: _sh(ctl, restarts) not in ([], ["Restarts=0"]), timeout=240)
-    # The checkpoints complete when the job died (read once it is requeued: the surviving rank may have
-    # finished a rename after the kill; any complete later one would be the one to resume from).
-    killed_at = complete()
-    podman("start", victim)
-    back = f"scontrol update nodename={victim} state=resume >/dev/null 2>&1; sinfo -h -n {victim} -o %t"
-    _wait(f"{victim} back in service", lambda: _sh(ctl, back)[-1:] in (["idle"], ["alloc"], ["mix"]), 180)
-    # A requeued job may start only after Slurm's requeue delay (BeginTime = requeue + AuthInfo's
-    # cred_expire + 1 s, 121 s by default: SchedMD/slurm src/slurmctld/job_mgr.c, slurm.conf(5)). An operator
-    # who has brought the node back starts it now, as here (scontrol's keyword is StartTime, or EligibleTime:
-    # src/scontrol/update_job.c); docs/training.md has the cluster-wide setting.
-    _sh(ctl, f"scontrol update jobid={job} StartTime=now")
-    finished = f"cat {folder}/checkpoints/DONE 2>/dev/null || true"
-    try:
-        _wait(f"job {job} to finish", lambda: _sh(ctl, finished), 300)
-    except AssertionError as error:
-        state = _sh(ctl, f"scontrol show job {job}; tail -n 40 {job_out}")
-        raise AssertionError(f"{error}\n" + "\n".join(state)) from None
-    done = json.loads(_sh(ctl, f"cat {folder}/checkpoints/DONE")[0])
-    log = "\n".join(_sh(ctl, f"cat {job_out}"))
-    # srun --label: each line starts with its task ("0: "), then the event.
-    events = [line.split("GPUFLEET_TRAIN ", 1)[1] for line in log.splitlines() if "GPUFLEET_TRAIN {" in line]
-    resumed = [json.loads(event) for event in events if '"kind": "resume"' in event]
-    # Run by hand, every event is one readable JSON line: the summaries too, no base64 parts.
-    assert "GPUFLEET_TRAIN_PART" not in log and '"kind": "summary"' in log, log[-2000:]
-    print(f"recovered in {time.monotonic() - started:.0f} s; resumes: {[r['start_step'] for r in resumed]}")
-    # The second attempt started from the newest checkpoint complete when the node died: what was lost is
-    # at most the steps after it, fewer than one interval (10).
-    assert {r["start_step"] for r in resumed if r["path"]} == {killed_at[-1]}, (killed_at, resumed)
-    # One attempt from the start and one resumed, each with both ranks: the job requeued once.
-    assert sorted(r["start_step"] for r in resumed) == [0, 0, killed_at[-1], killed_at[-1]], resumed
-    assert done["step"] == steps and done["hash"] == reference, (done, reference)
-    _sh(ctl, f"rm -rf {folder}")
 
 
 # ---- monitoring (issue 20, docs/monitoring.md) ---------------------------------------------------------
