@@ -311,8 +311,8 @@ def test_another_spec_with_the_cluster_name_is_refused_and_a_small_disk_is_named
 def _nsenter(node: str, command: str) -> None:
     """``command`` in ``node``'s mount and PID namespaces, as the host's root (the host's device cgroup, so
     a block device of the host can be mounted there). The PID namespace too: the node's /proc is its own
-    PID namespace's, where a process from the host's has no /proc/self, so umount(8) could not read its
-    mount table and failed ("umount failed: No such file or directory", exit 32), leaving the mount."""
+    PID namespace's, where a process from the host's has no /proc/self, and ``umount -l`` (util-linux
+    2.38) then failed ("umount failed: No such file or directory", exit 32), leaving the mount."""
     pid = podman("inspect", "-f", "{{.State.Pid}}", node)[0]
     subprocess.run(["nsenter", "-t", pid, "-m", "-p", "--", "sh", "-c", command], check=True)
 
