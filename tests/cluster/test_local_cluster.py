@@ -18,6 +18,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -317,10 +318,121 @@ def test_another_spec_with_the_cluster_name_is_refused_and_a_small_disk_is_named
 
 
 def _nsenter(node: str, command: str) -> None:
-    """``command`` in ``node``'s mount namespace, as the host's root (the host's device cgroup, so a block
-    device of the host can be mounted there)."""
+    """``command`` in ``node``'s mount and PID namespaces, as the host's root (the host's device cgroup, so
+    a block device of the host can be mounted there). The PID namespace too: the node's /proc is its own
+    PID namespace's, where a process from the host's has no /proc/self, and ``umount -l`` (util-linux
+    2.38) then failed ("umount failed: No such file or directory", exit 32), leaving the mount."""
     pid = podman("inspect", "-f", "{{.State.Pid}}", node)[0]
-    subprocess.run(["nsenter", "-t", pid, "-m", "--", "sh", "-c", command], check=True)
+    subprocess.run(["nsenter", "-t", pid, "-m", "-p", "--", "sh", "-c", command], check=True)
+
+
+def _mounts_under(node: str, folder: str) -> list[str]:
+    """The mount points under ``folder`` (not itself) in ``node``'s mount table."""
+    return [
+        line.split()[4]
+        for line in podman("exec", node, "cat", "/proc/1/mountinfo")
+        if line.split()[4].startswith(folder.rstrip("/") + "/")
+    ]
+
+
+def test_a_full_checkpoint_filesystem_and_a_node_slurm_drains_are_named(cluster, tmp_path) -> None:
+    """The training job's folder (<mount>/.gpufleet/training) on a 16 MiB ext4 loop device, mounted in every
+    node (one block device, one filesystem, as a shared one) and filled to under 1 MiB free: the job stops
+    before its first step, naming path, needed and available (it was a raw OSError traceback). While it runs,
+    Slurm drains a compute node (as it does when a node's SlurmdSpoolDir fills): the report names the node,
+    Slurm's reason and the command that returns it (nothing said so before)."""
+    cli, spec, _state = cluster
+    ctl, c0, c1 = f"{NAME}-controller", f"{NAME}-compute-0", f"{NAME}-compute-1"
+    image = tmp_path / "checkpoints.img"
+    subprocess.run(["truncate", "-s", "16M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    loop = subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True)
+    device = loop.stdout.strip()
+    numbers = subprocess.run(["stat", "-c", "%t %T", device], check=True, capture_output=True, text=True)
+    major, minor = (int(x, 16) for x in numbers.stdout.split())
+    folder, node_device = "/shared/.gpufleet/training", "/dev/gpufleet-test-checkpoints"
+    mounted: list[str] = []
+    data = yaml.safe_load(spec.read_text())
+    data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
+    data["validation"]["find_bad_nodes"] = False
+    data["validation"]["training"]["steps"] = 10
+    small_spec = spec.with_name("full.yaml")
+    small_spec.write_text(yaml.safe_dump(data))
+    drained = threading.Event()
+
+    def drain_once_the_training_job_runs() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not drained.is_set():
+            running = _sh(ctl, "squeue -h -t R -n gpufleet-train -o %i")
+            if running:
+                _sh(ctl, f"scontrol update nodename={c1} state=drain reason='SlurmdSpoolDir is full'")
+                drained.set()
+                return
+            time.sleep(2)
+
+    try:
+        for node in (ctl, c0, c1):
+            _nsenter(node, f"mknod {node_device} b {major} {minor} && mkdir -p {folder} && "
+                           f"mount {node_device} {folder}")  # fmt: skip
+            mounted.append(node)
+        _sh(ctl, f"fallocate -l $(( $(df -B1 --output=avail {folder} | tail -1) - 786432 )) {folder}/filler")
+        watcher = threading.Thread(target=drain_once_the_training_job_runs, daemon=True)
+        watcher.start()
+        report = cli.json("validate", str(small_spec), "--out", str(tmp_path / "report"), expect=1)
+        drained.set()
+        watcher.join(timeout=10)
+    finally:
+        for node in mounted:  # lazy: a finished job's folder may still be held a moment
+            _nsenter(node, f"umount -l {folder} && rm -f {node_device}")
+        subprocess.run(["losetup", "-d", device], check=False)
+        _sh(ctl, f"scontrol update nodename={c1} state=resume >/dev/null 2>&1 || true")
+    # Nothing left mounted under the shared filesystem: enroot binds it without MS_REC inside its user
+    # namespace, where a mount left under it is locked and the bind fails with EINVAL ("enroot-mount: failed
+    # to mount: /shared ... Invalid argument", torvalds/linux fs/namespace.c __do_loopback, read 2026-11-27);
+    # the container steps later on this cluster bind it.
+    assert {node: _mounts_under(node, "/shared") for node in (ctl, c0, c1)} == {ctl: [], c0: [], c1: []}
+    training = report["training"]
+    checkpoint = next(c for c in training["checks"] if c["name"] == "checkpoint")
+    assert checkpoint["status"] == "fail", checkpoint
+    assert " KiB free; the job's checkpoints need " in checkpoint["message"], checkpoint
+    assert checkpoint["message"].startswith(f"{folder}/"), checkpoint
+    assert not any(c["name"] == "finish" for c in training["checks"]), training["checks"]
+    taken = report["slurm_took_out"]["nodes"]
+    assert set(taken) == {c1} and taken[c1]["reason"] == "SlurmdSpoolDir is full", taken
+    assert taken[c1]["resume"] == f"scontrol update nodename={c1} state=resume"
+    assert _sh(ctl, f"sinfo -h -n {c1} -o %t")[-1] in ("idle", "mix", "alloc"), "the test returned the node"
+
+
+def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(cluster, tmp_path) -> None:
+    """torchrun's rendezvous port blocked on the head node (iptables in its network namespace, from the
+    host): the join check names the ranks, the nodes where torchrun ran without a worker starting, the
+    rendezvous's node, and each node's own error from the job log (it named both nodes and hid the timeout,
+    quoting sbatch's stderr instead of the job log)."""
+    cli, spec, _state = cluster
+    c0 = f"{NAME}-compute-0"
+    data = yaml.safe_load(spec.read_text())
+    data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
+    data["validation"]["find_bad_nodes"] = False
+    data["validation"]["training"].update(steps=10, join_timeout=15)  # seconds
+    blocked = spec.with_name("blocked.yaml")
+    blocked.write_text(yaml.safe_dump(data))
+    pid = podman("inspect", "-f", "{{.State.Pid}}", c0)[0]
+    rule = ["INPUT", "-i", "eth0", "-p", "tcp", "--dport", "29500", "-j", "DROP"]
+    subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-I", *rule], check=True)
+    try:
+        report = cli.json("validate", str(blocked), "--out", str(tmp_path / "report"), expect=1)
+    finally:
+        subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-D", *rule], check=True)
+    log = (tmp_path / "report" / "logs" / "training.log").read_text()
+    print(f"\nthe blocked rendezvous's job log:\n{log[-4000:]}")
+    join = next(c for c in report["training"]["checks"] if c["name"] == "join")
+    assert join["status"] == "fail", join
+    assert join["message"].startswith("rank(s) 0-1 of 2 did not join; "), join
+    assert f"no worker started there (its rendezvous on {c0} did not complete)" in join["message"], join
+    assert "; the job log says " in join["message"] and "Error" in join["message"], join
+
+
+# ---- the MPIJob execution model (issue 35, docs/kubernetes.md) ---------------------------------------
 
 
 def test_the_mpijob_execution_model_passes_the_gate_on_the_nodes(cluster, tmp_path) -> None:
@@ -509,16 +621,20 @@ def test_monitoring_busy_idle_alerts_util(cluster, baked_image: dict) -> None:
     assert set(cli.json("util", str(spec), "--hours", "1", "--job", jobs["busy"])["jobs"]) == {jobs["busy"]}
     print(f"util: {json.dumps(util['jobs'])}")
     SHARED["jobs"] = jobs
-    # Issue 38: util says when the idle alert fires here (MONITORING_VARS: a 30 s window, 20 s for it), and
-    # what each node is doing at its last scrape (every job is gone: no node is allocated).
+    # Issue 38: util says when the idle alert fires here (MONITORING_VARS: a 30 s window, 20 s for it).
     assert util["idle_alert"].startswith(
         "alert GpuAllocatedIdle: an allocated GPU whose SM-active, averaged over 30s, stays below 0.05 for "
         "20s"
     ), util["idle_alert"]
-    # Not asserted: util's "now" column (issue 38) reads the last moment any job held GPUs, not the
-    # window's end,
-    # so after every job is gone it still says busy/idle (seen on this cluster after a minute of scrapes). A
-    # defect left open in issue 38: _now in monitoring/util.py must take the query's end as its "last".
+    # Every job gone from Slurm, and util's window ends past the Slurm exporter's next scrape (the series go
+    # stale there) and the multiple of the scrape interval util reads: each node is "not allocated" now (it
+    # read the last moment any job held GPUs, busy or idle, for the rest of the window; issue 38).
+    _wait("every job gone from Slurm", lambda: not _sh(ctl, "squeue -h"))
+    gone, interval = time.time(), float(util["resolution_seconds"])
+    while util["end"] < gone + 2 * interval:
+        time.sleep(max(gone + 2 * interval - time.time(), 0) + 0.5)
+        util = cli.json("util", str(spec), "--hours", "1")
+    assert {util["nodes"][node]["now"] for node in (c0, c1)} == {"not allocated"}, util["nodes"]
     # Prometheus stopped on the controller: util names the controller and the service, not a tunnel port.
     _sh(ctl, "systemctl stop prometheus")
     try:

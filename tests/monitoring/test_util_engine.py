@@ -134,6 +134,33 @@ def test_timeline_is_busy_gpus_per_window(prometheus: RealPrometheus, tmp_path: 
     assert busy[times[-1]] == pytest.approx(0.5)  # job 8 ended at half past
 
 
+def test_now_is_each_nodes_state_at_the_windows_end(prometheus: RealPrometheus, tmp_path: Path) -> None:
+    """Issue 38: util's 'now' read the last moment any job held GPUs, not the window's end, so with every
+    job gone a node still read busy or idle for the rest of the window. Job 7 holds n1 (GPUs at 0.5 and 0)
+    until 40 minutes past, job 8 holds n2 busy until half past, job 9 holds n2 idle from 45 to 50 past."""
+    cluster = GpuCluster(
+        gpu_inventory(),
+        [
+            Allocation("7", "n1", (0, 1), T0 - 600, T0 + 40 * 60, (0.5, 0.0)),
+            Allocation("8", "n2", (0,), T0 - 600, T0 + HOUR / 2, 1.0),
+            Allocation("9", "n2", (1,), T0 + 45 * 60, T0 + 50 * 60, 0.0),
+        ],
+    )
+    loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
+    client = PrometheusClient(prometheus.url)
+
+    def now(minutes: int) -> dict[str, str]:
+        return util.collect(client, cluster.inventory, T0, T0 + minutes * 60).now
+
+    assert now(35) == {"n1": "busy", "n2": "not allocated"}  # n1: 0.5 of 2 GPUs held
+    assert now(47) == {"n1": "not allocated", "n2": "idle"}  # n2 busy earlier in the window, idle now
+    assert now(60) == {"n1": "not allocated", "n2": "not allocated"}  # every job gone (it read n2 idle)
+    assert util.collect(client, cluster.inventory, T0, T0 + HOUR, job="7").now == {
+        "n1": "not allocated",
+        "n2": "not allocated",
+    }
+
+
 def now_on_a_multiple() -> float:
     return math.floor(time.time() / 15) * 15
 

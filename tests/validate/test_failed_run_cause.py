@@ -49,3 +49,39 @@ def test_slurmstepds_cancel_notice_is_not_the_cause() -> None:
     )
     stderr = NO_MPI + cancelled + "\n"
     assert "libmpi.so.40: cannot open shared object file" in _stderr_cause(stderr)
+
+
+# The same step when one node's rank failed before the other node's container had started: srun terminated
+# the step, and pyxis on the other node reported its container start killed (error code 143) and slurmstepd
+# its spank plugin failed, after the loader's line (the containers test of tests/cluster/
+# test_local_cluster.py, 2026-11-27).
+NO_MPI_CONTAINER_KILLED = """GPUFLEET_NCCL_ENV host=e2e-compute-0 fabric=ethernet transport=Socket file=/etc/gpufleet/nccl.env
+/opt/gpufleet/mpi-perf/bin/all_reduce_perf: error while loading shared libraries: libmpi.so.40: cannot open shared object file: No such file or directory
+srun: error: e2e-compute-0: task 0: Exited with exit code 127
+srun: launch/slurm: _step_signal: Terminating StepId=38.0
+slurmstepd-e2e-compute-1: error: pyxis: container start failed with error code: 143
+slurmstepd-e2e-compute-1: error: pyxis: printing enroot log file:
+slurmstepd-e2e-compute-1: error: pyxis:     Terminated
+slurmstepd-e2e-compute-1: error: pyxis: container was not started successfully by another task
+slurmstepd-e2e-compute-1: error: spank: required plugin spank_pyxis.so: task_init() failed with rc=-1
+slurmstepd-e2e-compute-1: error: Failed to invoke spank plugin stack
+srun: error: e2e-compute-1: task 1: Exited with exit code 1
+"""  # noqa: E501
+
+
+def test_pyxis_lines_of_a_container_start_the_step_killed_are_not_the_cause() -> None:
+    assert "libmpi.so.40: cannot open shared object file" in _stderr_cause(NO_MPI_CONTAINER_KILLED)
+
+
+def test_pyxis_own_failure_is_the_enroot_logs_line() -> None:
+    """A container that failed to start on its own (pyxis prints enroot's log as above; the enroot line is
+    the shape of 8fdf70f's /shared failure): that line is the cause, not spank's that follow it."""
+    stderr = (
+        "slurmstepd-n1: error: pyxis: container start failed with error code: 1\n"
+        "slurmstepd-n1: error: pyxis: printing enroot log file:\n"
+        "slurmstepd-n1: error: pyxis:     enroot-mount: failed to mount: /shared at /x: Invalid argument\n"
+        "slurmstepd-n1: error: spank: required plugin spank_pyxis.so: task_init() failed with rc=-1\n"
+        "slurmstepd-n1: error: Failed to invoke spank plugin stack\n"
+        "srun: error: n1: task 0: Exited with exit code 1\n"
+    )
+    assert _stderr_cause(stderr).endswith("enroot-mount: failed to mount: /shared at /x: Invalid argument")

@@ -173,6 +173,15 @@ class Windows:
                     merged.values.append(((window_end - samples * self.resolution_ms) / 1000, value))
         return list(found.values())
 
+    def at_end(self, client: PrometheusClient, inner: str, end: float) -> list[Series]:
+        """Per series of ``inner``: its value at the last multiple of the scrape interval in (start, end]
+        (the sample the windows count last; ``inner`` at ``end`` itself where no multiple is inside).
+        A series that ended before (a job gone, marked stale by its exporter's next scrape) is absent."""
+        if self.empty:
+            return client.query(inner, end)
+        at = self.last * self.resolution_ms + self._offset
+        return client.query(self.expr(inner, self.resolution_ms), at / 1000)
+
     def seconds(self, window_start: float) -> float:
         """How long the window starting at ``window_start`` is (the head's is shorter than a step)."""
         if self.head and round(window_start * 1000) == (self.first - 1) * self.resolution_ms:
@@ -235,7 +244,7 @@ class UtilReport:
     jobs: dict[str, Usage] = field(default_factory=dict)
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (time, busy GPUs)
     job: str | None = None
-    # node -> "idle", "busy" or "not allocated" at the window's end (the last scrape, no average)
+    # node -> "idle", "busy" or "not allocated" at the window's end (its last scrape, no average)
     now: dict[str, str] = field(default_factory=dict)
     idle_alert: str = ""  # when GpuAllocatedIdle fires here (``idle_alert``)
 
@@ -317,22 +326,27 @@ def collect(
     report.timeline = _timeline(used, windows)
     report.idle_alert = idle_alert(inventory)
     below = float((role_setting(inventory, "monitoring_thresholds")[0] or {}).get("idle_below", 0.05))
-    report.now = _now(allocated, used, list(report.nodes), below)
+    report.now = _now(
+        windows.at_end(client, ALLOCATED.replace(m.JOB_GPU, m.JOB_GPU + selector), end),
+        windows.at_end(client, USED.replace(m.JOB_GPU, m.JOB_GPU + selector), end),
+        list(report.nodes),
+        below,
+    )
     return report
 
 
 def _now(allocated: list[Series], used: list[Series], nodes: list[str], below: float) -> dict[str, str]:
-    """Per node, its allocated GPUs' SM-active in the window's last point (the last scrape at a step of one
-    scrape interval): "idle" below ``below``, "busy", or "not allocated". Right after busy work a node reads
-    idle here well before the rules' average over their window says so."""
-    last = max((series.values[-1][0] for series in allocated if series.values), default=None)
+    """Per node, from ``allocated`` and ``used`` at the window's end (``Windows.at_end``, the last
+    scrape): its allocated GPUs' SM-active over the GPUs held, "idle" below ``below`` or "busy"; "not
+    allocated" where no job holds a GPU of it then (every job gone before the end reads so, whatever it did
+    earlier in the window). Right after busy work a node reads idle here well before the rules' average
+    says so."""
     held: dict[str, float] = defaultdict(float)
     busy: dict[str, float] = defaultdict(float)
     for found, into in ((allocated, held), (used, busy)):
         for series in found:
-            for t, value in series.values:
-                if t == last:
-                    into[series.labels.get("node", "?")] += value
+            for _t, value in series.values:
+                into[series.labels.get("node", "?")] += value
     now = {}
     for node in nodes:
         if held.get(node, 0.0) <= 0:

@@ -97,6 +97,13 @@ _SRUN_BOOKKEEPING = re.compile(
     r"|launch/slurm: _step_signal|Job step aborted|error: Timed out waiting for job step|Force Terminated)"
     # slurmstepd's notice that it cancelled the step after a task failed, which srun may forward last
     r"|^slurmstepd(-\S+)?: error: \*\*\* (STEP|JOB) \S+ ON \S+ CANCELLED AT"
+    # a node whose container start the step's end killed (pyxis: error code 143 or 137, enroot's log saying
+    # only Terminated or Killed), and slurmstepd's spank lines after any pyxis failure: the cause is a task's
+    # own line before them, or enroot's own error that pyxis prints from its log
+    r"|^slurmstepd(-\S+)?: error: (spank: required plugin \S+: task_init\(\) failed"
+    r"|Failed to invoke spank plugin stack|pyxis: (printing enroot log file:"
+    r"|container was not started successfully by another task"
+    r"|container start failed with error code: (137|143)$|\s+(Terminated|Killed)$))"
 )
 
 
