@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,7 +15,7 @@ from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_js
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra.adopted import AdoptedStack
-from gpufleet.inventory.model import Inventory
+from gpufleet.inventory.model import Host, Inventory
 from gpufleet.lifecycle.durable_copy import DEFAULT_TIMEOUT_S, DurableCopyOptions
 from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.preflight import require_no_errors
@@ -66,23 +67,31 @@ def render_up(spec: ClusterSpec, state: ClusterState, inventory: Inventory, json
             }
         )
         return
-    table = Table(title=f"cluster {spec.name} ({spec.provider.kind}) is up")
-    for column in ("host", "roles", "address", "type", "GPUs", "CPUs", "memory MB"):
-        table.add_column(column)
-    for host in inventory.hosts:
+    console.print(hosts_table(f"cluster {spec.name} ({spec.provider.kind}) is up", inventory.hosts))
+    for change in applied_changes(state):
+        console.print(f"changed in place: {escape(change)}")
+    console.print(f"inventory: {escape(str(state.inventory_file))}")
+
+
+def hosts_table(title: str, hosts: Sequence[Host]) -> Table:
+    """The hosts ``up`` made. An 80-column terminal shows every host name whole: cells fold, never cut
+    ("demo-control…" before), and a host's roles go one per line."""
+    table = Table(title=title, pad_edge=False)
+    for column in ("host", "roles", "address", "type", "GPUs", "CPUs", "mem MB"):
+        # An address reads whole on one line (at most 15 characters); the rest fold if they must.
+        widest = max((len(h.address) for h in hosts), default=0) if column == "address" else None
+        table.add_column(column, overflow="fold", min_width=widest)
+    for host in hosts:
         table.add_row(
             host.name,
-            ",".join(r.value for r in host.roles),
+            "\n".join(r.value for r in host.roles),
             host.address,
             host.instance_type,
             str(host.gpus),
             str(host.cpus),
             str(host.memory_mb),
         )
-    console.print(table)
-    for change in applied_changes(state):
-        console.print(f"changed in place: {escape(change)}")
-    console.print(f"inventory: {escape(str(state.inventory_file))}")
+    return table
 
 
 def applied_changes(state: ClusterState) -> list[str]:
