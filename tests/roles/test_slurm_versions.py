@@ -25,6 +25,11 @@ BOOKWORM = "slurm-wlm 22.05.8"  # Debian 12's own Slurm, left on a node
 NOBLE = "slurm-wlm 23.11.4"  # Ubuntu 24.04's own
 
 
+# Slurm's commands read slurm.conf even for -V (24.11.5 on the baked local node before configure: "sinfo:
+# fatal: Could not establish a configuration source"), so the stand-in does too.
+NEEDS_CONFIG = '[ -s "$SLURM_CONF" ] || { echo "fatal: no configuration source" >&2; exit 1; }\n'
+
+
 def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, str]) -> None:
     """Shell scripts (name -> body) first on PATH, in place of the node's binaries."""
     bin_dir = tmp_path / "bin"
@@ -49,7 +54,7 @@ def converge(
         tmp_path,
         monkeypatch,
         {
-            name: f'[ "$1" = -V ] || exit 64\necho "{out}"'
+            name: (NEEDS_CONFIG if name == "sinfo" else "") + f'[ "$1" = -V ] || exit 64\necho "{out}"'
             for name, out in versions.items()
             if out is not None
         },
