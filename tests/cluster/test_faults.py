@@ -189,10 +189,6 @@ def check_warn_then_rerun(out: Path, console: str) -> None:
     assert "validation failed" in console, console[-2000:]
 
 
-def sh(node: str, command: str) -> list[str]:
-    return podman("exec", node, "bash", "-c", command)
-
-
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Gpufleet]:
     if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("podman", "runc", "debootstrap")):
