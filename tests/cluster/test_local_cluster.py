@@ -145,12 +145,34 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     effective = podman("exec", f"{NAME}-compute-0", "ompi_info", "--all", "--parsable")
     assert "mca:btl:base:param:btl:value:vader,tcp,self" in effective
     assert "mca:mpi:base:param:mpi_yield_when_idle:value:true" in effective
+    # Configless, dynamic nodes (docs/slurm.md): slurm.conf is rendered on the controller only (it names no
+    # node); each compute node's slurmd fetched it and registered itself, drained until validated.
     rendered = [task for task in first["changed_tasks"] if task.endswith(": Render slurm.conf")]
-    assert len(rendered) == len(nodes), first["changed_tasks"]
+    assert rendered == [f"{NAME}-controller: Render slurm.conf"], first["changed_tasks"]
     assert {node: package_state(node) for node in nodes} == packages
+    ctl, computes = nodes[0], nodes[1:]
+    assert _sh(computes[0], "test -e /etc/slurm/slurm.conf && echo present || echo fetched") == ["fetched"]
+    registered = _sh(ctl, f"sinfo -h -N -n {','.join(computes)} -o '%N|%T|%E'")
+    assert sorted(registered) == [f"{node}|drained|gpufleet: not validated" for node in computes], registered
+    # No job lands on a node before validate releases it: one submitted now stays pending.
+    waiting = _sh(ctl, "sbatch --parsable -N2 --wrap 'hostname'")[0]
+    time.sleep(5)  # the main scheduler runs on every submission; a start would be seen by now
+    assert _sh(ctl, f"squeue -h -j {waiting} -o '%T|%r'")[0].startswith("PENDING|"), waiting
 
     report = cli.json("validate", str(spec), "--out", str(state.parent / "report"))
     assert report["passed"] is True, json.dumps(report, indent=1)[:4000]
+    # validate held both nodes in its reservation, ran there, and released them: the waiting job runs.
+    held = report["context"]["held for validation"]
+    assert held.startswith(f"{', '.join(computes)} (reservation gpufleet-validate-{NAME}); released: "), held
+    assert held.endswith("kept drained: none"), held
+    assert _sh(ctl, "scontrol -o show reservation") == ["No reservations in the system"]
+    _wait(
+        f"job {waiting} to run once the nodes are released",
+        lambda: "JobState=COMPLETED" in " ".join(_sh(ctl, f"scontrol -o show job {waiting}")),
+        timeout=120,
+    )
+    released = _sh(ctl, f"sinfo -h -N -n {','.join(computes)} -o '%N %T'")
+    assert all(line.split()[1] in ("idle", "mixed", "allocated") for line in released), released
     tests = {t["collective"]: t for t in report["tests"]}
     assert set(tests) == {"all_reduce", "all_gather"}
     for collective, test in tests.items():

@@ -74,19 +74,23 @@ def _inventory(gpus: int, stack: str) -> dict:
     }
 
 
-def _render(tmp_path: Path, gpus: int, stack: str) -> Path:
+def _render(tmp_path: Path, gpus: int, stack: str, *extra: str) -> Path:
     out = tmp_path / "out"
     out.mkdir()
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(_inventory(gpus, stack)))
     (tmp_path / "play.yml").write_text(PLAYBOOK.replace("ROOT", str(ROOT)).replace("OUT", str(out)))
     playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
     done = subprocess.run(
-        [playbook, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml")],
+        [playbook, "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"), *extra],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+        env={
+            **os.environ,
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_FILTER_PLUGINS": str(ROOT / "roles" / "slurm" / "filter_plugins"),
+        },
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -95,7 +99,7 @@ def _render(tmp_path: Path, gpus: int, stack: str) -> Path:
 
 @pytest.fixture(scope="module")
 def h100_cluster(tmp_path_factory) -> Path:
-    return _render(tmp_path_factory.mktemp("h100"), 8, "install")
+    return _render(tmp_path_factory.mktemp("h100"), 8, "install", "-e", "slurm_node_registration=static")
 
 
 def test_slurm_conf_declares_the_real_gpu_count_and_the_health_check(h100_cluster):
@@ -117,7 +121,7 @@ def test_gres_conf_names_every_gpu_device_and_cgroup_constrains_devices(h100_clu
 
 
 def test_no_health_check_where_the_gpu_roles_do_not_run(tmp_path):
-    conf = (_render(tmp_path, 1, "none") / "slurm.conf").read_text()
+    conf = (_render(tmp_path, 1, "none", "-e", "slurm_node_registration=static") / "slurm.conf").read_text()
     assert "Gres=gpu:1" in conf and "HealthCheckProgram" not in conf
 
 

@@ -14,13 +14,18 @@ import pytest
 from playbook_json import ROOT, run_playbook
 
 
-def slurm_builders():
+def slurm_filters():
+    """The role's filter plugin module (roles/slurm/filter_plugins/slurm.py)."""
     path = ROOT / "roles" / "slurm" / "filter_plugins" / "slurm.py"
     spec = importlib.util.spec_from_file_location("slurm_filters", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.slurm_builders
+    return module
+
+
+def slurm_builders():
+    return slurm_filters().slurm_builders
 
 
 @pytest.mark.parametrize(

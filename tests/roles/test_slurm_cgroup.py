@@ -101,7 +101,10 @@ def configure_cgroup(
     dbus: bool = True,
     proctrack: str = "proctrack/cgroup",
     task: str = "task/cgroup,task/affinity",
+    registration: str = "static",
 ) -> tuple[int, dict[str, dict[str, dict]], str]:
+    """static: the compute node renders its own cgroup.conf; dynamic: the controller renders the one it
+    serves to every compute node (configless), from the compute nodes' choices."""
     files = node_files(tmp_path, cgroupfs, plugins, dbus)
     monkeypatch.setenv("PATH", files.pop("PATH"))
     inventory = {
@@ -116,9 +119,13 @@ def configure_cgroup(
     play = [
         {
             "name": "cgroup",
-            "hosts": "gpu-0",
+            "hosts": "gpu-0" if registration == "static" else "all",
             "gather_subset": ["!all", "min"],
-            "vars": {"slurm_proctrack_type": proctrack, "slurm_task_plugin": task},
+            "vars": {
+                "slurm_proctrack_type": proctrack,
+                "slurm_task_plugin": task,
+                "slurm_node_registration": registration,
+            },
             "tasks": [
                 {"name": "Read", "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "node"}},
                 {"name": "Cgroup", "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "cgroup"}},
@@ -147,6 +154,15 @@ def test_a_cgroup_v2_node_gets_cgroup_v2(tmp_path, monkeypatch) -> None:
     assert lines(conf) == ["CgroupPlugin=cgroup/v2", "ConstrainCores=yes", "ConstrainDevices=yes",
                            "ConstrainRAMSpace=yes"], conf  # fmt: skip
     assert "/sys/fs/cgroup is cgroup2fs" in conf
+
+
+def test_the_controller_serves_the_compute_nodes_choice_to_dynamic_nodes(tmp_path, monkeypatch) -> None:
+    rc, _, conf = configure_cgroup(
+        tmp_path, monkeypatch, cgroupfs="cgroup2fs", plugins=BUILT, registration="dynamic"
+    )
+    assert rc == 0
+    assert lines(conf)[0] == "CgroupPlugin=cgroup/v2", conf
+    assert "Served by slurmctld to every compute node" in conf
 
 
 def test_a_cgroup_v1_node_gets_cgroup_v1(tmp_path, monkeypatch) -> None:

@@ -95,16 +95,17 @@ def test_local_cluster_passes_and_writes_the_report(tmp_path):
     assert result.health is not None and result.health.passed
     assert result.bisection is None and result.drained == []
     kinds = [shlex.split(c)[0] for c in slurm.commands]
-    # node states, health, the two collectives, then the node states again (did Slurm take one out?)
-    assert kinds == ["sinfo", "srun", "srun", "srun", "sinfo"]
+    # node states (any held for validation? none: no reservation), node states, health, the two
+    # collectives, then the node states again (did Slurm take one out?)
+    assert kinds == ["sinfo", "sinfo", "srun", "srun", "srun", "sinfo"]
     collective, nodes, env = slurm.collective_runs[0]
     assert (collective, nodes) == ("all_reduce", ["gpu-000", "gpu-001", "gpu-002"])
     # the tasks ran in the nodes' env file (written by the ethernet role) plus gpufleet's debug level
     assert env["NCCL_SOCKET_IFNAME"] == "eth0" and env["NCCL_DEBUG"] == "INFO"
-    assert all(". /etc/gpufleet/nccl.env" in command for command in slurm.commands[2:4])
+    assert all(". /etc/gpufleet/nccl.env" in command for command in slurm.commands[3:5])
     assert (
         "/opt/gpufleet/mpi-perf/bin/all_reduce_perf -b 8 -e 16777216 -f 2 -g 1 -n 10 -w 2 -c 1"
-        in (slurm.commands[2])
+        in (slurm.commands[3])
     )
     for name in (JSON_NAME, MARKDOWN_NAME, PLOT_NAME, "logs/all_reduce.log", "logs/all_gather.log"):
         assert (tmp_path / name).exists(), name

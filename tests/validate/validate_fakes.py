@@ -16,7 +16,11 @@
   ``SLOW_LINK`` of the fixture's peak busbw, and a ring is as fast as its slowest link, so a run with it
   in the node list is capped there (small, latency-bound messages stay as they were), a
   corrupting node adds #wrong, a node without its fabric drags everyone to sockets;
-- ``scontrol update nodename=... state=drain reason=...``: records the drain.
+- ``scontrol update nodename=... state=drain reason=...``: records the drain; ``state=resume`` lifts it;
+- ``scontrol create reservation ...`` / ``scontrol delete reservation=...`` (``release.py``): one reservation;
+  while it is there an idle node in it reads ``maint`` and an srun onto it that does not ask for it fails as
+  Slurm refuses it (as does an srun onto a drained node);
+- ``id -un``: the user validation runs as.
 """
 
 from __future__ import annotations
@@ -95,6 +99,8 @@ class FakeSlurm:
         drain_rc: int = 0,
         node_env: dict[str, dict[str, str]] | None = None,
         no_env_file: set[str] | None = None,
+        drained: dict[str, str] | None = None,
+        reservation_rc: int = 0,
     ) -> None:
         self.nodes = nodes
         self.gpus = gpus
@@ -108,7 +114,10 @@ class FakeSlurm:
         self.no_env_file = no_env_file or set()
         self.commands: list[str] = []
         self.collective_runs: list[tuple[str, list[str], dict[str, str]]] = []
-        self.drained: dict[str, str] = {}
+        self.drained: dict[str, str] = dict(drained or {})
+        self.reservation_rc = reservation_rc
+        self.reservation: tuple[str, list[str]] | None = None  # (name, nodes)
+        self.refused: list[str] = []  # sruns Slurm would not have started
         self._lock = threading.Lock()
 
     # -- the Executor protocol --
@@ -122,10 +131,17 @@ class FakeSlurm:
             return self._sinfo(argv)
         if argv[0] == "scontrol":
             return self._scontrol(argv)
+        if argv == ["id", "-un"]:
+            return 0, "root\n", ""
         assert argv[0] == "srun", command
         options, task = self._srun_options(argv[1:])
         nodes = options["--nodelist"].split(",")
         assert int(options["-N"]) == len(nodes), command
+        refusal = self._refusal(nodes, options.get("--reservation"))
+        if refusal:
+            with self._lock:
+                self.refused.append(command)
+            return 1, "", f"srun: error: Unable to allocate resources: {refusal}\n"
         if task[0] == "python3":
             return self._health(nodes, task)
         assert task[:2] == ["bash", "-c"], f"collectives run inside bash -c: {command}"
@@ -166,11 +182,47 @@ class FakeSlurm:
                 lines.append(f"{node}|down*|Not responding")
             elif node in self.drained:
                 lines.append(f"{node}|drained|{self.drained[node]}")
+            elif self.reservation is not None and node in self.reservation[1]:
+                lines.append(f"{node}|maint|none")
             else:
                 lines.append(f"{node}|idle|none")
         return 0, "\n".join(lines) + "\n", ""
 
+    def _refusal(self, nodes: list[str], reservation: str | None) -> str:
+        """Why Slurm would not start a step on ``nodes`` (empty: it would)."""
+        if any(node in self.drained for node in nodes):
+            return "Requested node configuration is not available (drained)"
+        if self.reservation is not None:
+            name, reserved = self.reservation
+            if reservation not in (None, name):
+                return "Requested reservation is invalid"
+            if reservation is None and any(node in reserved for node in nodes):
+                return "Required node not available (down, drained or reserved)"
+        elif reservation is not None:
+            return "Requested reservation is invalid"
+        return ""
+
     def _scontrol(self, argv: list[str]) -> tuple[int, str, str]:
+        if argv[1:3] == ["create", "reservation"]:
+            fields = dict(arg.split("=", 1) for arg in argv[3:])
+            assert fields["flags"] == "MAINT,IGNORE_JOBS" and fields["duration"] == "UNLIMITED", argv
+            if self.reservation_rc:
+                return self.reservation_rc, "", "Error creating the reservation: Invalid user id\n"
+            with self._lock:
+                self.reservation = (fields["reservationname"], fields["nodes"].split(","))
+            return 0, f"Reservation created: {fields['reservationname']}\n", ""
+        if argv[1] == "delete":
+            name = argv[2].split("=", 1)[1]
+            if self.reservation is None or self.reservation[0] != name:
+                return 1, "", "Error deleting the reservation: Requested reservation is invalid\n"
+            with self._lock:
+                self.reservation = None
+            return 0, "", ""
+        if argv[1] == "update" and argv[3] == "state=resume":
+            with self._lock:
+                for node in argv[2].split("=", 1)[1].split(","):
+                    self.drained.pop(node, None)
+            return 0, "", ""
         assert argv[1] == "update" and argv[3] == "state=drain", argv
         nodes = argv[2].split("=", 1)[1].split(",")
         reason = argv[4].split("=", 1)[1]

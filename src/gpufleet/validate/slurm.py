@@ -200,10 +200,13 @@ def _srun(
     gpus_per_node: int,
     immediate: int,
     container_image: str | None = None,
+    reservation: str | None = None,
 ) -> list[str]:
     argv = ["srun", "--mpi=pmix", "-N", str(len(nodes)), f"--ntasks-per-node={max(tasks_per_node, 1)}"]
     if gpus_per_node > 0:
         argv.append(f"--gpus-per-node={gpus_per_node}")
+    if reservation:
+        argv.append(f"--reservation={reservation}")
     argv += [
         f"--nodelist={','.join(nodes)}",
         "--exclusive",
@@ -224,15 +227,16 @@ def collective_command(
     environment: TaskEnvironment | None = None,
     immediate: int = 120,
     container_image: str | None = None,
+    reservation: str | None = None,
 ) -> str:
     """The login-node shell command that runs ``<collective>_perf`` across ``nodes``, one rank per GPU,
     each rank in the node's NCCL environment (``TaskEnvironment``); with ``container_image``, each rank
-    inside that image (pyxis), where the image must hold ``bindir``."""
+    inside that image (pyxis), where the image must hold ``bindir``; with ``reservation``, in it."""
     if not nodes:
         raise ValueError("collective_command needs at least one node")
     binary = f"{bindir.rstrip('/')}/{collective}_perf"
     task = ["bash", "-c", (environment or TaskEnvironment()).script(), binary, *(sweep or Sweep()).args()]
-    argv = _srun(nodes, gpus_per_node or 1, gpus_per_node, immediate, container_image)
+    argv = _srun(nodes, gpus_per_node or 1, gpus_per_node, immediate, container_image, reservation)
     return shlex.join([*argv, *task])
 
 
@@ -246,12 +250,13 @@ def health_command(
     nccl_tests_dir: str | None = None,
     nvlink: tuple[int, int] | None = None,
     env_file: str | None = None,
+    reservation: str | None = None,
 ) -> str:
     """Run the node health script once per node (one task per node); ``mount_point``: check it too;
     ``env_file``: the NCCL environment file every rank sources, which must be there;
     ``nccl_tests_dir``: the script also makes a one-rank smoke run of the nccl-tests binaries there;
     ``nvlink`` (GPUs, bytes): and an all_reduce over the node's GPUs at that size, the task holding them."""
-    argv = _srun(nodes, 1, nvlink[0] if nvlink and nccl_tests_dir else 0, immediate)
+    argv = _srun(nodes, 1, nvlink[0] if nvlink and nccl_tests_dir else 0, immediate, reservation=reservation)
     argv.remove("--mpi=pmix")
     argv.remove("--kill-on-bad-exit=1")
     extra = ["--mount", mount_point] if mount_point else []
@@ -289,7 +294,18 @@ class SlurmState:
     @property
     def usable(self) -> bool:
         base = self.state.rstrip("*~#!%$@^-+").lower()
-        return base in ("idle", "allocated", "mixed", "completing") and not self.state.endswith("*")
+        return base in USABLE_STATES and not self.state.endswith("*")
+
+    @property
+    def drained(self) -> bool:
+        """Drained or draining (a drain's running jobs end, new ones do not start), and answering."""
+        return self.state.lower().startswith("drain") and not self.state.endswith("*")
+
+
+# sinfo's states (%T) of a node that takes jobs. An idle node in a reservation reads "reserved", in a
+# maintenance reservation (validation's, ``release.Hold``) "maint", and one the backfill scheduler plans a
+# job for "planned" (Slurm 24.11.5, src/common/slurm_protocol_defs.c, node_state_string).
+USABLE_STATES = ("idle", "allocated", "mixed", "completing", "reserved", "maint", "planned")
 
 
 def resume_command(node: str) -> str:
@@ -377,6 +393,8 @@ class SlurmRunner:
         self.sweep = sweep or Sweep()
         self.timeout = timeout
         self.max_parallel = max_parallel
+        # The reservation every job runs in while validation holds the nodes (``release.Hold``).
+        self.reservation: str | None = None
 
     @classmethod
     def for_inventory(cls, spec: ClusterSpec, inventory: Inventory, executor: Executor) -> SlurmRunner:
@@ -426,6 +444,7 @@ class SlurmRunner:
             sweep=sweep or self.sweep,
             environment=self.environment,
             container_image=self.container_image,
+            reservation=self.reservation,
         )
 
     def run_collective(
@@ -494,6 +513,7 @@ class SlurmRunner:
                 nccl_tests_dir=self.bindir if smoke_nccl_tests else None,
                 nvlink=nvlink,
                 env_file=self.environment.env_file,
+                reservation=self.reservation,
             )
             rc, stdout, stderr = self._run(command, self.timeout)
             answers = parse_health_output(stdout)
@@ -517,6 +537,7 @@ class SlurmRunner:
             self.environment.env_file,
             venv=request.venv,
             container_image=self.container_image,
+            reservation=self.reservation,
         )
         minutes = max(1, int(request.timeout // 60))
         command = job.command(request.config, time_limit_minutes=minutes)

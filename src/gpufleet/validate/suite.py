@@ -47,6 +47,7 @@ from gpufleet.validate.ledger import append as append_ledger
 from gpufleet.validate.ledger import read as read_ledger
 from gpufleet.validate.models import TestResult
 from gpufleet.validate.nccl_log import parse_text
+from gpufleet.validate.release import Hold, hold, release
 from gpufleet.validate.report import ReportFiles, Section, write_report
 from gpufleet.validate.scheduler import CollectiveRun, NodeState, Scheduler, TrainingRequest, uniform_compute
 from gpufleet.validate.slurm import (
@@ -316,6 +317,7 @@ class Drained:
     bisection: BisectResult | None = None
     nodes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # every node a check named -> its drain reason
 
 
 def run_suite(
@@ -335,21 +337,37 @@ def run_suite(
     plan = SuitePlan.from_inventory(spec, inventory, scheduler, out_dir, catalog, ledger)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
-    health, nodes, before = check_health(plan)
-    collectives = run_collectives(plan, nodes)
-    training = (
-        run_training(plan, nodes, _all_reduce(collectives)) if plan.validation.training.enabled else None
-    )
-    drained = find_and_drain(plan, nodes, collectives, health, training)
-    taken = find_taken_out(plan, before, drained)
-    report = write_suite_report(plan, nodes, collectives, health, training, drained, taken)
-    passed = (
-        bool(collectives.verdicts)
-        and all(v.passed for v in collectives.verdicts)
-        and (health is None or health.passed)
-        and (training is None or training.passed)
-        and (taken is None or taken.passed)
-    )
+    held = hold_nodes(plan)
+    try:
+        health, nodes, before = check_health(plan)
+        collectives = run_collectives(plan, nodes)
+        training = (
+            run_training(plan, nodes, _all_reduce(collectives)) if plan.validation.training.enabled else None
+        )
+        drained = find_and_drain(plan, nodes, collectives, health, training)
+        taken = find_taken_out(plan, before, drained)
+        passed = (
+            bool(collectives.verdicts)
+            and all(v.passed for v in collectives.verdicts)
+            and (health is None or health.passed)
+            and (training is None or training.passed)
+            and (taken is None or taken.passed)
+        )
+    except BaseException:
+        if held is not None:
+            release(held, passed=False, ran_on=(), failed={}, why="")
+        raise
+    if held is not None:
+        bad = drained.bisection.bad_nodes if drained.bisection is not None else {}
+        release(
+            held,
+            passed=passed,
+            ran_on=nodes,
+            failed=drained.failed,
+            cleared=[node for node in nodes if node not in bad] if bad else (),
+            why=_first_failure(collectives, health, training, taken),
+        )
+    report = write_suite_report(plan, nodes, collectives, health, training, drained, taken, held)
     append_to_ledger(plan, collectives)
     c = collectives
     return SuiteResult(
@@ -380,6 +398,7 @@ def write_suite_report(
     training: TrainingResult | None,
     drained: Drained,
     taken: TakenOut | None,
+    held: Hold | None = None,
 ) -> ReportFiles:
     """Phase 6: the one write of the report (JSON, Markdown, plot), with a section for each phase that
     has something to say."""
@@ -395,7 +414,7 @@ def write_suite_report(
         collectives.tests,
         collectives.verdicts,
         sections=sections,
-        context=_context(plan, nodes, collectives.runs, drained),
+        context=_context(plan, nodes, collectives.runs, drained, held),
         gate_min_bytes=plan.validation.gate_min_bytes,
     )
 
@@ -618,8 +637,6 @@ def find_and_drain(
         prober = Prober(plan.scheduler, name, plan.gate, plan.catalog, sizes, plan.out_dir)
         found.bisection = find_bad_nodes(nodes, prober)
         found.bisection.collective = name
-    if not plan.validation.drain_bad_nodes:
-        return found
     bisection = found.bisection
     to_drain: dict[str, str] = {}
     if health is not None:
@@ -632,6 +649,9 @@ def find_and_drain(
     if training is not None:
         for node, why in training.stragglers.items():
             to_drain.setdefault(node, f"gpufleet training straggler: {why}")
+    found.failed = {node: reason[:200] for node, reason in to_drain.items()}
+    if not plan.validation.drain_bad_nodes:
+        return found
     for node, reason in to_drain.items():
         rc, stderr = plan.scheduler.drain([node], reason[:200])
         if rc == 0:
@@ -644,6 +664,35 @@ def find_and_drain(
     return found
 
 
+def hold_nodes(plan: SuitePlan) -> Hold | None:
+    """Before phase 1 (Slurm): the nodes that wait to be validated, reserved for this run and resumed
+    (``release.hold``); ``None`` on another scheduler."""
+    if not isinstance(plan.scheduler, SlurmRunner):
+        return None
+    return hold(plan.scheduler, [host.name for host in plan.hosts], plan.inventory.cluster)
+
+
+def _first_failure(
+    collectives: Collectives,
+    health: HealthReport | None,
+    training: TrainingResult | None,
+    taken: TakenOut | None,
+) -> str:
+    """What failed, in a few words, for a held node no check named (``release.release``'s ``why``)."""
+    if not collectives.verdicts:
+        return "no collective ran"
+    if collectives.first_failure is not None:
+        name, verdict, _test = collectives.first_failure
+        return f"{name} failed its gate ({verdict.tier})"
+    if health is not None and not health.passed:
+        return "health checks failed"
+    if training is not None and not training.passed:
+        return "the training check failed"
+    if taken is not None and not taken.passed:
+        return "Slurm took a node out during the run"
+    return ""
+
+
 def find_taken_out(plan: SuitePlan, before: Mapping[str, NodeState], drained: Drained) -> TakenOut | None:
     """Phase 5 (Slurm): the nodes Slurm took out of service while the run went on (a full SlurmdSpoolDir, a
     node that stopped answering), less those gpufleet drained itself: the verdicts may pass and leave a node
@@ -654,7 +703,7 @@ def find_taken_out(plan: SuitePlan, before: Mapping[str, NodeState], drained: Dr
 
 
 def _context(
-    plan: SuitePlan, nodes: list[str], runs: list[CollectiveRun], drained: Drained
+    plan: SuitePlan, nodes: list[str], runs: list[CollectiveRun], drained: Drained, held: Hold | None = None
 ) -> dict[str, Any]:
     """The report's context lines: what was validated, where, how, and what was drained."""
     context: dict[str, Any] = {
@@ -673,6 +722,14 @@ def _context(
         context["drained"] = ", ".join(drained.nodes) or "none"
         if drained.errors:
             context["drain errors"] = "; ".join(drained.errors)
+    if held is not None and held.reservation is not None:
+        context["held for validation"] = (
+            f"{', '.join(held.held)} (reservation {held.reservation}); released: "
+            f"{', '.join(held.released) or 'none'}; kept drained: "
+            + (", ".join(f"{node} ({reason})" for node, reason in held.kept.items()) or "none")
+        )
+        if held.errors:
+            context["release errors"] = "; ".join(held.errors)
     return context
 
 

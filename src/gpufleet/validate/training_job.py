@@ -49,6 +49,8 @@ class TrainingJob:
     keep: bool = False
     # The staged image the job's step runs inside (train.sbatch's TRAIN_CONTAINER_IMAGE); None: on the node.
     container_image: str | None = None
+    # The reservation validation holds the nodes in (``release.Hold``); None: none.
+    reservation: str | None = None
 
     @property
     def folder(self) -> str:
@@ -93,6 +95,8 @@ class TrainingJob:
         ]
         if self.gpus_per_node > 0:
             sbatch.append(f"--gpus-per-node={self.gpus_per_node}")
+        if self.reservation:
+            sbatch.append(f"--reservation={self.reservation}")
         sbatch.append(f"{self.folder}/{SBATCH}")
         exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in settings.items())
         setup = " && ".join(steps)

@@ -1,0 +1,116 @@
+"""Configless Slurm with dynamic nodes (roles/slurm, slurm_node_registration: dynamic, the default), rendered
+by Ansible itself from an inventory: the head's slurm.conf names no node and serves its configuration, the
+partition takes every node, and each compute node's slurmd unit registers it with its size and GPUs, drained
+"gpufleet: not validated"; then which compute nodes configure's wait names as not registered, from sinfo's
+lines as Slurm 24.11 prints them."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from test_gpu_templates import PLAYBOOK, _render
+from test_slurm_build_plan import slurm_filters
+
+DROP_IN = """
+    - name: Render the slurmd drop-in of each compute node
+      ansible.builtin.template:
+        src: "ROOT/roles/slurm/templates/slurmd-dynamic.conf.j2"
+        dest: "OUT/slurmd-{{ item }}.conf"
+        mode: "0644"
+      loop: "{{ groups['compute'] }}"
+      vars:
+        inventory_hostname: "{{ item }}"
+        gpufleet_cpus: "{{ hostvars[item]['gpufleet_cpus'] }}"
+        gpufleet_memory_mb: "{{ hostvars[item]['gpufleet_memory_mb'] }}"
+        gpufleet_gpus: "{{ hostvars[item]['gpufleet_gpus'] }}"
+"""
+
+
+@pytest.fixture(scope="module")
+def dynamic(tmp_path_factory) -> Path:
+    import test_gpu_templates
+
+    original = test_gpu_templates.PLAYBOOK
+    test_gpu_templates.PLAYBOOK = PLAYBOOK.rstrip("\n") + "\n" + DROP_IN.strip("\n") + "\n"
+    try:
+        return _render(tmp_path_factory.mktemp("dynamic"), 8, "install")
+    finally:
+        test_gpu_templates.PLAYBOOK = original
+
+
+def _lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+
+
+def test_the_heads_slurm_conf_serves_its_configuration_and_names_no_node(dynamic) -> None:
+    lines = _lines(dynamic / "slurm.conf")
+    assert "SlurmctldParameters=enable_configless" in lines
+    assert "MaxNodeCount=1024" in lines
+    assert "SelectType=select/cons_tres" in lines  # dynamic nodes need it (node_mgr.c)
+    assert not [line for line in lines if line.startswith("NodeName")], lines
+    assert "PartitionName=compute Nodes=ALL Default=YES MaxTime=INFINITE State=UP" in lines
+    # served to every node: the plugin the nodes agree on (none read here: autodetect), the GPUs' files
+    assert "CgroupPlugin=autodetect" in _lines(dynamic / "cgroup.conf")
+    assert "NodeName=gpu-0 Name=gpu File=/dev/nvidia[0-7]" in _lines(dynamic / "gres.conf")
+
+
+def test_each_compute_node_registers_itself_drained_with_its_size_and_gpus(dynamic) -> None:
+    unit = (dynamic / "slurmd-gpu-1.conf").read_text().splitlines()
+    assert "[Service]" in unit and "ExecStart=" in unit  # SchedMD's ExecStart replaced, not added to
+    (start,) = [line for line in unit if line.startswith("ExecStart=/")]
+    # systemd splits ExecStart as a shell does double quotes (systemd.service(5), "Command lines")
+    argv = shlex.split(start.removeprefix("ExecStart="))
+    assert argv[:6] == ["/usr/sbin/slurmd", "--systemd", "--conf-server", "10.0.0.5:6817", "-Z", "--conf"]
+    assert argv[7:] == ["$SLURMD_OPTIONS"]
+    # the node line as slurmctld parses it (s_p_parse_line: key=value, a value in double quotes)
+    fields = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', argv[6]))
+    assert fields == {
+        "CPUs": "192",
+        "RealMemory": "1900000",
+        "Gres": "gpu:8",
+        "State": "DRAIN",
+        "Reason": '"gpufleet: not validated"',
+    }
+
+
+def test_static_nodes_keep_their_node_lines(tmp_path) -> None:
+    conf = _lines(_render(tmp_path, 0, "none", "-e", "slurm_node_registration=static") / "slurm.conf")
+    assert "SlurmctldParameters=enable_configless" not in conf
+    assert "NodeName=gpu-0 NodeAddr=10.0.1.10 CPUs=192 RealMemory=1900000 State=UNKNOWN" in conf
+    assert "PartitionName=compute Nodes=gpu-0,gpu-1 Default=YES MaxTime=INFINITE State=UP" in conf
+
+
+@pytest.mark.parametrize(
+    ("sinfo", "missing"),
+    [
+        # registered: drained until validated, released, or drained by an administrator later
+        ("c-0|drained|gpufleet: not validated\nc-1|idle|none\nc-2|drained|SlurmdSpoolDir is full\n", {}),
+        ("c-0|mixed|none\nc-1|allocated|none\nc-2|maint|none\n", {}),
+        # never registered (its slurmd did not start, or cannot reach slurmctld)
+        (
+            "c-0|drained|gpufleet: not validated\nc-1|idle|none\n",
+            {"c-2": "slurmctld does not know it (its slurmd never registered)"},
+        ),
+        # registered once, not answering now; a registration slurmctld refused
+        (
+            "c-0|down*|Not responding\nc-1|drained*|gpufleet: not validated\nc-2|inval|none\n",
+            {
+                "c-0": "slurmctld lists it down* (Not responding)",
+                "c-1": "slurmctld lists it drained* (gpufleet: not validated)",
+                "c-2": "slurmctld lists it inval",
+            },
+        ),
+    ],
+)
+def test_configure_names_every_node_that_has_not_registered(sinfo, missing) -> None:
+    assert slurm_filters().slurm_registrations(sinfo, ["c-2", "c-0", "c-1"]) == missing
+
+
+def test_the_served_cgroup_plugin_is_the_nodes_one_choice_or_autodetect() -> None:
+    one_or = slurm_filters().slurm_one_or
+    assert one_or(["cgroup/v1", "cgroup/v1"], "autodetect") == "cgroup/v1"
+    assert one_or(["cgroup/v1", "cgroup/v2"], "autodetect") == "autodetect"
+    assert one_or([], "autodetect") == "autodetect"
