@@ -114,3 +114,58 @@ def test_the_served_cgroup_plugin_is_the_nodes_one_choice_or_autodetect() -> Non
     assert one_or(["cgroup/v1", "cgroup/v1"], "autodetect") == "cgroup/v1"
     assert one_or(["cgroup/v1", "cgroup/v2"], "autodetect") == "autodetect"
     assert one_or([], "autodetect") == "autodetect"
+
+
+CHECK = "Assert that every compute node registered"
+
+
+def test_configure_fails_naming_the_node_that_never_registered_and_what_it_says(
+    tmp_path, monkeypatch
+) -> None:
+    """verify.yml against stand-ins on PATH: slurmctld's sinfo lists c-0 drained (registered, waiting for
+    validate) and not c-1, whose slurmd is inactive with a line in its log: configure fails, and says so."""
+    import sys
+
+    from playbook_json import run_playbook
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "slurmd.log"
+    bin_dir.mkdir()
+    log.write_text("[2026-11-27T20:00:00] error: fetch_config: DNS SRV lookup failed\n")
+    for name, body in {
+        "sinfo": "echo 'c-0|drained|gpufleet: not validated'",
+        "systemctl": "echo inactive",
+    }.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {
+        "all": {
+            "vars": local,
+            "children": {
+                "slurm_controller": {"hosts": {"head": {}}},
+                "compute": {"hosts": {"c-0": {}, "c-1": {}}},
+            },
+        }
+    }
+    play = [
+        {
+            "name": "verify",
+            "hosts": "all",
+            "gather_facts": False,
+            "vars": {"slurm_verify_timeout": 2, "slurm_config_overrides": {"SlurmdLogFile": str(log)}},
+            "tasks": [
+                {"name": "Verify", "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "verify"}}
+            ],
+        }
+    ]
+    rc, results = run_playbook(tmp_path, inventory, play)
+    assert rc != 0, results
+    (asserted,) = [r[CHECK] for r in results.values() if CHECK in r and not r[CHECK].get("skipped")]
+    message = " ".join(asserted["msg"].split())
+    assert "1 of 2 compute nodes have not registered with slurmctld" in message, message
+    assert (
+        "c-1: slurmctld does not know it (its slurmd never registered); on the node: slurmd is inactive"
+        in message
+    )
+    assert "DNS SRV lookup failed" in message and "c-0:" not in message, message
