@@ -118,6 +118,7 @@ class FakeSlurm:
         self.reservation_rc = reservation_rc
         self.reservation: tuple[str, list[str]] | None = None  # (name, nodes)
         self.refused: list[str] = []  # sruns Slurm would not have started
+        self.registering: set[str] = set()  # resumed nodes that read not responding at the next sinfo
         self._lock = threading.Lock()
 
     # -- the Executor protocol --
@@ -182,6 +183,9 @@ class FakeSlurm:
                 lines.append(f"{node}|down*|Not responding")
             elif node in self.drained:
                 lines.append(f"{node}|drained|{self.drained[node]}")
+            elif node in self.registering:  # Slurm 24.11: a resumed node registers again first
+                lines.append(f"{node}|idle*|none")
+                self.registering.discard(node)
             elif self.reservation is not None and node in self.reservation[1]:
                 lines.append(f"{node}|maint|none")
             else:
@@ -221,7 +225,8 @@ class FakeSlurm:
         if argv[1] == "update" and argv[3] == "state=resume":
             with self._lock:
                 for node in argv[2].split("=", 1)[1].split(","):
-                    self.drained.pop(node, None)
+                    if self.drained.pop(node, None) is not None:
+                        self.registering.add(node)
             return 0, "", ""
         assert argv[1] == "update" and argv[3] == "state=drain", argv
         nodes = argv[2].split("=", 1)[1].split(",")

@@ -37,8 +37,14 @@ UNVALIDATED = "gpufleet: not validated"
 REASON_PREFIX = "gpufleet"  # every reason gpufleet drains a node with starts so
 DELETE_TRIES = 10  # a reservation whose last job is still completing cannot be deleted yet
 DELETE_DELAY = 3.0
+# Slurm 24.11.5 marks a resumed drained node not responding until it registers again (node_mgr.c,
+# update_node: NODE_RESUME -> _require_node_reg sets NODE_STATE_NO_RESPOND and pings at once): sinfo reads
+# "idle*" for a moment, and the suite would take the node for unusable.
+ANSWER_WAIT_S = 120.0
+ANSWER_POLL_S = 2.0
 
 _sleep: Callable[[float], None] = time.sleep
+_clock: Callable[[], float] = time.monotonic
 
 
 def reservation_name(cluster: str) -> str:
@@ -120,7 +126,20 @@ def hold(runner: SlurmRunner, nodes: list[str], cluster: str) -> Hold:
     if rc != 0:
         found.errors.append(f"resume {', '.join(found.held)}: {stderr.strip()[:200] or f'exit {rc}'}")
     runner.reservation = name
+    _wait_until_answering(runner, list(found.held))
     return found
+
+
+def _wait_until_answering(runner: SlurmRunner, nodes: list[str]) -> None:
+    """Wait (``ANSWER_WAIT_S`` at most) until no resumed node reads not responding; one that still does is
+    then judged by the suite as any other (its Slurm state fails its health check, and it stays drained)."""
+    deadline = _clock() + ANSWER_WAIT_S
+    while True:
+        states = runner.slurm_states(nodes)
+        waiting = [node for node in nodes if node not in states or states[node].state.endswith("*")]
+        if not waiting or _clock() >= deadline:
+            return
+        _sleep(ANSWER_POLL_S)
 
 
 def release(
