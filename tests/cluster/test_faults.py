@@ -279,16 +279,21 @@ def recover_unattended(name: str, spec: Path, *, reference: str) -> None:
     def queued() -> bool:  # the job is still in the queue (pending, running, completing)
         return bool(sh(ctl, f"squeue -h -j {job} -o %T 2>/dev/null || true"))
 
-    def waiting(what: str, condition: Callable[[], bool], timeout: float) -> None:
-        """wait_for, and on a timeout (or the job gone from the queue first) the scene, whole."""
+    def down() -> list[str]:  # compute nodes Slurm has set DOWN
+        return sh(ctl, "sinfo -h -N -t down -o %N 2>/dev/null || true")
+
+    def waiting(what: str, condition: Callable[[], bool], timeout: float, *, healthy: bool = False) -> None:
+        """wait_for, and on a timeout the scene, whole; also at once when the job has left the queue or,
+        where the nodes should be ``healthy``, when Slurm calls one down."""
         try:
-            wait_for(what, lambda: condition() or not queued(), timeout)
+            wait_for(what, lambda: condition() or not queued() or (healthy and bool(down())), timeout)
             if not condition():
-                raise AssertionError(f"job {job} left the queue before {what}")
+                why = f"Slurm calls {down()} down" if healthy and down() else f"job {job} left the queue"
+                raise AssertionError(f"{why} before {what}")
         except AssertionError as error:
             raise AssertionError(f"{error}\n{slurm_scene(name, job, folder)}") from None
 
-    waiting("a complete checkpoint", lambda: any(n >= 20 for n in complete()), 300)
+    waiting("a complete checkpoint", lambda: any(n >= 20 for n in complete()), 300, healthy=True)
     podman("kill", victim)
     killed = time.monotonic()
     print(f"\nkilled {victim} with complete checkpoints {complete()}, {killed - started:.0f} s in")
