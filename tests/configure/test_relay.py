@@ -19,6 +19,7 @@ from gpufleet.configure.head_ansible import HeadPython, NoAnsibleForHead
 from gpufleet.errors import ConfigureError, ExitCode
 from gpufleet.inventory.model import Connection, Host, Inventory
 from gpufleet.inventory.stack import from_stack_outputs
+from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.progress import SilentReporter
 from gpufleet.spec.model import Role
 
@@ -343,20 +344,18 @@ def test_the_shipped_ansible_runs_site_yml_with_nothing_but_the_upload(tmp_path:
     assert "playbook: " in done.stdout
 
 
-def test_the_files_the_roles_copy_from_outside_roles_are_shipped_at_the_same_place(tmp_path: Path) -> None:
-    """The monitoring role copies src/gpufleet/monitoring/slurm_exporter.py and the GPU roles the node check
-    through "{{ role_path }}/../../src/...": without them the head's play failed on every node ("Could not
-    find or access ... slurm_exporter.py", the local cluster test of 2026-11-25)."""
-    sources = relay.role_sources(relay.project_root())
-    assert "src/gpufleet/monitoring/slurm_exporter.py" in sources
-    assert "src/gpufleet/validate/node_health.py" in sources
-    data = relay.bundle(fleet(2), str(tmp_path), key=None, extravars={}, files={}, payload=[])
+def test_the_node_files_are_shipped_and_the_heads_inventory_points_at_them(tmp_path: Path) -> None:
+    """The monitoring role copies slurm_exporter.py and the GPU roles the node check from
+    gpufleet_node_files: without them the head's play failed on every node ("Could not find or access ...
+    slurm_exporter.py", the local cluster test of 2026-11-25)."""
+    data = relay.bundle(fleet(2), str(tmp_path / "head"), key=None, extravars={}, files={}, payload=[])
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        names = set(archive.getnames())
         archive.extractall(tmp_path / "head", filter="data")
-    assert set(sources) <= names
-    for source in sources:  # where the role looks for it: role_path/../../<path>
-        assert (tmp_path / "head" / "roles" / "monitoring" / ".." / ".." / source).is_file()
+    shipped = yaml.safe_load((tmp_path / "head" / "inventory.yml").read_text())["all"]["vars"]
+    folder = Path(shipped["gpufleet_node_files"])
+    assert folder == tmp_path / "head" / relay.NODE_FOLDER
+    for name in ("node_health.py", "slurm_exporter.py"):
+        assert (folder / name).read_bytes() == (NODE_FILES / name).read_bytes()
 
 
 def test_forks_follow_the_heads_cores_not_this_machines() -> None:

@@ -15,7 +15,7 @@ The exporters, each with the label set it really emits:
   gpufleet's counter file (roles/monitoring/files/dcgm-counters.csv) has no ``label`` field, and its unit
   passes no --hpc-job-mapping-dir, so no other label comes with them.
 - gpufleet's Slurm exporter (``slurm_exposition``): its own collector
-  (``gpufleet.monitoring.slurm_exporter.SlurmCollector``) run on ``scontrol -o show job -d`` and ``sinfo``
+  (``gpufleet.node.slurm_exporter.SlurmCollector``) run on ``scontrol -o show job -d`` and ``sinfo``
   output in Slurm's formats (tests/monitoring/data/slurm/README.md), exposed by prometheus_client as on
   the controller.
 - node_exporter's infiniband collector (``node_exposition``): ``node_infiniband_<counter>_total{device,port}``
@@ -54,7 +54,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tests.monitoring.real_prometheus import Stored
 
 from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
-from gpufleet.monitoring import slurm_exporter
+from gpufleet.node import slurm_exporter
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "monitoring"

@@ -19,6 +19,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.catalog.images import Component as GpuComponent
 from gpufleet.catalog.images import Mode as GpuMode
 from gpufleet.errors import SpecError
+from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.spec.model import FabricKind, Role, SchedulerKind
 
 GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
@@ -140,6 +141,11 @@ class Inventory(BaseModel):
     software: dict[str, Any] = Field(
         default_factory=dict, description="the spec's software block: versions the roles install or verify"
     )
+    node_files: str | None = Field(
+        default=None,
+        description="the folder of the files the roles copy to the nodes (gpufleet_node_files), on the "
+        "machine that runs Ansible; None: this installation's gpufleet/node",
+    )
     extra_vars: dict[str, Any] = Field(default_factory=dict)
     scheduler: SchedulerKind = Field(
         default=SchedulerKind.SLURM,
@@ -171,6 +177,7 @@ class Inventory(BaseModel):
             "gpufleet_provider": self.provider,
             "gpufleet_fabric": self.fabric.value,
             "gpufleet_filesystem": self.filesystem,
+            "gpufleet_node_files": self.node_files or str(NODE_FILES),
             "ansible_user": self.connection.user,
         }
         if self.software:
@@ -262,6 +269,7 @@ class Inventory(BaseModel):
             fabric=FabricKind(all_vars.pop("gpufleet_fabric", "ethernet")),
             filesystem=all_vars.pop("gpufleet_filesystem", {"kind": "none"}),
             software=all_vars.pop("gpufleet_software", {}),
+            node_files=_node_files(all_vars.pop("gpufleet_node_files", None)),
             hosts=parsed,
             connection=connection,
             scheduler=scheduler,
@@ -277,3 +285,9 @@ class Inventory(BaseModel):
         except yaml.YAMLError as exc:
             raise SpecError(f"inventory {path} is not valid YAML: {exc}") from None
         return cls.from_ansible(data, source=str(path))
+
+
+def _node_files(named: str | None) -> str | None:
+    """``gpufleet_node_files`` as read: None where it names this installation's folder (what ``to_ansible``
+    writes for None), so an inventory gpufleet wrote reads back equal and follows the installation."""
+    return None if named is None or Path(named) == NODE_FILES else named

@@ -31,11 +31,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpufleet.errors import ValidationRunError
 from gpufleet.inventory.model import Host
+from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.spec.model import FabricKind, ValidationSpec
 from gpufleet.validate.container import check_same_image, srun_options, staged_image
 from gpufleet.validate.scheduler import (
@@ -274,7 +274,7 @@ def drain_command(nodes: Sequence[str], reason: str) -> str:
 
 def node_health_script() -> str:
     """The source of the per-node health check (stdlib-only Python, run with ``python3 -c``)."""
-    return (Path(__file__).with_name("node_health.py")).read_text(encoding="utf-8")
+    return (NODE_FILES / "node_health.py").read_text(encoding="utf-8")
 
 
 # ---- the runner -----------------------------------------------------------------------------------
