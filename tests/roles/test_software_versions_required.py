@@ -8,7 +8,7 @@ import re
 import sys
 
 import pytest
-from tests.roles.playbook_json import ROOT, run_playbook
+from playbook_json import ROOT, run_playbook
 
 from gpufleet.spec.model import Software
 
