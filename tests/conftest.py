@@ -28,14 +28,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 # The two streams of cluster tests, each one scheduling unit that one worker runs in file order (a module's
-# shared cluster and its fixtures stay on one worker). "cluster-slurm" boots the session's baked image and
-# holds the timing-sensitive checks (the slowed node, the monitoring alerts, the killed training node);
-# "cluster-gpu" builds and installs (nccl-tests with nvcc, the GPU roles on twins), CPU-bound and not timed.
+# shared cluster and its fixtures stay on one worker). "cluster-slurm" bakes the session's image and holds
+# the fault acts (the slowed node, the killed training node); "cluster-gpu" builds and installs (nccl-tests
+# with nvcc, the GPU roles on twins), then runs the shared local cluster on the baked image.
 # xdist hands out the units with the most tests first: the slurm stream to one worker, the GPU stream to the
 # other, then each fast test to whichever worker is free (docs/benchmarks.md, "CI time"). Every cluster test
 # lives in tests/cluster/ (the cluster mark), so the stream follows from the path alone: the controller,
 # which schedules, collects nothing and sees node ids only.
-GPU_STREAM_MODULES = frozenset({"test_gpu_stack.py", "test_gpu_twins.py", "test_gpu_roles_converge.py"})
+# The shared local cluster's module (test_local_cluster.py) runs last in the GPU stream (file order: after
+# test_gpu_*), by when the Slurm stream's bake (the Slurm build in it: about 13 min) has made the image it
+# boots: the Slurm stream alone (bake, the baked-image test, the faults) took 47 min with it (2026-11-27).
+GPU_STREAM_MODULES = frozenset(
+    {"test_gpu_stack.py", "test_gpu_twins.py", "test_gpu_roles_converge.py", "test_local_cluster.py"}
+)
 
 
 def stream_of(nodeid: str) -> str | None:

@@ -400,7 +400,11 @@ def test_a_full_checkpoint_filesystem_and_a_node_slurm_drains_are_named(cluster,
     taken = report["slurm_took_out"]["nodes"]
     assert set(taken) == {c1} and taken[c1]["reason"] == "SlurmdSpoolDir is full", taken
     assert taken[c1]["resume"] == f"scontrol update nodename={c1} state=resume"
-    assert _sh(ctl, f"sinfo -h -n {c1} -o %t")[-1] in ("idle", "mix", "alloc"), "the test returned the node"
+    # Back in service once slurmd answers again (24.11 read idle* - not responding - right after the resume).
+    deadline = time.monotonic() + 120
+    while (state := _sh(ctl, f"sinfo -h -n {c1} -o %t")[-1]) not in ("idle", "mix", "alloc"):
+        assert time.monotonic() < deadline, f"the test returned {c1}, which still reads {state} after 120 s"
+        time.sleep(2)
 
 
 def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(cluster, tmp_path) -> None:

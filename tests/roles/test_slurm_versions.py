@@ -11,6 +11,7 @@ compute nodes' slurmd, everyone's commands.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,10 +20,17 @@ from playbook_json import run_playbook
 
 from gpufleet.catalog.slurm import DEFAULT_SLURM
 
+ROOT = Path(__file__).resolve().parents[2]
+
 CHECK = f"Assert that every node runs Slurm {DEFAULT_SLURM}"
 PINNED = f"slurm {DEFAULT_SLURM}"
 BOOKWORM = "slurm-wlm 22.05.8"  # Debian 12's own Slurm, left on a node
 NOBLE = "slurm-wlm 23.11.4"  # Ubuntu 24.04's own
+
+
+# Slurm's commands read slurm.conf even for -V (24.11.5 on the baked local node before configure: "sinfo:
+# fatal: Could not establish a configuration source"), so the stand-in does too.
+NEEDS_CONFIG = '[ -s "$SLURM_CONF" ] || { echo "fatal: no configuration source" >&2; exit 1; }\n'
 
 
 def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, str]) -> None:
@@ -49,7 +57,7 @@ def converge(
         tmp_path,
         monkeypatch,
         {
-            name: f'[ "$1" = -V ] || exit 64\necho "{out}"'
+            name: (NEEDS_CONFIG if name == "sinfo" else "") + f'[ "$1" = -V ] || exit 64\necho "{out}"'
             for name, out in versions.items()
             if out is not None
         },
@@ -199,3 +207,25 @@ def test_a_slurm_user_with_another_uid_is_refused_naming_both_ids(tmp_path, monk
 def test_the_slurm_user_with_the_clusters_uid_passes(tmp_path, monkeypatch):
     results = _user_check(tmp_path, monkeypatch, "64030")
     assert not results["head"]["Assert that the slurm user has uid 64030"].get("failed")
+
+
+def test_a_baked_nodes_configure_reads_the_node_before_the_one_slurm_check(tmp_path) -> None:
+    # gpufleet configures a baked node with --skip-tags install (pipeline.py), which also skips a task tagged
+    # [install, configure]: the check then read no node and refused every one ("runs no Slurm", the cluster
+    # runs of 2026-11-27 17:38).
+    (tmp_path / "inventory.yml").write_text(
+        "all:\n  children:\n    slurm_controller: {hosts: {head: {}}}\n    compute: {hosts: {gpu-0: {}}}\n"
+    )
+    listed = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(tmp_path / "inventory.yml"),
+         "--list-tasks", "--skip-tags", "install", str(ROOT / "playbooks" / "site.yml")],
+        capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    tasks = [
+        line.split("\t")[0].strip() for line in listed.splitlines() if line.strip().startswith("slurm : ")
+    ]
+    read = "slurm : Read this node's userland, cgroup version and installed Slurm"
+    assert read in tasks, listed
+    assert tasks.index(read) < tasks.index("slurm : Assert that every node runs Slurm {{ slurm_version }}"), (
+        tasks
+    )

@@ -85,3 +85,21 @@ def test_pyxis_own_failure_is_the_enroot_logs_line() -> None:
         "srun: error: n1: task 0: Exited with exit code 1\n"
     )
     assert _stderr_cause(stderr).endswith("enroot-mount: failed to mount: /shared at /x: Invalid argument")
+
+
+# The same broken image on Slurm 24.11.5 (the containers test of tests/cluster/test_local_cluster.py,
+# 2026-11-27 18:28): srun says "Terminating StepId", and pyxis on the cancelled node only that its child died.
+NO_MPI_ON_24_11 = """GPUFLEET_NCCL_ENV host=e2e-compute-1 fabric=ethernet transport=Socket file=/etc/gpufleet/nccl.env
+/opt/gpufleet/mpi-perf/bin/all_reduce_perf: error while loading shared libraries: libmpi.so.40: cannot open shared object file: No such file or directory
+GPUFLEET_NCCL_ENV host=e2e-compute-0 fabric=ethernet transport=Socket file=/etc/gpufleet/nccl.env
+/opt/gpufleet/mpi-perf/bin/all_reduce_perf: error while loading shared libraries: libmpi.so.40: cannot open shared object file: No such file or directory
+srun: error: e2e-compute-1: task 1: Exited with exit code 127
+srun: Terminating StepId=38.0
+slurmstepd: error: *** STEP 38.0 ON e2e-compute-0 CANCELLED AT 2026-11-27T18:28:07 ***
+slurmstepd: error: pyxis: child 7595 terminated with signal 15
+srun: error: e2e-compute-0: task 0: Exited with exit code 127
+"""  # noqa: E501
+
+
+def test_slurm_24_11s_step_end_lines_are_not_the_cause() -> None:
+    assert "libmpi.so.40: cannot open shared object file" in _stderr_cause(NO_MPI_ON_24_11)

@@ -94,7 +94,8 @@ class SuiteResult:
 # srun's own bookkeeping after a task failed: it says that a task exited, not why.
 _SRUN_BOOKKEEPING = re.compile(
     r"^srun: (error: \S+: tasks? [0-9,\-]+: (Exited with exit code|Killed|Terminated)"
-    r"|launch/slurm: _step_signal|Job step aborted|error: Timed out waiting for job step|Force Terminated)"
+    r"|launch/slurm: _step_signal|Terminating StepId=|Job step aborted|error: Timed out waiting for job step"
+    r"|Force Terminated)"
     # slurmstepd's notice that it cancelled the step after a task failed, which srun may forward last
     r"|^slurmstepd(-\S+)?: error: \*\*\* (STEP|JOB) \S+ ON \S+ CANCELLED AT"
     # a node whose container start the step's end killed (pyxis: error code 143 or 137, enroot's log saying
@@ -103,7 +104,9 @@ _SRUN_BOOKKEEPING = re.compile(
     r"|^slurmstepd(-\S+)?: error: (spank: required plugin \S+: task_init\(\) failed"
     r"|Failed to invoke spank plugin stack|pyxis: (printing enroot log file:"
     r"|container was not started successfully by another task"
-    r"|container start failed with error code: (137|143)$|\s+(Terminated|Killed)$))"
+    r"|container start failed with error code: (137|143)$|\s+(Terminated|Killed)$"
+    # pyxis on Slurm 24.11's node whose step was cancelled (the local cluster's containers test, 2026-11-27)
+    r"|child \d+ terminated with signal (9|15)$))"
 )
 
 
