@@ -100,7 +100,7 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     choice = relay.chosen()  # GPUFLEET_CONFIGURE_FROM: auto, here or head (docs/architecture.md)
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec, "gpufleet configure")
-    baked = baked_and_current(spec, inventory.extra_vars)
+    baked = baked_and_current(spec, inventory.baked_image_hash)
     on_head = relay.runs_on_head(choice, inventory, baked)
     if baked:
         reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")

@@ -58,7 +58,7 @@ def fleet(compute: int) -> Inventory:
         connection=Connection(
             user="ubuntu", private_key_file="/state/p5/ssh/id_ed25519", ssh_common_args=TUNNEL, become=True
         ),
-        extra_vars={"gpufleet_baked_image_hash": "abc123"},
+        baked_image_hash="abc123",
     )
 
 
@@ -158,7 +158,7 @@ def test_the_head_reaches_every_node_at_its_private_ip_without_the_tunnel() -> N
         head.connection.ssh_common_args or ""
     )
     assert head.connection.user == "ubuntu" and head.connection.become
-    assert head.extra_vars == {"gpufleet_baked_image_hash": "abc123"}
+    assert head.baked_image_hash == "abc123" and head.extra_vars == {}
 
 
 @pytest.mark.parametrize("compute", [2, 1024])

@@ -1,6 +1,6 @@
 """The roles take the versions the spec owns (software.cuda, nccl, nccl_tests, nvidia_driver, efa_installer,
-aws_ofi_nccl) from the inventory's gpufleet_software only: no role default repeats one as a fallback, and
-a role run without it refuses at its preflight, naming the variable (issue 30 step 3)."""
+aws_ofi_nccl, slurm) from the inventory's gpufleet_software only: no role default repeats one as a fallback,
+and a role run without it refuses at its preflight, naming the variable (issue 30 step 3)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ ROLES = {
     "nccl_tests": ({}, ["nccl_tests_version"]),
     "nvidia_driver": ({}, ["nvidia_driver_version"]),
     "pytorch": ({"gpufleet_gpus": 8, "gpufleet_software": {"pytorch": "2.9.0"}}, ["pytorch_cuda"]),
+    "slurm": ({}, ["slurm_version"]),
 }
 
 
@@ -33,10 +34,6 @@ def test_no_role_default_repeats_a_version_the_spec_owns() -> None:
     for path in sorted(ROOT.glob("roles/*/defaults/main.yml")) + sorted(
         ROOT.glob("roles/*/meta/argument_specs.yml")
     ):
-        if (
-            path.parts[-3] == "slurm"
-        ):  # roles/slurm is being rebuilt on its own branch (its release pin stays)
-            continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             fallbacks = re.findall(r"default\('([^']*)'\)", line) if "gpufleet_software" in line else []
             literal = re.fullmatch(r"""\s*(?:[a-z_]+_version|default):\s*"?([0-9][0-9.]*)"?\s*""", line)

@@ -238,7 +238,7 @@ def test_the_suite_submits_the_template_after_the_collectives_and_reports_it(tmp
     inventory = Inventory(
         cluster="demo", provider="local", fabric=FabricKind.ETHERNET, hosts=hosts,
         filesystem={"kind": "volume", "mount_point": "/shared"},
-        extra_vars={"gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin"},
+        nccl_tests_dir="/opt/gpufleet/mpi-perf/bin",
     )  # fmt: skip
 
     submitted: list[str] = []

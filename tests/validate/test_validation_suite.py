@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 import pytest
 from validate_fakes import FakeSlurm
@@ -48,7 +49,7 @@ validation:
 """
 
 
-def _inventory(count: int, *, gpus: int, fabric: FabricKind, extra: dict | None = None, kind: str = "local"):
+def _inventory(count: int, *, gpus: int, fabric: FabricKind, kind: str = "local", **fields: Any):
     hosts = [
         Host(
             name="head",
@@ -74,16 +75,18 @@ def _inventory(count: int, *, gpus: int, fabric: FabricKind, extra: dict | None 
         )
         for index in range(count)
     ]
-    return Inventory(cluster="t", provider="baremetal", fabric=fabric, hosts=hosts, extra_vars=extra or {})
+    return Inventory(cluster="t", provider="baremetal", fabric=fabric, hosts=hosts, **fields)
 
 
 def test_local_cluster_passes_and_writes_the_report(tmp_path):
     spec = parse_spec(LOCAL_SPEC)
-    extra = {
-        "gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin",
-        "gpufleet_nccl_env_file": "/etc/gpufleet/nccl.env",
-    }
-    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, extra=extra)
+    inventory = _inventory(
+        3,
+        gpus=0,
+        fabric=FabricKind.ETHERNET,
+        nccl_tests_dir="/opt/gpufleet/mpi-perf/bin",
+        nccl_env_file="/etc/gpufleet/nccl.env",
+    )
     node_env = {h.name: {"NCCL_SOCKET_IFNAME": "eth0"} for h in inventory.compute}
     slurm = FakeSlurm(
         [h.name for h in inventory.compute], gpus=0, fabric="ethernet", busbw_scale=0.01, node_env=node_env

@@ -571,7 +571,6 @@ def run_training(plan: SuitePlan, nodes: list[str], nccl_all_reduce: TestResult 
         result = TrainingResult([], list(nodes), 0)
         result.checks.append(Check("run", FAIL, f"the training job did not run: {why}"))
         return result
-    extra = plan.inventory.extra_vars
     request = TrainingRequest(
         tuple(nodes),
         plan.gpus,
@@ -579,7 +578,7 @@ def run_training(plan: SuitePlan, nodes: list[str], nccl_all_reduce: TestResult 
         config,
         plan.validation.timeout.total_seconds(),
         mount,
-        venv=str(extra.get("pytorch_venv") or "/opt/gpufleet/torch"),
+        venv=plan.inventory.torch_venv,
     )
     job = plan.scheduler.run_training(request)
     log_name = "logs/training.log"

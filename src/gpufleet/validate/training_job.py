@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.errors import ValidationRunError
+from gpufleet.inventory.model import TORCH_VENV
 from gpufleet.spec.model import TrainingCheck
 
 SBATCH = "train.sbatch"
@@ -45,7 +46,7 @@ class TrainingJob:
     mount_point: str
     run_id: str
     env_file: str
-    venv: str = "/opt/gpufleet/torch"
+    venv: str = TORCH_VENV
     keep: bool = False
     # The staged image the job's step runs inside (train.sbatch's TRAIN_CONTAINER_IMAGE); None: on the node.
     container_image: str | None = None

@@ -27,9 +27,6 @@ from gpufleet.state import ClusterState
 if TYPE_CHECKING:
     from gpufleet.infra.backend import Backend
 
-# The common role's switch that sets each node's host name to its inventory name.
-HOSTNAME_VAR = "common_set_hostname"
-
 SSM_PROXY = """#!/bin/sh
 # gpufleet: SSH to a node of cluster {cluster} through AWS SSM Session Manager (no public IP, no open port).
 # Usage (as an SSH ProxyCommand): {script} <private-ip> <port>
@@ -149,7 +146,7 @@ class AwsBackend(PulumiBackend):
         """A compute group's nodes boot from one shared user data (``fleet.py``), which cannot name each
         host: the common role sets every host name to its inventory name."""
         inventory = super().inventory_from_outputs(spec, state, outputs)
-        return inventory.model_copy(update={"extra_vars": {**inventory.extra_vars, HOSTNAME_VAR: True}})
+        return inventory.model_copy(update={"set_hostname": True})
 
     expiry_scope = "region"
 
