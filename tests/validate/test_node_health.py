@@ -12,7 +12,7 @@ import pytest
 from gpufleet.inventory.model import Host
 from gpufleet.spec.model import Role
 from gpufleet.validate.gate import FAIL, INFO, PASS, WARN
-from gpufleet.validate.health import evaluate_health, evaluate_node
+from gpufleet.validate.judge_health import evaluate_health, evaluate_node
 from gpufleet.validate.slurm import HealthRun, SlurmState, node_health_script, parse_health_output
 
 
@@ -502,7 +502,7 @@ def test_nd_h100_nodes_run_the_nvlink_all_reduce_against_the_aznhc_floor(tmp_pat
     """The script runs all_reduce_perf over the node's GPUs at the floor's size; the judge fails a node
     below the catalog's floor (460 GB/s for ND H100 v5, 431 for ND H200 v5)."""
     from gpufleet.spec.model import FabricKind
-    from gpufleet.validate.health import node_floor
+    from gpufleet.validate.judge_health import node_floor
     from gpufleet.validate.slurm import health_command
 
     host = _fabric_host("Standard_ND96isr_H100_v5", gpu_stack="verify")
