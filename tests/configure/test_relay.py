@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.configure import relay
 from gpufleet.configure.head_ansible import HeadPython, NoAnsibleForHead
 from gpufleet.errors import ConfigureError, ExitCode
-from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.progress import SilentReporter
-from gpufleet.spec.model import Role
 
 DATA = Path(__file__).parent / "data"
 # What an SSM tunnel looks like in a cloud inventory (gpufleet.infra.aws): every node behind it.
@@ -29,9 +29,9 @@ TUNNEL = "-o ProxyCommand='aws ssm start-session --target %h --document-name AWS
 
 
 def fleet(compute: int) -> Inventory:
-    head = Host(
-        name="p5-controller",
-        roles=[Role.CONTROLLER, Role.LOGIN],
+    head = make_host(
+        "p5-controller",
+        HEAD_ROLES,
         address="i-0head",
         private_ip="10.0.0.10",
         instance_type="baremetal",
@@ -39,9 +39,8 @@ def fleet(compute: int) -> Inventory:
         memory_mb=32000,
     )
     nodes = [
-        Host(
-            name=f"p5-compute-{i}",
-            roles=[Role.COMPUTE],
+        make_host(
+            f"p5-compute-{i}",
             address=f"i-0{i:05d}",
             private_ip=f"10.0.{1 + i // 250}.{10 + i % 250}",
             instance_type="baremetal",
@@ -50,11 +49,10 @@ def fleet(compute: int) -> Inventory:
         )
         for i in range(compute)
     ]
-    return Inventory(
+    return make_inventory(
+        [head, *nodes],
         cluster="p5",
         provider="aws",
-        fabric="ethernet",
-        hosts=[head, *nodes],
         connection=Connection(
             user="ubuntu", private_key_file="/state/p5/ssh/id_ed25519", ssh_common_args=TUNNEL, become=True
         ),

@@ -8,6 +8,7 @@ import jinja2
 import pytest
 import yaml
 
+from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.catalog.images import component_modes, load_image_manifests
 from gpufleet.errors import SpecError
 from gpufleet.infra.software import with_software
@@ -27,25 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def sample() -> Inventory:
-    return Inventory(
-        cluster="c",
-        provider="aws",
-        fabric=FabricKind.EFA,
-        hosts=[
-            Host(
-                name="c-head",
-                roles=[Role.CONTROLLER, Role.LOGIN],
-                address="10.0.0.5",
-                private_ip="10.0.0.5",
-                instance_type="m7i.2xlarge",
-                cpus=8,
-                memory_mb=30000,
+    return make_inventory(
+        [
+            make_host(
+                "c-head", HEAD_ROLES, ip="10.0.0.5", instance_type="m7i.2xlarge", cpus=8, memory_mb=30000
             ),
-            Host(
-                name="c-gpu-0",
-                roles=[Role.COMPUTE],
-                address="10.0.1.5",
-                private_ip="10.0.1.5",
+            make_host(
+                "c-gpu-0",
+                ip="10.0.1.5",
                 instance_type="p5.48xlarge",
                 gpus=8,
                 gpu_model="NVIDIA H100",
@@ -54,6 +44,9 @@ def sample() -> Inventory:
                 memory_mb=1_900_000,
             ),
         ],
+        cluster="c",
+        provider="aws",
+        fabric=FabricKind.EFA,
         filesystem={"kind": "fsx_lustre", "mount_point": "/fsx", "dns_name": "fs-1.fsx", "mount_name": "abc"},
         connection=Connection(user="ubuntu", private_key_file="/k"),
         nccl_tests_dir="/opt/nccl-tests/build",

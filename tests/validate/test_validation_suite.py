@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from validate_fakes import FakeSlurm
 
+from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.errors import ValidationRunError
-from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec import parse_spec
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import FabricKind
 from gpufleet.validate.report import JSON_NAME, MARKDOWN_NAME, PLOT_NAME
 from gpufleet.validate.suite import run_suite
 
@@ -50,23 +50,11 @@ validation:
 
 
 def _inventory(count: int, *, gpus: int, fabric: FabricKind, kind: str = "local", **fields: Any):
-    hosts = [
-        Host(
-            name="head",
-            roles=[Role.CONTROLLER, Role.LOGIN],
-            address="10.0.0.1",
-            private_ip="10.0.0.1",
-            instance_type="head",
-            cpus=4,
-            memory_mb=4096,
-        )
-    ]
+    hosts = [make_host("head", HEAD_ROLES, instance_type="head", cpus=4, memory_mb=4096)]
     hosts += [
-        Host(
-            name=f"gpu-{index:03d}",
-            roles=[Role.COMPUTE],
-            address=f"10.0.1.{index}",
-            private_ip=f"10.0.1.{index}",
+        make_host(
+            f"gpu-{index:03d}",
+            ip=f"10.0.1.{index}",
             instance_type=kind,
             gpus=gpus,
             fabric_interfaces=0,
@@ -75,7 +63,7 @@ def _inventory(count: int, *, gpus: int, fabric: FabricKind, kind: str = "local"
         )
         for index in range(count)
     ]
-    return Inventory(cluster="t", provider="baremetal", fabric=fabric, hosts=hosts, **fields)
+    return make_inventory(hosts, cluster="t", provider="baremetal", fabric=fabric, **fields)
 
 
 def test_local_cluster_passes_and_writes_the_report(tmp_path):
