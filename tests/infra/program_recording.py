@@ -32,7 +32,9 @@ class KeepingMocks(RecordingMocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         resource_id, state = super().new_resource(args)
-        urn = self.resources[-1].urn
+        # Pulumi registers from several threads: the URN comes from args, never from resources[-1], which may
+        # already be another thread's resource (a scale set once kept a virtual network's id that way).
+        urn = f"urn:pulumi:{self.stack}::{self.project}::{args.typ}::{args.name}"
         self.providers[urn] = args.provider
         self.computed[urn] = {**state, "id": resource_id}
         return resource_id, state
