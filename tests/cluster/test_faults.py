@@ -464,7 +464,7 @@ def test_slow_node_is_found_and_drained_and_signals_stop_cleanly(fleet: Gpufleet
     model_spec.write_text(yaml.safe_dump(data))
     as_pods = load_spec(model_spec)
     inventory = Inventory.read(fleet.state / name / "inventory.yml")
-    model = MpiJobOnNodes(name, inventory, bindir=str(inventory.extra_vars["gpufleet_nccl_tests_dir"]),
+    model = MpiJobOnNodes(name, inventory, bindir=inventory.nccl_tests_dir,
                           sweep=Sweep.from_spec(as_pods.validation))  # fmt: skip
     try:
         modelled = run_suite(as_pods, inventory, model, fleet.workdir / "mpijob-model")
