@@ -22,15 +22,12 @@ from gpufleet.validate.report import JSON_NAME
 from gpufleet.validate.slurm import SlurmState
 from gpufleet.validate.suite import run_suite
 
-LOCAL_EXTRA = {
-    "gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin",
-    "gpufleet_nccl_env_file": "/etc/gpufleet/nccl.env",
-}
+LOCAL_FIELDS = {"nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin", "nccl_env_file": "/etc/gpufleet/nccl.env"}
 
 
 def _local(**fake: object) -> tuple[object, object, FakeSlurm]:
     spec = parse_spec(LOCAL_SPEC)
-    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, extra=LOCAL_EXTRA)
+    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, **LOCAL_FIELDS)
     env = {h.name: {"NCCL_SOCKET_IFNAME": "eth0"} for h in inventory.compute}
     slurm = FakeSlurm(
         [h.name for h in inventory.compute], gpus=0, fabric="ethernet", busbw_scale=0.01, node_env=env, **fake
@@ -109,7 +106,7 @@ def test_a_node_in_service_that_fails_is_left_to_drain_bad_nodes(tmp_path) -> No
             "min_busbw: {all_reduce: 9000, all_gather: 9000}\n  find_bad_nodes: false",
         )
     )
-    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, extra=LOCAL_EXTRA)
+    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, **LOCAL_FIELDS)
     env = {h.name: {"NCCL_SOCKET_IFNAME": "eth0"} for h in inventory.compute}
     slurm = FakeSlurm(
         [h.name for h in inventory.compute],
