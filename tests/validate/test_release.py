@@ -165,3 +165,26 @@ def test_held_nodes_are_drained_answering_nodes_with_a_reason_of_gpufleets() -> 
     assert held_nodes(states) == {"a": UNVALIDATED, "b": "gpufleet all_reduce: slow"}
     # a node idle in validation's maintenance reservation takes the run's jobs
     assert SlurmState("x", "maint", "none").usable and SlurmState("x", "reserved", "none").usable
+
+
+def test_on_a_cloud_image_the_slurm_updates_run_through_sudo(tmp_path) -> None:
+    """AWS/GCP: validation logs in as the image's user (ubuntu), not root; Slurm refuses its scontrol update
+    and reservation (proc_req.c: validate_super_user, validate_operator), so each runs through sudo -n.
+    Before the fix every held node stayed drained and the run found none usable."""
+    spec, inventory, slurm = _local(drained=dict(UNVALIDATED_NODES), user="ubuntu")
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert result.passed, result.summary
+    assert slurm.reservation is None and slurm.drained == {}
+    scontrols = [c for c in slurm.commands if "scontrol" in c.split()[:3]]
+    assert scontrols and all(c.startswith("sudo -n scontrol ") for c in scontrols), scontrols
+    assert "users=ubuntu" in next(c for c in scontrols if "create reservation" in c)
+
+
+def test_on_a_cloud_image_a_bad_node_in_service_is_drained_through_sudo(tmp_path) -> None:
+    spec = parse_spec(GPU_SPEC % {"count": 4, "drain": "true"})
+    inventory = _inventory(4, gpus=8, fabric=FabricKind.INFINIBAND, kind="hgx-h100")
+    slurm = FakeSlurm([h.name for h in inventory.compute], gpus=8, bad={"gpu-002": "slow"}, user="ubuntu")
+    result = run_suite(spec, inventory, slurm, tmp_path)
+    assert not result.passed and result.drained == ["gpu-002"]
+    assert list(slurm.drained) == ["gpu-002"]
+    assert any(c.startswith("sudo -n scontrol update nodename=gpu-002 state=drain") for c in slurm.commands)

@@ -101,6 +101,7 @@ class FakeSlurm:
         no_env_file: set[str] | None = None,
         drained: dict[str, str] | None = None,
         reservation_rc: int = 0,
+        user: str = "root",
     ) -> None:
         self.nodes = nodes
         self.gpus = gpus
@@ -116,6 +117,7 @@ class FakeSlurm:
         self.collective_runs: list[tuple[str, list[str], dict[str, str]]] = []
         self.drained: dict[str, str] = dict(drained or {})
         self.reservation_rc = reservation_rc
+        self.user = user  # the login node's user; scontrol's updates need root (or sudo -n, passwordless)
         self.reservation: tuple[str, list[str]] | None = None  # (name, nodes)
         self.refused: list[str] = []  # sruns Slurm would not have started
         self.registering: set[str] = set()  # resumed nodes that read not responding at the next sinfo
@@ -128,12 +130,17 @@ class FakeSlurm:
         with self._lock:
             self.commands.append(command)
         argv = shlex.split(command)
+        admin = self.user == "root"
+        if argv[:2] == ["sudo", "-n"]:
+            argv, admin = argv[2:], True
         if argv[0] == "sinfo":
             return self._sinfo(argv)
         if argv[0] == "scontrol":
+            if not admin:  # proc_req.c: validate_super_user / validate_operator
+                return 1, "", f"{' '.join(argv[1:3])}: Invalid user id\n"
             return self._scontrol(argv)
         if argv == ["id", "-un"]:
-            return 0, "root\n", ""
+            return 0, f"{self.user}\n", ""
         assert argv[0] == "srun", command
         options, task = self._srun_options(argv[1:])
         nodes = options["--nodelist"].split(",")

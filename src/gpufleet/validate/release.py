@@ -35,7 +35,11 @@ from gpufleet.validate.slurm import SlurmRunner, SlurmState, drain_command
 
 UNVALIDATED = "gpufleet: not validated"
 REASON_PREFIX = "gpufleet"  # every reason gpufleet drains a node with starts so
-DELETE_TRIES = 10  # a reservation whose last job is still completing cannot be deleted yet
+# Slurm refuses to delete a reservation while any job that asked for it is not finished, running, pending
+# or completing (24.11.5 src/slurmctld/reservation.c: delete_resv -> _is_resv_used ->
+# _find_running_job_with_resv_ptr, !IS_JOB_FINISHED; "Reservation busy"): a job of the run that outlived it
+# (a timed-out srun's allocation being cancelled) holds it for a moment.
+DELETE_TRIES = 10
 DELETE_DELAY = 3.0
 # Slurm 24.11.5 marks a resumed drained node not responding until it registers again (node_mgr.c,
 # update_node: NODE_RESUME -> _require_node_reg sets NODE_STATE_NO_RESPOND and pings at once): sinfo reads
@@ -106,23 +110,18 @@ def hold(runner: SlurmRunner, nodes: list[str], cluster: str) -> Hold:
     if not found.held:
         return found
     name = reservation_name(cluster)
-    rc, user, stderr = runner.executor.run("id -un", 60.0)
-    if rc != 0 or not user.strip():
-        raise ValidationRunError(
-            f"cannot read the user validation runs as on the login node: {stderr.strip()[:200]}",
-            hint="check SSH to the login node ('gpufleet status SPEC')",
-        )
-    runner.executor.run(delete_command(name), 60.0)  # a reservation a killed run left
-    rc, _out, stderr = runner.executor.run(create_command(name, user.strip(), nodes), 60.0)
+    user = runner.user()  # the reservation's user: the one the run's sruns run as
+    runner.executor.run(runner.as_admin(delete_command(name)), 60.0)  # a reservation a killed run left
+    rc, _out, stderr = runner.executor.run(runner.as_admin(create_command(name, user, nodes)), 60.0)
     if rc != 0:
         raise ValidationRunError(
             f"Slurm refused the reservation that keeps jobs off {', '.join(found.held)} while they are "
             f"validated: {stderr.strip()[:300]}",
-            hint="validate as a Slurm administrator (root or SlurmUser on the login node); the nodes stay "
-            "drained",
+            hint="validate as a Slurm administrator (root, SlurmUser, or a user with passwordless sudo on "
+            "the login node); the nodes stay drained",
         )
     found.reservation = name
-    rc, _out, stderr = runner.executor.run(resume_nodes_command(found.held), 60.0)
+    rc, _out, stderr = runner.executor.run(runner.as_admin(resume_nodes_command(found.held)), 60.0)
     if rc != 0:
         found.errors.append(f"resume {', '.join(found.held)}: {stderr.strip()[:200] or f'exit {rc}'}")
     runner.reservation = name
@@ -166,7 +165,9 @@ def release(
         found.kept[node] = reason[:200]
     for node, reason in found.kept.items():
         try:
-            rc, _out, stderr = found.runner.executor.run(drain_command([node], reason), 60.0)
+            rc, _out, stderr = found.runner.executor.run(
+                found.runner.as_admin(drain_command([node], reason)), 60.0
+            )
         except ValidationRunError as exc:
             rc, stderr = 1, str(exc)
         if rc != 0:
@@ -177,11 +178,11 @@ def release(
 
 
 def delete(runner: SlurmRunner, name: str) -> list[str]:
-    """Delete the reservation, waiting while its last jobs complete; the error, if it stays."""
+    """Delete the reservation, waiting while jobs that asked for it run or pend; the error, if it stays."""
     stderr = ""
     for attempt in range(DELETE_TRIES):
         try:
-            rc, _out, stderr = runner.executor.run(delete_command(name), 60.0)
+            rc, _out, stderr = runner.executor.run(runner.as_admin(delete_command(name)), 60.0)
         except ValidationRunError as exc:
             rc, stderr = 1, str(exc)
         if rc == 0:

@@ -395,6 +395,7 @@ class SlurmRunner:
         self.max_parallel = max_parallel
         # The reservation every job runs in while validation holds the nodes (``release.Hold``).
         self.reservation: str | None = None
+        self._user: str | None = None  # the login node's user, read once (``user``)
 
     @classmethod
     def for_inventory(cls, spec: ClusterSpec, inventory: Inventory, executor: Executor) -> SlurmRunner:
@@ -516,9 +517,30 @@ class SlurmRunner:
             answers = parse_health_output(stdout)
         return HealthRun(states=states, answers=answers, rc=rc, stderr=stderr)
 
+    def user(self) -> str:
+        """The user commands run as on the login node (``id -un``, read once)."""
+        if self._user is None:
+            rc, stdout, stderr = self.executor.run("id -un", 60.0)
+            if rc != 0 or not stdout.strip():
+                raise ValidationRunError(
+                    f"cannot read the user validation runs as on the login node: {stderr.strip()[:200]}",
+                    hint="check SSH to the login node ('gpufleet status SPEC')",
+                )
+            self._user = stdout.strip()
+        return self._user
+
+    def as_admin(self, command: str) -> str:
+        """``command`` as a Slurm administrator. scontrol's update of a node's state and its create and
+        delete of a reservation are refused to any user but an operator (root, SlurmUser or an AdminLevel
+        the accounting database grants; Slurm 24.11.5 src/slurmctld/proc_req.c, _slurm_rpc_update_node:
+        validate_super_user, _slurm_rpc_resv_create: validate_operator). On the clouds validation logs in
+        as the image's user (ubuntu), who has passwordless sudo: there it runs through ``sudo -n``, which
+        fails at once rather than waits for a password."""
+        return command if self.user() == "root" else f"sudo -n {command}"
+
     def drain(self, nodes: Sequence[str], reason: str) -> tuple[int, str]:
         """Drain ``nodes`` so Slurm schedules nothing new on them; returns (exit code, stderr)."""
-        rc, _stdout, stderr = self.executor.run(drain_command(nodes, reason), 60.0)
+        rc, _stdout, stderr = self.executor.run(self.as_admin(drain_command(nodes, reason)), 60.0)
         return rc, stderr
 
     def run_training(self, request: TrainingRequest) -> JobRun:
