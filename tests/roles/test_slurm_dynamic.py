@@ -63,10 +63,15 @@ def test_each_compute_node_registers_itself_drained_with_its_size_and_gpus(dynam
     (start,) = [line for line in unit if line.startswith("ExecStart=/")]
     # systemd splits ExecStart as a shell does double quotes (systemd.service(5), "Command lines")
     argv = shlex.split(start.removeprefix("ExecStart="))
-    assert argv[:6] == ["/usr/sbin/slurmd", "--systemd", "--conf-server", "10.0.0.5:6817", "-Z", "--conf"]
-    assert argv[7:] == ["$SLURMD_OPTIONS"]
+    # -N: registered under its inventory name, whatever the machine's hostname (slurmd.c, _dynamic_init)
+    assert argv[:8] == [
+        "/usr/sbin/slurmd", "--systemd", "--conf-server", "10.0.0.5:6817", "-N", "gpu-1", "-Z", "--conf"
+    ]  # fmt: skip
+    assert argv[9:] == ["$SLURMD_OPTIONS"]
+    # slurmd is ready to systemd only after its fetch: a head away past the start timeout is retried
+    assert "Restart=on-failure" in unit and "RestartSec=15" in unit
     # the node line as slurmctld parses it (s_p_parse_line: key=value, a value in double quotes)
-    fields = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', argv[6]))
+    fields = dict(re.findall(r'(\w+)=("[^"]*"|\S+)', argv[8]))
     assert fields == {
         "CPUs": "192",
         "RealMemory": "1900000",
@@ -74,6 +79,18 @@ def test_each_compute_node_registers_itself_drained_with_its_size_and_gpus(dynam
         "State": "DRAIN",
         "Reason": '"gpufleet: not validated"',
     }
+
+
+def test_an_override_of_slurmctld_parameters_keeps_configless(tmp_path) -> None:
+    """slurm_config_overrides' SlurmctldParameters is added to enable_configless: before, it replaced it,
+    and slurmctld served no configuration to the dynamic nodes."""
+    override = '{"slurm_config_overrides": {"SlurmctldParameters": "idle_on_node_suspend,cloud_dns"}}'
+    conf = _lines(_render(tmp_path, 0, "none", "-e", override) / "slurm.conf")
+    assert "SlurmctldParameters=enable_configless,idle_on_node_suspend,cloud_dns" in conf, conf
+    with_values = slurm_filters().slurm_with_values
+    assert with_values({"A": "enable_configless"}, "A", ["enable_configless"]) == {"A": "enable_configless"}
+    assert with_values({}, "A", []) == {}
+    assert with_values({"A": "x=2"}, "A", ["x=1", "y"]) == {"A": "y,x=2"}
 
 
 def test_static_nodes_keep_their_node_lines(tmp_path) -> None:

@@ -1,5 +1,6 @@
 """Filters for the slurm role: which node builds each Slurm build the control host's cache lacks, the one
-value the compute nodes agree on, and which compute nodes have registered with slurmctld."""
+value the compute nodes agree on, which compute nodes have registered with slurmctld, and a slurm.conf
+list parameter with the values the role needs kept in it."""
 
 from __future__ import annotations
 
@@ -56,10 +57,22 @@ def slurm_registrations(sinfo: str, expected: Iterable[str]) -> dict[str, str]:
     return missing
 
 
+def slurm_with_values(config: Mapping[str, object], key: str, needed: Iterable[str]) -> dict[str, object]:
+    """``config`` with each of ``needed`` in its comma-separated parameter ``key`` (slurm.conf's
+    SlurmctldParameters, SlurmdParameters: lists of flags and key=value items): an override of the parameter
+    adds to what the role needs there rather than replacing it. The role's values first, then the others in
+    their order, each once (a ``name=value`` item counts by its name: the override's value wins)."""
+    given = [item.strip() for item in str(config.get(key) or "").split(",") if item.strip()]
+    names = {item.split("=", 1)[0] for item in given}
+    merged = [item for item in needed if item.split("=", 1)[0] not in names] + given
+    return {**config, key: ",".join(merged)} if merged else dict(config)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., object]]:
         return {
             "slurm_builders": slurm_builders,
             "slurm_one_or": slurm_one_or,
             "slurm_registrations": slurm_registrations,
+            "slurm_with_values": slurm_with_values,
         }
