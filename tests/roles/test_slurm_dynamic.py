@@ -11,6 +11,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 from test_gpu_templates import PLAYBOOK, _render
 from test_slurm_build_plan import slurm_filters
 
@@ -186,3 +187,27 @@ def test_configure_fails_naming_the_node_that_never_registered_and_what_it_says(
         in message
     )
     assert "DNS SRV lookup failed" in message and "c-0:" not in message, message
+
+
+def test_slurmctld_serves_the_new_plugin_stack_before_slurmd_restarts_and_verify_reads_it() -> None:
+    """An unbaked first configure: slurmctld started before the containers play wrote plugstack.conf and
+    serves its copy without it (fetch_config.c: a file the head lacks is removed on the node). Handlers run
+    in the order they are written: reconfigure first, or a restarted slurmd fetches that copy again; and
+    they run before verify's srun --help, which must offer --container-image."""
+    role = Path(__file__).resolve().parents[2] / "roles" / "containers"
+    handlers = yaml.safe_load((role / "handlers" / "main.yml").read_text())
+    names = [h["name"] for h in handlers if h.get("listen") == "Slurm plugin stack changed"]
+    reconfigure = next(
+        i for i, h in enumerate(handlers) if h.get("ansible.builtin.command") == "scontrol reconfigure"
+    )
+    restart = next(i for i, h in enumerate(handlers) if "ansible.builtin.systemd_service" in h)
+    assert reconfigure < restart, names
+    tasks = yaml.safe_load((role / "tasks" / "main.yml").read_text())
+    flush = [i for i, t in enumerate(tasks) if t.get("ansible.builtin.meta") == "flush_handlers"]
+    verify = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.import_tasks") == "verify.yml")
+    assert (
+        flush
+        and flush[-1] < verify
+        and flush[-1]
+        > next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.import_tasks") == "configure.yml")
+    ), [t["name"] for t in tasks]
