@@ -171,7 +171,10 @@ def test_configure_fails_naming_the_node_that_never_registered_and_what_it_says(
             "name": "verify",
             "hosts": "all",
             "gather_facts": False,
-            "vars": {"slurm_verify_timeout": 2, "slurm_config_overrides": {"SlurmdLogFile": str(log)}},
+            "vars": {
+                "slurm_verify_timeout": 2,
+                "slurm_config_overrides": {"SlurmdLogFile": str(log), "SlurmdSpoolDir": str(tmp_path)},
+            },
             "tasks": [
                 {"name": "Verify", "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "verify"}}
             ],
@@ -211,3 +214,58 @@ def test_slurmctld_serves_the_new_plugin_stack_before_slurmd_restarts_and_verify
         and flush[-1]
         > next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.import_tasks") == "configure.yml")
     ), [t["name"] for t in tasks]
+
+
+def test_a_new_machine_under_a_known_name_has_the_old_record_deleted_before_it_registers(
+    tmp_path, monkeypatch
+):
+    """tasks/replaced.yml against a stand-in scontrol: slurmctld would hand a replaced machine its name's old
+    record, released (create_dynamic_reg_node runs for unknown names only). c-0 is new and its name unknown,
+    c-1 new with an old record (deleted), c-2 registered before (marker: left alone), c-3's old record is in
+    use: configure fails naming it and what slurmctld said."""
+    import sys
+
+    from playbook_json import run_playbook
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> {calls}\n'
+        'case "$2" in\n'
+        "  nodename=c-1) exit 0 ;;\n"
+        '  nodename=c-3) echo "delete_node $2: Requested nodes are busy" >&2; exit 1 ;;\n'
+        '  *) echo "delete_node $2: Invalid node name specified" >&2; exit 1 ;;\n'
+        "esac\n"
+    )
+    (bin_dir / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+    spools = {node: tmp_path / node for node in ("c-0", "c-1", "c-2", "c-3")}
+    for spool in spools.values():
+        spool.mkdir()
+    (spools["c-2"] / "gpufleet-registered").write_text("c-2\n")
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = {
+        "all": {
+            "vars": local,
+            "children": {
+                "slurm_controller": {"hosts": {"head": {}}},
+                "compute": {
+                    "hosts": {
+                        node: {"slurm_config_overrides": {"SlurmdSpoolDir": str(spool)}}
+                        for node, spool in spools.items()
+                    }
+                },
+            },
+        }
+    }
+    task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "replaced"}}
+    play = [{"name": "replaced", "hosts": "compute", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
+    rc, results = run_playbook(tmp_path, inventory, play)
+    assert rc != 0, results
+    assert sorted(calls.read_text().splitlines()) == [f"delete nodename=c-{i}" for i in (0, 1, 3)]
+    check = "Assert that slurmctld keeps no record of the machine this one replaces"
+    failed = {host for host, tasks in results.items() if tasks.get(check, {}).get("failed")}
+    assert failed == {"c-3"}, results
+    message = " ".join(results["c-3"][check]["msg"].split())
+    assert "c-3 is a new machine" in message and "Requested nodes are busy" in message, message
