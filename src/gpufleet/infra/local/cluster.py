@@ -327,6 +327,8 @@ class LocalCluster:
                     "mpi_yield_when_idle": 1,
                 },
                 "gpufleet_nccl_env": {},
+                # Every node is a podman container (roles: enroot's cgroup hook, the stand-in GPU exporter).
+                "gpufleet_node_is_container": True,
                 # The content hash of the baked image every node runs from (null: not baked).
                 # gpufleet configure skips the install phase when it is still the current one.
                 "gpufleet_baked_image_hash": baked_hash,
