@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.preflight import Finding, Level
+from gpufleet.preflight import Finding
 from gpufleet.severity import CHECK_STATUSES, FINDING_LEVELS, Severity
 from gpufleet.validate.gate import FAIL, PASS, WARN, Check
 
 
 def test_both_stages_use_the_one_type():
-    assert Level is Severity
     assert {FAIL, PASS, WARN} <= set(CHECK_STATUSES)
     finding = Finding(Severity.ERROR, "c", "p", "m")
     check = Check("c", FAIL, "m")

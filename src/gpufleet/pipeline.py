@@ -100,7 +100,7 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     choice = relay.chosen()  # GPUFLEET_CONFIGURE_FROM: auto, here or head (docs/architecture.md)
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec, "gpufleet configure")
-    baked = baked_and_current(spec, inventory.extra_vars)
+    baked = baked_and_current(spec, inventory.baked_image_hash)
     on_head = relay.runs_on_head(choice, inventory, baked)
     if baked:
         reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")
@@ -140,7 +140,7 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter, ledger: Path | No
     the state folder's). On Kubernetes, whatever the run made is deleted afterwards and
     listed again: anything left is ``LeftoversError`` (exit 9), after the report is written."""
     from gpufleet.errors import LeftoversError
-    from gpufleet.monitoring import util
+    from gpufleet.monitoring import utilization
     from gpufleet.validate.ledger import ledger_path
     from gpufleet.validate.report import append_section, require_room
     from gpufleet.validate.suite import run_suite, scheduler_for
@@ -164,7 +164,7 @@ def validate(spec: ClusterSpec, out: Path, reporter: Reporter, ledger: Path | No
             result = run_suite(spec, inventory, scheduler, out, ledger=ledger_path(ledger))
         finally:
             left = scheduler.cleanup()
-        append_section(result.report, "utilization", util.during(inventory, started, time.time()))
+        append_section(result.report, "utilization", utilization.during(inventory, started, time.time()))
     state.mark("validate", "passed" if result.passed else "failed", report=str(out.resolve()))
     if left:
         raise LeftoversError(

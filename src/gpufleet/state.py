@@ -2,9 +2,10 @@
 
 ``$GPUFLEET_STATE_DIR/<cluster>/`` (default ``~/.local/state/gpufleet/<cluster>``) holds:
 ``state.json`` (provider, the cluster's id, creation and expiry times, the phases done), ``inventory.yml``,
-``ssh/`` (the cluster's own key pair and known_hosts), ``munge.key``, ``logs/`` (Ansible and validation logs),
-``report/`` (validation reports) and whatever the backend keeps (``pulumi/`` for a cloud stack's local
-backend, ``local/`` for the podman backend). ``down`` removes the folder last, after the resources.
+``ssh/`` (the cluster's own key pair and known_hosts), ``munge.key``, ``logs/`` (Ansible and validation logs)
+and whatever the backend keeps (``pulumi/`` for a cloud stack's local backend, ``local/`` for the podman
+backend). Validation reports go elsewhere: ``reports/<cluster>-<time>/`` in the current folder, or
+``--out``. ``down`` removes the folder last, after the resources.
 
 **The cluster's id** (``cluster_id``, ``new_cluster_id``): a cluster is more than its spec's name. Two
 clusters of one name (a CI stack and a workstation's ``gpufleet up`` in one account, or a cluster made
@@ -98,10 +99,6 @@ class ClusterState:
     @property
     def logs_dir(self) -> Path:
         return self.root / "logs"
-
-    @property
-    def report_dir(self) -> Path:
-        return self.root / "report"
 
     def backend_dir(self, backend: str) -> Path:
         return self.root / backend

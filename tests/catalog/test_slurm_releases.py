@@ -28,7 +28,9 @@ def test_the_default_is_pinned_everywhere() -> None:
     defaults = (ROLE / "defaults" / "main.yml").read_text()
     assert DEFAULT_SLURM in SLURM_RELEASES
     assert Software().slurm == DEFAULT_SLURM
-    assert f".slurm | default('{DEFAULT_SLURM}')" in defaults
+    # The role takes the release from the inventory's gpufleet_software (the spec's, so this default), with no
+    # fallback of its own (issue 30 step 3; its preflight refuses a run without it).
+    assert "slurm_version: \"{{ (gpufleet_software | default({})).slurm | default('') }}\"" in defaults
 
 
 def test_sources_in_order_github_then_debian() -> None:

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.app import app
-from gpufleet.cli.plan import collapse, summarize
 from gpufleet.errors import ExitCode
+from gpufleet.infra.plan import collapse, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -465,7 +465,7 @@ def test_the_mpijob_execution_model_passes_the_gate_on_the_nodes(cluster, tmp_pa
     spec_file = tmp_path / "mpijob.yaml"
     spec_file.write_text(yaml.safe_dump(data))
     spec = load_spec(spec_file)
-    model = MpiJobOnNodes(NAME, inventory, bindir=str(inventory.extra_vars["gpufleet_nccl_tests_dir"]),
+    model = MpiJobOnNodes(NAME, inventory, bindir=inventory.nccl_tests_dir,
                           sweep=Sweep.from_spec(spec.validation))  # fmt: skip
     started = time.monotonic()
     try:

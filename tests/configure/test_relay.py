@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.configure import relay
 from gpufleet.configure.head_ansible import HeadPython, NoAnsibleForHead
 from gpufleet.errors import ConfigureError, ExitCode
-from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.inventory.stack import from_stack_outputs
+from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.progress import SilentReporter
-from gpufleet.spec.model import Role
 
 DATA = Path(__file__).parent / "data"
 # What an SSM tunnel looks like in a cloud inventory (gpufleet.infra.aws): every node behind it.
@@ -28,9 +29,9 @@ TUNNEL = "-o ProxyCommand='aws ssm start-session --target %h --document-name AWS
 
 
 def fleet(compute: int) -> Inventory:
-    head = Host(
-        name="p5-controller",
-        roles=[Role.CONTROLLER, Role.LOGIN],
+    head = make_host(
+        "p5-controller",
+        HEAD_ROLES,
         address="i-0head",
         private_ip="10.0.0.10",
         instance_type="baremetal",
@@ -38,9 +39,8 @@ def fleet(compute: int) -> Inventory:
         memory_mb=32000,
     )
     nodes = [
-        Host(
-            name=f"p5-compute-{i}",
-            roles=[Role.COMPUTE],
+        make_host(
+            f"p5-compute-{i}",
             address=f"i-0{i:05d}",
             private_ip=f"10.0.{1 + i // 250}.{10 + i % 250}",
             instance_type="baremetal",
@@ -49,15 +49,14 @@ def fleet(compute: int) -> Inventory:
         )
         for i in range(compute)
     ]
-    return Inventory(
+    return make_inventory(
+        [head, *nodes],
         cluster="p5",
         provider="aws",
-        fabric="ethernet",
-        hosts=[head, *nodes],
         connection=Connection(
             user="ubuntu", private_key_file="/state/p5/ssh/id_ed25519", ssh_common_args=TUNNEL, become=True
         ),
-        extra_vars={"gpufleet_baked_image_hash": "abc123"},
+        baked_image_hash="abc123",
     )
 
 
@@ -157,7 +156,7 @@ def test_the_head_reaches_every_node_at_its_private_ip_without_the_tunnel() -> N
         head.connection.ssh_common_args or ""
     )
     assert head.connection.user == "ubuntu" and head.connection.become
-    assert head.extra_vars == {"gpufleet_baked_image_hash": "abc123"}
+    assert head.baked_image_hash == "abc123" and head.extra_vars == {}
 
 
 @pytest.mark.parametrize("compute", [2, 1024])
@@ -343,20 +342,18 @@ def test_the_shipped_ansible_runs_site_yml_with_nothing_but_the_upload(tmp_path:
     assert "playbook: " in done.stdout
 
 
-def test_the_files_the_roles_copy_from_outside_roles_are_shipped_at_the_same_place(tmp_path: Path) -> None:
-    """The monitoring role copies src/gpufleet/monitoring/slurm_exporter.py and the GPU roles the node check
-    through "{{ role_path }}/../../src/...": without them the head's play failed on every node ("Could not
-    find or access ... slurm_exporter.py", the local cluster test of 2026-11-25)."""
-    sources = relay.role_sources(relay.project_root())
-    assert "src/gpufleet/monitoring/slurm_exporter.py" in sources
-    assert "src/gpufleet/validate/node_health.py" in sources
-    data = relay.bundle(fleet(2), str(tmp_path), key=None, extravars={}, files={}, payload=[])
+def test_the_node_files_are_shipped_and_the_heads_inventory_points_at_them(tmp_path: Path) -> None:
+    """The monitoring role copies slurm_exporter.py and the GPU roles the node check from
+    gpufleet_node_files: without them the head's play failed on every node ("Could not find or access ...
+    slurm_exporter.py", the local cluster test of 2026-11-25)."""
+    data = relay.bundle(fleet(2), str(tmp_path / "head"), key=None, extravars={}, files={}, payload=[])
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        names = set(archive.getnames())
         archive.extractall(tmp_path / "head", filter="data")
-    assert set(sources) <= names
-    for source in sources:  # where the role looks for it: role_path/../../<path>
-        assert (tmp_path / "head" / "roles" / "monitoring" / ".." / ".." / source).is_file()
+    shipped = yaml.safe_load((tmp_path / "head" / "inventory.yml").read_text())["all"]["vars"]
+    folder = Path(shipped["gpufleet_node_files"])
+    assert folder == tmp_path / "head" / relay.NODE_FOLDER
+    for name in ("node_health.py", "slurm_exporter.py"):
+        assert (folder / name).read_bytes() == (NODE_FILES / name).read_bytes()
 
 
 def test_forks_follow_the_heads_cores_not_this_machines() -> None:

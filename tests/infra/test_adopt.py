@@ -32,7 +32,6 @@ from gpufleet.cli.app import app
 from gpufleet.configure.runner import PlayResult
 from gpufleet.errors import ExitCode, LeftoversError
 from gpufleet.infra import stack_access
-from gpufleet.infra.automation import PulumiBackend, cluster_key
 from gpufleet.infra.aws.backend import AwsBackend
 from gpufleet.infra.aws.images import AwsImages
 from gpufleet.infra.aws.mocks import AwsMockCloud
@@ -42,6 +41,7 @@ from gpufleet.infra.gcp.backend import GcpBackend
 from gpufleet.infra.gcp.images import GcpImages
 from gpufleet.infra.gcp.mocks import GcpMockCloud
 from gpufleet.infra.plan import Plan, run_offline
+from gpufleet.infra.pulumi_stack import PulumiBackend, cluster_key
 from gpufleet.inventory.model import Inventory
 from gpufleet.spec.load import load_spec
 from gpufleet.spec.model import ClusterSpec

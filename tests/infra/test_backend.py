@@ -10,8 +10,8 @@ from typing import get_args
 
 import pytest
 
-from gpufleet.infra.automation import PulumiBackend
 from gpufleet.infra.backend import Backend
+from gpufleet.infra.pulumi_stack import PulumiBackend
 from gpufleet.providers import BACKENDS, PULUMI_KINDS
 from gpufleet.spec.model import ClusterSpec
 

@@ -102,7 +102,7 @@ def test_a_cloud_deploy_boots_the_image_it_is_handed_and_looks_none_up(monkeypat
     lists images itself (before, ``deploy`` asked ``find_baked``, which listed the cloud's images)."""
     from types import SimpleNamespace
 
-    from gpufleet.infra import automation
+    from gpufleet.infra import pulumi_stack
     from gpufleet.infra.images import CloudImage
     from gpufleet.progress import SilentReporter
     from gpufleet.state import ClusterState
@@ -123,7 +123,7 @@ def test_a_cloud_deploy_boots_the_image_it_is_handed_and_looks_none_up(monkeypat
         selected.append(baked)
         return stack
 
-    monkeypatch.setattr(automation, "pulumi_cli", lambda: Path("/usr/bin/true"))
+    monkeypatch.setattr(pulumi_stack, "pulumi_cli", lambda: Path("/usr/bin/true"))
     monkeypatch.setattr(type(cloud), "check_credentials", lambda self, spec_: None)
     monkeypatch.setattr(type(cloud), "check_tools", lambda self, spec_: None)
     monkeypatch.setattr(type(cloud.images), "list_images", no_listing)  # type: ignore[attr-defined]

@@ -120,7 +120,7 @@ class FakeCloud:
 @pytest.fixture
 def cloud(monkeypatch, tmp_path):
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr("gpufleet.infra.automation.pulumi_cli", lambda: Path("/usr/bin/pulumi"))
+    monkeypatch.setattr("gpufleet.infra.pulumi_stack.pulumi_cli", lambda: Path("/usr/bin/pulumi"))
     fake = FakeCloud()
     monkeypatch.setattr(
         cloudbake,

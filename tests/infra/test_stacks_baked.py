@@ -20,7 +20,7 @@ from stacks_run import run_stack
 from gpufleet.bake.baker import baked_and_current, spec_hash
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.gcp.mocks import GcpMockCloud
-from gpufleet.infra.images import HASH_VAR, CloudImage
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import Plan
 from gpufleet.infra.stack_access import contract_outputs
 from gpufleet.inventory.stack import from_stack_outputs
@@ -75,7 +75,7 @@ def test_aws_stack_boots_the_newest_baked_ami_of_the_current_roles(logged, monke
     digest = spec_hash(spec)
     assert plan.outputs["baked_image_hash"] == digest
     inventory = from_stack_outputs(contract_outputs(plan.outputs))
-    assert baked_and_current(spec, inventory.extra_vars) == digest
+    assert baked_and_current(spec, inventory.baked_image_hash) == digest
     said = [line for line in logged if "node image ami-0bakednew: baked 2026-11-20T10:00:00Z" in line]
     assert said, logged
 
@@ -113,5 +113,4 @@ def test_no_current_baked_image_or_use_baked_image_false_boots_the_base_image(
     opted_out.baked_images = images(spec, prefix)
     plan = run_stack(name, opted_out, {**config, "gpufleet:useBakedImage": "false"}, monkeypatch)
     assert read(plan) == base and plan.outputs["baked_image_hash"] is None
-    extra = from_stack_outputs(contract_outputs(plan.outputs)).extra_vars
-    assert HASH_VAR not in {k for k, v in extra.items() if v}
+    assert from_stack_outputs(contract_outputs(plan.outputs)).baked_image_hash is None

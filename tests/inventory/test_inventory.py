@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 
+from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.catalog.images import component_modes, load_image_manifests
 from gpufleet.errors import SpecError
 from gpufleet.infra.software import with_software
-from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.model import (
+    CLUSTER_VARS,
+    NCCL_ENV_FILE,
+    NCCL_TESTS_DIR,
+    TORCH_VENV,
+    Connection,
+    Host,
+    Inventory,
+)
 from gpufleet.inventory.stack import from_stack_outputs
 from gpufleet.spec.model import FabricKind, Role
 
@@ -18,25 +28,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def sample() -> Inventory:
-    return Inventory(
-        cluster="c",
-        provider="aws",
-        fabric=FabricKind.EFA,
-        hosts=[
-            Host(
-                name="c-head",
-                roles=[Role.CONTROLLER, Role.LOGIN],
-                address="10.0.0.5",
-                private_ip="10.0.0.5",
-                instance_type="m7i.2xlarge",
-                cpus=8,
-                memory_mb=30000,
+    return make_inventory(
+        [
+            make_host(
+                "c-head", HEAD_ROLES, ip="10.0.0.5", instance_type="m7i.2xlarge", cpus=8, memory_mb=30000
             ),
-            Host(
-                name="c-gpu-0",
-                roles=[Role.COMPUTE],
-                address="10.0.1.5",
-                private_ip="10.0.1.5",
+            make_host(
+                "c-gpu-0",
+                ip="10.0.1.5",
                 instance_type="p5.48xlarge",
                 gpus=8,
                 gpu_model="NVIDIA H100",
@@ -45,9 +44,12 @@ def sample() -> Inventory:
                 memory_mb=1_900_000,
             ),
         ],
+        cluster="c",
+        provider="aws",
+        fabric=FabricKind.EFA,
         filesystem={"kind": "fsx_lustre", "mount_point": "/fsx", "dns_name": "fs-1.fsx", "mount_name": "abc"},
         connection=Connection(user="ubuntu", private_key_file="/k"),
-        extra_vars={"gpufleet_nccl_tests_dir": "/opt/nccl-tests/build"},
+        nccl_tests_dir="/opt/nccl-tests/build",
     )
 
 
@@ -221,3 +223,56 @@ def test_gpu_components_on_a_host_without_a_gpu_stack_are_refused() -> None:
         data["all"]["children"][group]["hosts"]["c-head"]["gpufleet_gpu_components"] = {"driver": "verify"}
     with pytest.raises(ValueError, match="gpu_components is set but gpu_stack is none"):
         Inventory.from_ansible(data)
+
+
+def test_the_facts_python_and_the_roles_share_are_fields_written_under_their_gpufleet_names(
+    tmp_path: Path,
+) -> None:
+    facts = {
+        "baked_image_hash": "ab" * 32,
+        "nccl_env_file": "/etc/site/nccl.env",
+        "nccl_tests_dir": "/opt/site/nccl-tests",
+        "torch_venv": "/opt/site/torch",
+        "set_hostname": True,
+    }
+    assert set(facts) == set(CLUSTER_VARS)
+    inventory = sample().model_copy(update=facts)
+    written = inventory.to_ansible()["all"]["vars"]
+    assert {var: written[var] for var in CLUSTER_VARS.values()} == {
+        CLUSTER_VARS[f]: v for f, v in facts.items()
+    }
+    path = tmp_path / "inventory.yml"
+    inventory.write(path)
+    again = Inventory.read(path)
+    assert again == inventory and again.extra_vars == {}
+    # Unset, the paths are written as the roles' defaults and the switches not at all.
+    plain = sample().to_ansible()["all"]["vars"]
+    assert "gpufleet_baked_image_hash" not in plain and "gpufleet_set_hostname" not in plain
+    assert plain["gpufleet_nccl_env_file"] == NCCL_ENV_FILE and plain["gpufleet_torch_venv"] == TORCH_VENV
+
+
+@pytest.mark.parametrize("field", sorted(CLUSTER_VARS))
+def test_extra_vars_never_carry_a_fact_that_has_a_field(field: str) -> None:
+    data = {**sample().model_dump(), "extra_vars": {CLUSTER_VARS[field]: "x"}}
+    with pytest.raises(
+        ValueError, match=rf"extra_vars sets {CLUSTER_VARS[field]}: .* typed field .*\({field}\)"
+    ):
+        Inventory.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    ("role", "variable", "fact", "default"),
+    [
+        ("nccl_env", "nccl_env_path", "nccl_env_file", NCCL_ENV_FILE),
+        ("nccl_tests", "nccl_tests_install_dir", "nccl_tests_dir", NCCL_TESTS_DIR),
+        ("pytorch", "pytorch_venv", "torch_venv", TORCH_VENV),
+        ("common", "common_set_hostname", "set_hostname", "False"),
+    ],
+)
+def test_each_role_reads_the_inventorys_fact_and_defaults_as_python_does(
+    role: str, variable: str, fact: str, default: str
+) -> None:
+    template = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())[variable]
+    render = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(str(template)).render
+    assert render() == default
+    assert render({CLUSTER_VARS[fact]: "/from/the/inventory"}) == "/from/the/inventory"

@@ -1,5 +1,6 @@
 """What the exporters of a gpufleet cluster emit, and what Prometheus stores of each scrape: the series the
-real engine reads in the tests (test_util_engine.py through the HTTP API, test_rules.py through promtool).
+real engine reads in the tests (test_utilization_engine.py through the HTTP API, test_rules.py through
+promtool).
 
 The exporters, each with the label set it really emits:
 - NVIDIA's dcgm-exporter (``dcgm_exposition``), rendered as its own template renders a GPU's fields
@@ -15,7 +16,7 @@ The exporters, each with the label set it really emits:
   gpufleet's counter file (roles/monitoring/files/dcgm-counters.csv) has no ``label`` field, and its unit
   passes no --hpc-job-mapping-dir, so no other label comes with them.
 - gpufleet's Slurm exporter (``slurm_exposition``): its own collector
-  (``gpufleet.monitoring.slurm_exporter.SlurmCollector``) run on ``scontrol -o show job -d`` and ``sinfo``
+  (``gpufleet.node.slurm_exporter.SlurmCollector``) run on ``scontrol -o show job -d`` and ``sinfo``
   output in Slurm's formats (tests/monitoring/data/slurm/README.md), exposed by prometheus_client as on
   the controller.
 - node_exporter's infiniband collector (``node_exposition``): ``node_infiniband_<counter>_total{device,port}``
@@ -53,8 +54,9 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from tests.monitoring.real_prometheus import Stored
 
-from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
-from gpufleet.monitoring import slurm_exporter
+from factories import make_host, make_inventory
+from gpufleet.inventory.model import Host, Inventory, Role
+from gpufleet.node import slurm_exporter
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "monitoring"
@@ -235,26 +237,15 @@ def gpu_inventory(
     """A cluster of a controller and ``nodes`` GPU nodes n1..nN, as gpufleet writes its inventory."""
 
     def host(name: str, roles: list[Role], index: int, count: int) -> Host:
-        return Host(
-            name=name,
-            roles=roles,
-            address=f"10.0.0.{10 + index}",
-            private_ip=f"10.0.0.{10 + index}",
-            instance_type=instance_type if count else "m7i.2xlarge",
-            gpus=count,
-            cpus=8,
-            memory_mb=8000,
+        kind = instance_type if count else "m7i.2xlarge"
+        return make_host(
+            name, roles, ip=f"10.0.0.{10 + index}", instance_type=kind, gpus=count, cpus=8, memory_mb=8000
         )
 
     hosts = [host("ctl", [Role.CONTROLLER, Role.LOGIN], 0, 0)]
     hosts += [host(f"n{i}", [Role.COMPUTE], i, gpus) for i in range(1, nodes + 1)]
-    return Inventory(
-        cluster="demo",
-        provider=provider,
-        fabric=FabricKind.ETHERNET,
-        hosts=hosts,
-        software={"monitoring": True},
-        extra_vars=dict(extra_vars),
+    return make_inventory(
+        hosts, provider=provider, software={"monitoring": True}, extra_vars=dict(extra_vars)
     )
 
 

@@ -1,6 +1,7 @@
 """A fake Prometheus HTTP API, kept only where no real engine answers: Prometheus 3.x's left-open ranges
-(tests/monitoring/test_util.py; Debian 12 ships 2.42, which test_util_engine.py runs for real). It answers
-by the query's exact text, so it cannot tell right PromQL from wrong: never test a query with it.
+(tests/monitoring/test_utilization.py; Debian 12 ships 2.42, which test_utilization_engine.py runs for
+real). It answers by the query's exact text, so it cannot tell right PromQL from wrong: never test a query
+with it.
 
 A real HTTP server that answers ``/api/v1/query_range`` and
 ``/api/v1/query`` in Prometheus's shape (https://prometheus.io/docs/prometheus/latest/querying/api/,

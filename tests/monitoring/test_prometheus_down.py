@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.monitoring.test_util import inventory
+from tests.monitoring.test_utilization import inventory
 
 from gpufleet.monitoring import prometheus
 from gpufleet.monitoring.prometheus import PrometheusClient, PrometheusUnavailable, prometheus_url

@@ -20,8 +20,9 @@ from tests.monitoring.exporters import ALL_JOBS, Allocation, GpuCluster, gpu_inv
 from tests.monitoring.rules_render import ROOT, render_rules, role_defaults
 
 from gpufleet.catalog import load_catalog
-from gpufleet.monitoring import metrics, rules, slurm_exporter
+from gpufleet.monitoring import metrics, rules
 from gpufleet.monitoring.prometheus import parse_duration_ms
+from gpufleet.node import slurm_exporter
 
 PROMTOOL = shutil.which("promtool")
 

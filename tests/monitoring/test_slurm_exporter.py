@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpufleet.monitoring import slurm_exporter as ex
+from gpufleet.node import slurm_exporter as ex
 
 DATA = Path(__file__).parent / "data" / "slurm"
 

@@ -1,6 +1,6 @@
 """``down`` still tears down (and proves nothing is left) when Prometheus cannot be read, and says why its
 utilization report is missing. The report it writes from a real Prometheus before it destroys anything is
-test_util_engine.py's ``test_down_writes_the_cluster_lifes_report_before_destroying``."""
+test_utilization_engine.py's ``test_down_writes_the_cluster_lifes_report_before_destroying``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.monitoring.test_util import begin_demo, inventory
+from tests.monitoring.test_utilization import begin_demo, inventory
 
 from gpufleet.infra.baremetal.backend import BaremetalBackend
 from gpufleet.lifecycle import teardown

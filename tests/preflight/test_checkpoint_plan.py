@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from gpufleet.catalog import load_catalog
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 from gpufleet.preflight.checkpoint import checkpoint_figures, checkpoint_plan
 from gpufleet.spec import parse_spec
 from gpufleet.spec.model import CheckpointPlan
@@ -62,7 +62,7 @@ def test_a_7b_mixed_adam_checkpoint_on_fsx_persistent_2():
     assert figures.best_interval_s == pytest.approx(math.sqrt(2 * 98e9 / 4687.5e6 * 264 * DAY / 16))  # 2.1 h
     assert figures.needed_bytes == 3 * 98 * 10**9
     found = findings(spec)
-    assert [f.level for f in found] == [Level.INFO], found
+    assert [f.level for f in found] == [Severity.INFO], found
     message = found[0].message
     assert "98.0 GB" in message and "20.9 s at 4,688 MB/s" in message, message
     assert "best interval, 2.1 h" in message, message
@@ -76,7 +76,7 @@ def test_writes_that_eat_the_interval_are_flagged_with_the_fix():
         filesystem={"kind": "fsx_lustre", "size_gib": 19200, "throughput_per_tib": 125},
     )
     found = findings(spec)
-    overhead = [f for f in found if f.level is Level.WARNING and "takes" in f.message]
+    overhead = [f for f in found if f.level is Severity.WARNING and "takes" in f.message]
     # 405e9 x 14 = 5.67 TB at 18.75 TiB x 125 MB/s = 2,343.75 MB/s: 2,419 s, 403 % of 10 min
     assert len(overhead) == 1 and overhead[0].path == "checkpoint.interval", found
     assert "40.3 min" in overhead[0].message and "403%" in overhead[0].message, overhead[0].message
@@ -85,18 +85,18 @@ def test_writes_that_eat_the_interval_are_flagged_with_the_fix():
 
 def test_an_interval_far_from_youngs_is_flagged_and_one_near_it_is_not():
     far = findings(spec_with({"parameters": "7B", "interval": "30m"}))
-    flagged = [f for f in far if f.level is Level.WARNING]
+    flagged = [f for f in far if f.level is Severity.WARNING]
     assert len(flagged) == 1 and "far from the one that loses least" in flagged[0].message, far
     assert "2.1 h (Young's" in flagged[0].message and "at yours 1.2%" in flagged[0].message
     near = findings(spec_with({"parameters": "7B", "interval": "2h"}))
-    assert [f.level for f in near] == [Level.INFO], near
+    assert [f.level for f in near] == [Severity.INFO], near
 
 
 def test_keep_that_does_not_fit_the_filesystem_is_flagged():
     # 70e9 x 14 = 980 GB; keep 5 + the one being written = 5,880 GB > 4,800 GiB (5,154.0 GB)
     found = findings(spec_with({"parameters": "70B", "interval": "1h", "keep": 5}))
     full = [f for f in found if f.path == "checkpoint.keep"]
-    assert len(full) == 1 and full[0].level is Level.WARNING, found
+    assert len(full) == 1 and full[0].level is Severity.WARNING, found
     assert "5,880.0 GB" in full[0].message and "5,154.0 GB" in full[0].message, full[0].message
     assert not [
         f for f in findings(spec_with({"parameters": "70B", "keep": 4})) if f.path == "checkpoint.keep"
@@ -132,11 +132,14 @@ def test_scratch_2_and_managed_lustre_throughput():
 
 def test_without_a_shared_filesystem_or_a_known_throughput():
     none = findings(spec_with({"parameters": "7B"}, filesystem={"kind": "none"}))
-    assert [(f.level, f.path) for f in none] == [(Level.WARNING, "filesystem")], none
+    assert [(f.level, f.path) for f in none] == [(Severity.WARNING, "filesystem")], none
     local = yaml.safe_load((ROOT / "examples" / "local.yaml").read_text())
     local["checkpoint"] = {"parameters": "125M", "state": "fp32-adam"}
     found = findings(parse_spec(yaml.safe_dump(local)))
-    assert [(f.level, f.path) for f in found] == [(Level.WARNING, "filesystem"), (Level.INFO, "checkpoint")]
+    assert [(f.level, f.path) for f in found] == [
+        (Severity.WARNING, "filesystem"),
+        (Severity.INFO, "checkpoint"),
+    ]
     assert "lost at 'gpufleet down'" in found[0].message and "Copy them off" in found[0].message, found
     assert "1.5 GB" in found[1].message and "not known here" in found[1].message, found
     assert findings(spec_with(None)) == []
@@ -149,7 +152,7 @@ def test_checkpoints_on_a_filesystem_deleted_with_the_cluster_and_no_durable_cop
     del bare["data_repository"]
     found = findings(spec_with({"parameters": "7B", "interval": "2h"}, filesystem=bare))
     flagged = [f for f in found if f.path == "filesystem.data_repository"]
-    assert [f.level for f in flagged] == [Level.WARNING], found
+    assert [f.level for f in flagged] == [Severity.WARNING], found
     assert (
         "fsx_lustre filesystem" in flagged[0].message
         and "Add filesystem.data_repository" in flagged[0].message

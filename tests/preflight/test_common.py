@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gpufleet.catalog import load_catalog
-from gpufleet.preflight import Level, errors, registered_checks, run_checks
+from gpufleet.preflight import Severity, errors, registered_checks, run_checks
 from gpufleet.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,15 +50,20 @@ def test_a_good_spec_has_no_errors() -> None:
         (
             {"compute_type": "p9.imaginary"},
             "instance_type_known",
-            Level.ERROR,
+            Severity.ERROR,
             "not in gpufleet's aws catalog",
         ),
-        ({"compute_type": "a3-megagpu-8g"}, "instance_type_provider", Level.ERROR, "is a gcp type"),
-        ({"compute_type": "g5.xlarge"}, "fabric_matches_type", Level.ERROR, "not available on g5.xlarge"),
-        ({"fabric": "ethernet"}, "fabric_unused", Level.WARNING, "set fabric: efa"),
-        ({"fabric": {"kind": "efa", "interfaces": 64}}, "fabric_interfaces", Level.ERROR, "has 32 fabric"),
-        ({"compute_count": 1}, "multi_node", Level.WARNING, "count: 2 or more"),
-        ({"compute_type": "m7i.2xlarge", "fabric": "ethernet"}, "gpus_present", Level.WARNING, "has no GPU"),
+        ({"compute_type": "a3-megagpu-8g"}, "instance_type_provider", Severity.ERROR, "is a gcp type"),
+        ({"compute_type": "g5.xlarge"}, "fabric_matches_type", Severity.ERROR, "not available on g5.xlarge"),
+        ({"fabric": "ethernet"}, "fabric_unused", Severity.WARNING, "set fabric: efa"),
+        ({"fabric": {"kind": "efa", "interfaces": 64}}, "fabric_interfaces", Severity.ERROR, "has 32 fabric"),
+        ({"compute_count": 1}, "multi_node", Severity.WARNING, "count: 2 or more"),
+        (
+            {"compute_type": "m7i.2xlarge", "fabric": "ethernet"},
+            "gpus_present",
+            Severity.WARNING,
+            "has no GPU",
+        ),
     ],
 )
 def test_findings(changes, check, level, words) -> None:
@@ -79,8 +84,8 @@ def test_baseline_info_and_explicit_floor() -> None:
 
 
 def test_min_level_filters() -> None:
-    findings = run_checks(spec_with(fabric="ethernet"), min_level=Level.ERROR)
-    assert all(f.level is Level.ERROR for f in findings)
+    findings = run_checks(spec_with(fabric="ethernet"), min_level=Severity.ERROR)
+    assert all(f.level is Severity.ERROR for f in findings)
 
 
 def test_errors_sort_first() -> None:
@@ -113,7 +118,7 @@ def test_cuda_must_target_the_gpu_architecture(compute_type, cuda, first):
     if first is None:
         assert found == [], found
     else:
-        assert [(f.level, f.path) for f in found] == [(Level.ERROR, "software.cuda")], found
+        assert [(f.level, f.path) for f in found] == [(Severity.ERROR, "software.cuda")], found
         assert f"the first CUDA that does is {first}" in found[0].message, found[0].message
 
 
@@ -134,7 +139,9 @@ def test_baremetal_compute_type_typo_warns_with_the_nearest_catalog_type(tmp_pat
     """A typo of a catalog type switches the bandwidth gate off silently; say so, and name the closest."""
     spec = _baremetal("dgx-h10", tmp_path)
     warnings = [
-        f.message for f in run_checks(spec) if f.check == "instance_type_known" and f.level is Level.WARNING
+        f.message
+        for f in run_checks(spec)
+        if f.check == "instance_type_known" and f.level is Severity.WARNING
     ]
     assert len(warnings) == 1, [f.message for f in run_checks(spec)]
     assert "did you mean dgx-h100?" in warnings[0], warnings[0]
@@ -149,16 +156,16 @@ def test_baremetal_known_and_generic_types_do_not_warn(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("image", "level", "words"),
     [
-        ("/nonexistent/job.sqsh", Level.ERROR, "/nonexistent/job.sqsh does not exist on this machine"),
+        ("/nonexistent/job.sqsh", Severity.ERROR, "/nonexistent/job.sqsh does not exist on this machine"),
         (
             "{tmp}/not-squashfs.sqsh",
-            Level.ERROR,
+            Severity.ERROR,
             "is not a squashfs image (it starts with b'PK\\x03\\x04', not squashfs's 'hsqs')",
         ),
-        ("{tmp}", Level.ERROR, "is not a file"),
-        ("nvcr.io/nvidia/pytorch:25.01-py3", Level.ERROR, "Write it nvcr.io#nvidia/pytorch:25.01-py3"),
-        ("ghcr.io/team/job@sha256:" + "a" * 64, Level.ERROR, "Write it ghcr.io#team/job@sha256:aaaa"),
-        ("nvcr.io#nvidia/pytorch", Level.WARNING, "has no tag: enroot imports 'latest'"),
+        ("{tmp}", Severity.ERROR, "is not a file"),
+        ("nvcr.io/nvidia/pytorch:25.01-py3", Severity.ERROR, "Write it nvcr.io#nvidia/pytorch:25.01-py3"),
+        ("ghcr.io/team/job@sha256:" + "a" * 64, Severity.ERROR, "Write it ghcr.io#team/job@sha256:aaaa"),
+        ("nvcr.io#nvidia/pytorch", Severity.WARNING, "has no tag: enroot imports 'latest'"),
         ("{tmp}/job.sqsh", None, None),
         ("nvcr.io#nvidia/pytorch:25.01-py3", None, None),
         ("ubuntu:24.04", None, None),

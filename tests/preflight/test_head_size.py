@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gpufleet.catalog import load_catalog
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 from gpufleet.preflight.head_size import head_size, projected_configure_s, vcpus_needed
 from gpufleet.spec import parse_spec
 
@@ -43,7 +43,7 @@ def test_the_examples_heads_are_big_enough_for_their_fleets(name):
 )
 def test_an_8_vcpu_head_for_1024_nodes_is_flagged_with_the_size_that_fits(name, head):
     found = [f for f in run_checks(example(name, 1024)) if f.check == "head_size"]
-    assert [(f.level, f.path.endswith(".instance_type")) for f in found] == [(Level.WARNING, True)], found
+    assert [(f.level, f.path.endswith(".instance_type")) for f in found] == [(Severity.WARNING, True)], found
     message = found[0].message
     assert f"{head} has 8 vCPUs, about 21 min of configure for 1024 compute nodes" in message, message
     assert "at least 17 vCPUs keeps it under 10 min" in message, message

@@ -6,7 +6,7 @@ import os
 
 import yaml
 
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 from gpufleet.spec import parse_spec
 
 
@@ -31,7 +31,7 @@ def local(count: int = 2, cpus: int = 1, memory: int = 1024):
 
 
 def errors_of(spec):
-    return [f for f in run_checks(spec) if f.level is Level.ERROR]
+    return [f for f in run_checks(spec) if f.level is Severity.ERROR]
 
 
 def test_default_local_cluster_fits() -> None:

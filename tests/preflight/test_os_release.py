@@ -12,7 +12,7 @@ import yaml
 
 from gpufleet.catalog import aws as aws_rules
 from gpufleet.catalog import load_catalog
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 from gpufleet.spec import parse_spec
 from gpufleet.spec.load import load_spec
 
@@ -63,20 +63,20 @@ NOBLE = "'mega' boots Ubuntu 24.04 (noble)"
         # the first; every node runs the one Slurm, built once per release
         (
             lambda: spec(GCP, HEAD, HIGH, MEGA),
-            Level.INFO,
+            Severity.INFO,
             ("'head' boots Ubuntu 22.04 (jammy)", JAMMY, NOBLE,
              "Every node runs Slurm 24.11.5 (software.slurm)", "2 builds", "For one build:",
              "provider.image"),
         ),
         (
             lambda: spec(GCP, HEAD, MEGA, HIGH),
-            Level.INFO,
+            Severity.INFO,
             ("'head' boots Ubuntu 24.04 (noble)", JAMMY, NOBLE),
         ),
         # a controller on a GPU type: its own image decides
         (
             lambda: spec(GCP, ("ctl", ["controller"], "a3-highgpu-8g"), MEGA),
-            Level.INFO,
+            Severity.INFO,
             ("'ctl' boots Ubuntu 22.04 (jammy)", NOBLE),
         ),
         # one image the spec names for every group: one release, whatever it is
@@ -108,7 +108,7 @@ def test_no_mix_of_releases_is_an_error_any_more() -> None:
     # Before one Slurm was built for every node, a 22.04 head beside 24.04 GPU nodes was refused (slurmctld
     # 21.08 refuses slurmd 23.11); now the same cluster is one finding of information.
     findings = found(spec(GCP, HEAD, HIGH, MEGA))
-    assert [f.level for f in findings] == [Level.INFO], findings
+    assert [f.level for f in findings] == [Severity.INFO], findings
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.yaml")))

@@ -11,7 +11,7 @@ import yaml
 
 from gpufleet.catalog import load_catalog
 from gpufleet.catalog.aws import fsx_size_ok, fsx_sizes_near
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 from gpufleet.spec.model import ClusterSpec
 
 BASE: dict[str, Any] = {
@@ -39,7 +39,7 @@ def spec_with(change: dict[str, Any]) -> ClusterSpec:
     return ClusterSpec.model_validate(data)
 
 
-def aws_findings(spec: ClusterSpec, level: Level = Level.INFO):
+def aws_findings(spec: ClusterSpec, level: Severity = Severity.INFO):
     return [f for f in run_checks(spec, min_level=level) if f.check.startswith("aws_")]
 
 
@@ -88,7 +88,7 @@ TABLE = [
 @pytest.mark.parametrize(("change", "expected"), TABLE, ids=[str(i) for i in range(len(TABLE))])
 def test_aws_checks(change, expected):
     spec = spec_with(change)
-    findings = aws_findings(spec, Level.WARNING if expected is None else Level.INFO)
+    findings = aws_findings(spec, Severity.WARNING if expected is None else Severity.INFO)
     if expected is None:
         assert findings == [], [f.to_json() for f in findings]
         return
@@ -107,7 +107,7 @@ def test_type_not_offered_in_the_region_or_zone():
     catalog = real.model_copy(update={"instance_types": {**real.instance_types, "p5.48xlarge": p5}})
     (finding,) = list(zone_region(spec_with({}), catalog))
     assert (finding.level, finding.check, finding.path) == (
-        Level.ERROR,
+        Severity.ERROR,
         "aws_type_region",
         "node_groups[1].instance_type",
     )
@@ -124,11 +124,11 @@ def test_type_not_offered_in_the_region_or_zone():
     [
         # p5.48xlarge is not offered in eu-central-1 (the catalog's regions, source
         # aws-instance-type-offerings): refused.
-        ("aws-p5.yaml", "eu-central-1", Level.ERROR),
+        ("aws-p5.yaml", "eu-central-1", Severity.ERROR),
         # p4d.24xlarge is not offered in us-west-1.
-        ("aws-p4d-spot.yaml", "us-west-1", Level.ERROR),
+        ("aws-p4d-spot.yaml", "us-west-1", Severity.ERROR),
         # A region the source did not read: a warning, not a refusal.
-        ("aws-p5.yaml", "mx-central-1", Level.WARNING),
+        ("aws-p5.yaml", "mx-central-1", Severity.WARNING),
     ],
 )
 def test_a_real_example_moved_to_a_region_without_its_type(example, region, level):
@@ -160,7 +160,7 @@ def test_address_space_of_a_huge_ena_fleet():
         {"name": f"cpu{i}", "roles": ["compute"], "instance_type": "m7i.xlarge", "count": 4096}
         for i in range(8)
     ]
-    findings = aws_findings(ClusterSpec.model_validate(data), Level.ERROR)
+    findings = aws_findings(ClusterSpec.model_validate(data), Severity.ERROR)
     assert [f.check for f in findings] == ["aws_address_space"], [f.to_json() for f in findings]
 
 
@@ -191,7 +191,7 @@ def test_instance_types_are_checked_against_botocores_ec2_model(head_type, messa
     if message is None:
         assert findings == []
         return
-    assert [f.level for f in findings] == [Level.ERROR], findings
+    assert [f.level for f in findings] == [Severity.ERROR], findings
     assert message in findings[0].message and findings[0].path == "node_groups[0].instance_type"
     if head_type == "m7i.xlargee":
         assert "did you mean m7i.xlarge" in findings[0].message, findings[0].message
@@ -206,17 +206,19 @@ def test_the_ec2_model_knows_the_newest_gpu_types():
 
 def test_p6_b300_passes_with_its_sixteen_efa_cards():
     spec = spec_with({"gpu": {"instance_type": "p6-b300.48xlarge"}})
-    assert [f for f in run_checks(spec, min_level=Level.ERROR)] == []
+    assert [f for f in run_checks(spec, min_level=Severity.ERROR)] == []
     too_many = spec_with(
         {"gpu": {"instance_type": "p6-b300.48xlarge"}, "fabric": {"kind": "efa", "interfaces": 17}}
     )
-    messages = [f.message for f in run_checks(too_many, min_level=Level.ERROR)]
+    messages = [f.message for f in run_checks(too_many, min_level=Severity.ERROR)]
     assert any("has 16 fabric interfaces" in m for m in messages), messages
 
 
 def test_type_with_unknown_figures_is_refused_naming_them():
     spec = spec_with({"gpu": {"instance_type": "p6e-gb200.36xlarge", "count": 18}})
-    found = [f for f in run_checks(spec, min_level=Level.ERROR) if f.check == "instance_type_figures_known"]
+    found = [
+        f for f in run_checks(spec, min_level=Severity.ERROR) if f.check == "instance_type_figures_known"
+    ]
     assert len(found) == 1, found
     assert found[0].path == "node_groups[1].instance_type"
     assert "fabric.interfaces" in found[0].message and "capacity" in found[0].message, found[0].message
@@ -235,5 +237,5 @@ def test_pinned_image_cannot_serve_two_architectures(monkeypatch):
         "gpu": {"instance_type": "p6-b300.48xlarge"},
     }
     found = [f for f in run_checks(spec_with(pinned), catalog) if f.check == "aws_ami_pinned"]
-    assert [(f.level, f.path) for f in found] == [(Level.ERROR, "provider.ami.id")], found
+    assert [(f.level, f.path) for f in found] == [(Severity.ERROR, "provider.ami.id")], found
     assert "arm64, x86_64" in found[0].message, found[0].message

@@ -16,8 +16,9 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from gpufleet.inventory.model import Host, Inventory
-from gpufleet.spec.model import FabricKind, Role, Software
+from factories import HEAD_ROLES, make_host, make_inventory
+from gpufleet.inventory.model import Inventory
+from gpufleet.spec.model import FabricKind, Software
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
@@ -61,30 +62,13 @@ def import_vars(role: str) -> dict[str, Any]:
 
 def inventory(fabric: str, provider: str, instance_type: str, **facts: Any) -> Inventory:
     """A one-compute-node inventory as gpufleet writes it; fabric facts from the catalog unless given."""
-    head = Host(
-        name="head",
-        roles=[Role.CONTROLLER, Role.LOGIN],
-        address="10.0.0.1",
-        private_ip="10.0.0.1",
-        instance_type="head",
-        cpus=4,
-        memory_mb=4096,
-    )
-    node = Host(
-        name=NODE,
-        roles=[Role.COMPUTE],
-        address="10.0.0.2",
-        private_ip="10.0.0.2",
-        instance_type=instance_type,
-        cpus=8,
-        memory_mb=8192,
-        **facts,
-    )
-    return Inventory(
+    head = make_host("head", HEAD_ROLES, instance_type="head", cpus=4, memory_mb=4096)
+    node = make_host(NODE, ip="10.0.0.2", instance_type=instance_type, cpus=8, memory_mb=8192, **facts)
+    return make_inventory(
+        [head, node],
         cluster="t",
         provider=provider,
         fabric=FabricKind(fabric),
-        hosts=[head, node],
         software=Software().model_dump(mode="json"),
     )
 

@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 import yaml
 
+from gpufleet.spec.model import Software
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def software(**pins: Any) -> dict[str, Any]:
+    """``gpufleet_software`` as the inventory gpufleet writes it (the spec's software block,
+    ``infra.software.with_software``: a default spec's), with ``pins`` over it: the roles take their
+    versions from it and have no fallback of their own."""
+    return {**Software().model_dump(mode="json"), **pins}
 
 
 def run_playbook(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from playbook_json import run_playbook
+from playbook_json import run_playbook, software
 
 PLATFORMS = yaml.safe_load(Path(__file__).with_name("shared_fs").joinpath("platforms.yml").read_text())
 CHECK = "Assert that the node runs a supported OS family"
@@ -39,7 +39,12 @@ def _preflight(
             ],
         }
     ]
-    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **(host_vars or {})}
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "gpufleet_software": software(),
+        **(host_vars or {}),
+    }
     rc, results = run_playbook(tmp_path, {"all": {"hosts": {"node-1": host}}}, play)
     return rc, results.get("node-1", {})
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from playbook_json import ROOT, run_playbook
+from playbook_json import software as written_software
 
 REPORT = "Report whether the node's EFA software is kept or installed"
 MAY_INSTALL = "Assert that this node may install EFA"
@@ -101,7 +102,7 @@ def converge(
         "gpufleet_instance_type": "g5.8xlarge",
         "gpufleet_fabric_interfaces": 1,
         "gpufleet_fabric_gpudirect_rdma": False,
-        "gpufleet_software": software,
+        "gpufleet_software": written_software(**software),  # the rest as the inventory writes it
         "gpufleet_nccl_env_file": str(tmp_path / "nccl.env"),
         "efa_prefix": str(amazon),
         "efa_ld_so_conf": str(node / "etc" / "ld.so.conf.d" / "gpufleet-ofi-nccl.conf"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from playbook_json import ROOT, run_playbook
+from playbook_json import ROOT, run_playbook, software
 
 from gpufleet.catalog.images import component_modes, component_paths, load_image_manifests
 
@@ -151,7 +151,7 @@ def _verify_nccl(tmp_path: Path, gpu_paths: dict[str, str]) -> tuple[int, dict[s
                     "gpufleet_gpu_stack": "verify",
                     "gpufleet_gpu_components": {"nccl": "verify"},
                     "gpufleet_gpu_paths": gpu_paths,
-                    "gpufleet_software": {"nccl": "2.27.7"},
+                    "gpufleet_software": software(nccl="2.27.7"),
                     "nccl_env_file": str(etc / "nccl-home.env"),
                 }
             }
@@ -264,6 +264,7 @@ def _verify_driver(tmp_path: Path, unit: str, image_source: bool = True) -> dict
                     "ansible_python_interpreter": sys.executable,
                     "gpufleet_gpus": 8,
                     "gpufleet_gpu_stack": "verify",
+                    "gpufleet_software": software(),
                     "gpufleet_gpu_components": {"driver": "verify", "persistence_mode": "install"},
                     "nvidia_driver_check_script": str(check),
                     "nvidia_driver_repo_url": repo_url,

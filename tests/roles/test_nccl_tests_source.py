@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from playbook_json import ROOT, run_playbook
+from playbook_json import ROOT, run_playbook, software
 
 SITE_VENDOR = ROOT / "tests" / "vendor"
 
@@ -31,6 +31,7 @@ def _play(tmp_path: Path, **host_vars: object) -> tuple[int, dict[str, dict[str,
                     "nccl_tests_cuda_env_file": str(cuda_env),
                     "nccl_tests_nccl_env_file": str(nccl_env),
                     "nccl_tests_download_dir": str(tmp_path / "downloads"),
+                    "gpufleet_software": software(),
                     **host_vars,
                 }
             }
@@ -86,7 +87,7 @@ def test_the_defaults_build_from_the_vendored_tarball_with_its_pinned_checksum(t
 def test_a_version_without_a_vendored_tarball_asks_for_a_checksum_in_the_install_phase(tmp_path, monkeypatch):
     monkeypatch.delenv("GPUFLEET_NCCL_TESTS_SHA256", raising=False)
     monkeypatch.delenv("GPUFLEET_NCCL_TESTS_TARBALL", raising=False)
-    rc, results = _play(tmp_path, gpufleet_software={"nccl_tests": "2.19.5"})
+    rc, results = _play(tmp_path, gpufleet_software=software(nccl_tests="2.19.5"))
     assert rc != 0
     failed = {task: r.get("msg", "") for task, r in results["node"].items() if r.get("failed")}
     message = " ".join(str(m) for m in failed.values())

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from playbook_json import ROOT, run_playbook
+from playbook_json import ROOT, run_playbook, software
 
 DATA = Path(__file__).parent / "nvidia_apt" / "standins.csv"
 HOST_PYTHON = "/usr/bin/python3"
@@ -144,6 +144,7 @@ def _inventory(**host_vars: Any) -> dict[str, Any]:
                 "localhost": {
                     "ansible_connection": "local",
                     "ansible_python_interpreter": HOST_PYTHON,
+                    "gpufleet_software": software(),
                     **host_vars,
                 }
             }
@@ -199,7 +200,7 @@ def test_the_dcgm_spec_selects_the_pinned_version_beside_newer_dcgm_4(
 ) -> None:
     world.installed()
     rc, results = run_playbook(
-        tmp_path, _inventory(gpufleet_software={"cuda": "12.9"}),
+        tmp_path, _inventory(gpufleet_software=software(cuda="12.9")),
         _play(world, _include_role("gpu_health", "install-Debian.yml"), gather_facts=False), "--check",
     )  # fmt: skip
     install = results["localhost"]["Install DCGM at the pinned version"]
@@ -215,7 +216,7 @@ def test_an_epochless_dcgm_spec_finds_no_candidate(world: AptWorld, tmp_path: Pa
     """What the role rendered before (=*4.4.2-*) and its near variants: apt's own answer, not a guess."""
     world.installed()
     rc, results = run_playbook(
-        tmp_path, _inventory(gpufleet_software={"cuda": "12.9"}),
+        tmp_path, _inventory(gpufleet_software=software(cuda="12.9")),
         _play(world, _include_role("gpu_health", "install-Debian.yml"), gather_facts=False), "--check",
         *_extra(__gpu_health_dcgm_spec=spec),
     )  # fmt: skip
@@ -308,7 +309,8 @@ def _driver_install(world: AptWorld, tmp_path: Path, **host_vars: Any) -> dict[s
     world.installed(*DRIVER_580_95)  # the driver role's first run installed 580.95.05; 580.105.08 is newer
     rc, results = run_playbook(
         tmp_path,
-        _inventory(gpufleet_gpu_stack="install", gpufleet_software={"nvidia_driver": "580"}, **host_vars),
+        _inventory(gpufleet_gpu_stack="install", gpufleet_software=software(nvidia_driver="580"),
+                   **host_vars),
         _play(world, _include_role("nvidia_driver", "install-Debian.yml")), "--check",
         *_extra(**NVIDIA_DRIVER_STANDIN),
     )  # fmt: skip
@@ -374,7 +376,7 @@ def test_a_changed_keyring_updates_a_fresh_package_list(world: AptWorld, tmp_pat
     the update that the new repository needs; the role updates them because the keyring changed."""
     world.installed()
     rc, results = run_playbook(
-        tmp_path, _inventory(gpufleet_software={"cuda": "12.9"}),
+        tmp_path, _inventory(gpufleet_software=software(cuda="12.9")),
         _play(world, _include_role("cuda_toolkit", "install-repo-Debian.yml")), "--check",
         *_extra(__cuda_toolkit_repo=str(world.keyring)),
     )  # fmt: skip

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from playbook_json import ROOT, run_playbook
+from playbook_json import ROOT, run_playbook, software
 
 ROLES = ROOT / "roles"
 
@@ -33,6 +33,7 @@ def _host(node: str, **extra: object) -> dict:
         "gpufleet_nvswitch": nvswitch,
         "gpufleet_gpus": gpus,
         "gpufleet_gpu_arch": arch,
+        "gpufleet_software": software(),
         **extra,
     }
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from playbook_json import run_playbook
+from playbook_json import run_playbook, software
 
 _spec = importlib.util.spec_from_file_location(
     "pytorch_filters",
@@ -115,7 +115,7 @@ def test_the_role_chooses_the_build_from_the_inventorys_gpu(tmp_path, gpus, arch
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "gpufleet_gpus": gpus,
-        "gpufleet_software": {"pytorch": "2.13.0"},
+        "gpufleet_software": software(pytorch="2.13.0"),
         **({"gpufleet_gpu_arch": arch} if arch else {}),
     }
     play = [

@@ -23,6 +23,8 @@ import pytest
 import yaml
 from playbook_json import ROOT, run_playbook
 
+from gpufleet.spec.model import Software
+
 ROLE = ROOT / "roles" / "slurm"
 CGROUP_V2_FIRST = (22, 5)  # the first Slurm release with the cgroup/v2 plugin
 # What Ubuntu 22.04's own packages install, were the role to take the distribution's Slurm.
@@ -37,12 +39,12 @@ def role_yaml(*parts: str) -> dict:
 
 def release_on_a_jammy_node() -> str:
     """The Slurm release the role installs on an Ubuntu 22.04 node: the distribution's when its OS variables
-    name the distribution's packages (the role before the fix), else the one it builds (slurm_version)."""
+    name the distribution's packages (the role before the fix), else the one it builds (slurm_version: the
+    spec's software.slurm, which the inventory carries)."""
     os_vars = role_yaml("vars", "Debian.yml")
     if any(key.startswith("__slurm_packages_") for key in os_vars):
         return JAMMY_DISTRO_SLURM
-    default = role_yaml("defaults", "main.yml")["slurm_version"]
-    return default.rsplit("default('", 1)[1].split("'")[0]
+    return Software().slurm
 
 
 def test_n1_the_slurm_a_cgroup_v2_jammy_node_gets_has_the_cgroup_v2_plugin() -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from playbook_json import run_playbook
+from playbook_json import run_playbook, software
 
 from gpufleet.catalog.slurm import DEFAULT_SLURM
 
@@ -65,7 +65,7 @@ def converge(
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = {
         "all": {
-            "vars": local,
+            "vars": {**local, "gpufleet_software": software()},
             "children": {
                 "slurm_controller": {"hosts": {"head": {}}},
                 "slurm_login": {"hosts": {"head": {}, "login": {}}},

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from factories import make_host, make_inventory
 from gpufleet.errors import SpecError
 from gpufleet.infra.software import with_software
-from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
+from gpufleet.inventory.model import Inventory, Role
 from gpufleet.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,16 +26,7 @@ def _spec(tmp_path: Path, software: dict[str, object] | None) -> Path:
 
 
 def _inventory() -> Inventory:
-    host = Host(
-        name="c0",
-        roles=[Role.CONTROLLER, Role.COMPUTE],
-        address="10.0.0.2",
-        private_ip="10.0.0.2",
-        instance_type="local",
-        cpus=1,
-        memory_mb=1024,
-    )
-    return Inventory(cluster="demo", provider="local", fabric=FabricKind.ETHERNET, hosts=[host])
+    return make_inventory([make_host("c0", (Role.CONTROLLER, Role.COMPUTE), ip="10.0.0.2")])
 
 
 @pytest.mark.parametrize(

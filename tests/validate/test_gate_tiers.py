@@ -380,7 +380,7 @@ def test_a_node_ready_late_is_not_failed(tmp_path):
 
 
 def test_the_node_script_reports_the_env_file_and_gpudirect(tmp_path):
-    from gpufleet.validate import node_health
+    from gpufleet.node import node_health
 
     env = tmp_path / "nccl.env"
     assert node_health.nccl_env(str(env)) == {"path": str(env), "present": False}

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from gpufleet.inventory.model import Host
+from gpufleet.node import node_health
 from gpufleet.spec.model import Role
-from gpufleet.validate import node_health
 from gpufleet.validate.gate import FAIL, PASS
-from gpufleet.validate.health import driver_branch, evaluate_health, evaluate_node, expectations
+from gpufleet.validate.judge_health import driver_branch, evaluate_health, evaluate_node, expectations
 from gpufleet.validate.slurm import HealthRun, node_health_script
 
 DATA = Path(__file__).parent / "data" / "gpu"

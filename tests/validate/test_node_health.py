@@ -12,7 +12,7 @@ import pytest
 from gpufleet.inventory.model import Host
 from gpufleet.spec.model import Role
 from gpufleet.validate.gate import FAIL, INFO, PASS, WARN
-from gpufleet.validate.health import evaluate_health, evaluate_node
+from gpufleet.validate.judge_health import evaluate_health, evaluate_node
 from gpufleet.validate.slurm import HealthRun, SlurmState, node_health_script, parse_health_output
 
 
@@ -256,7 +256,7 @@ def test_script_checks_the_mount_point_for_real(tmp_path):
 
 
 def test_mountinfo_paths_are_unescaped(tmp_path, monkeypatch):
-    from gpufleet.validate import node_health
+    from gpufleet.node import node_health
 
     # /proc/self/mountinfo lines (proc(5)); the second mounts /mnt/my data, escaped as \040.
     info = tmp_path / "mountinfo"
@@ -467,7 +467,7 @@ def _run_script_with(*extra: str) -> dict:
 def test_a_long_report_travels_in_parts_that_survive_interleaving():
     """srun cuts task output into ~1 KiB pieces; a long report goes out as numbered short parts and is
     joined per host, even when two nodes' parts interleave."""
-    from gpufleet.validate import node_health
+    from gpufleet.node import node_health
     from gpufleet.validate.slurm import parse_health_output
 
     reports = [{"hostname": f"n{i}", "note": f"{i}" * 3000} for i in (1, 2)]
@@ -491,7 +491,7 @@ LEGACY = FIXTURES / "02-deepops-dgxa100-legacy-error-column.log"
 
 
 def test_the_busbw_column_is_read_from_the_header():
-    from gpufleet.validate.node_health import parse_busbw
+    from gpufleet.node.node_health import parse_busbw
 
     assert parse_busbw(H100X8.read_text(), 8589934592) == 362.55
     assert parse_busbw(LEGACY.read_text(), 134217728) == 114.00
@@ -502,7 +502,7 @@ def test_nd_h100_nodes_run_the_nvlink_all_reduce_against_the_aznhc_floor(tmp_pat
     """The script runs all_reduce_perf over the node's GPUs at the floor's size; the judge fails a node
     below the catalog's floor (460 GB/s for ND H100 v5, 431 for ND H200 v5)."""
     from gpufleet.spec.model import FabricKind
-    from gpufleet.validate.health import node_floor
+    from gpufleet.validate.judge_health import node_floor
     from gpufleet.validate.slurm import health_command
 
     host = _fabric_host("Standard_ND96isr_H100_v5", gpu_stack="verify")

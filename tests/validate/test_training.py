@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.spec.model import TrainingCheck
 from gpufleet.validate.gate import FAIL, INFO, PASS
 from gpufleet.validate.models import Half, Row
@@ -211,9 +212,7 @@ def test_the_suite_submits_the_template_after_the_collectives_and_reports_it(tmp
     sys.path.insert(0, str(Path(__file__).parent))
     from validate_fakes import FakeSlurm
 
-    from gpufleet.inventory.model import Host, Inventory
     from gpufleet.spec import parse_spec
-    from gpufleet.spec.model import FabricKind, Role
     from gpufleet.validate.suite import run_suite
 
     root = Path(__file__).resolve().parents[2]
@@ -221,25 +220,13 @@ def test_the_suite_submits_the_template_after_the_collectives_and_reports_it(tmp
     data["node_groups"][1]["count"] = 3
     spec = parse_spec(yaml.safe_dump(data))
     nodes = [f"demo-compute-{index}" for index in range(3)]
-    hosts = [
-        Host(
-            name="demo-controller",
-            roles=[Role.CONTROLLER, Role.LOGIN],
-            address="10.0.0.1",
-            private_ip="10.0.0.1",
-            instance_type="local",
-            cpus=1,
-            memory_mb=1024,
-        )
-    ]
-    hosts += [Host(name=node, roles=[Role.COMPUTE], address=f"10.0.1.{i}", private_ip=f"10.0.1.{i}",
-                   instance_type="local", cpus=1, memory_mb=1024)
-              for i, node in enumerate(nodes)]  # fmt: skip
-    inventory = Inventory(
-        cluster="demo", provider="local", fabric=FabricKind.ETHERNET, hosts=hosts,
+    hosts = [make_host("demo-controller", HEAD_ROLES)]
+    hosts += [make_host(node, ip=f"10.0.1.{i}") for i, node in enumerate(nodes)]
+    inventory = make_inventory(
+        hosts,
         filesystem={"kind": "volume", "mount_point": "/shared"},
-        extra_vars={"gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin"},
-    )  # fmt: skip
+        nccl_tests_dir="/opt/gpufleet/mpi-perf/bin",
+    )
 
     submitted: list[str] = []
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 import pytest
 from validate_fakes import FakeSlurm
 
+from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.errors import ValidationRunError
-from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec import parse_spec
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import FabricKind
 from gpufleet.validate.report import JSON_NAME, MARKDOWN_NAME, PLOT_NAME
 from gpufleet.validate.suite import run_suite
 
@@ -48,24 +49,12 @@ validation:
 """
 
 
-def _inventory(count: int, *, gpus: int, fabric: FabricKind, extra: dict | None = None, kind: str = "local"):
-    hosts = [
-        Host(
-            name="head",
-            roles=[Role.CONTROLLER, Role.LOGIN],
-            address="10.0.0.1",
-            private_ip="10.0.0.1",
-            instance_type="head",
-            cpus=4,
-            memory_mb=4096,
-        )
-    ]
+def _inventory(count: int, *, gpus: int, fabric: FabricKind, kind: str = "local", **fields: Any):
+    hosts = [make_host("head", HEAD_ROLES, instance_type="head", cpus=4, memory_mb=4096)]
     hosts += [
-        Host(
-            name=f"gpu-{index:03d}",
-            roles=[Role.COMPUTE],
-            address=f"10.0.1.{index}",
-            private_ip=f"10.0.1.{index}",
+        make_host(
+            f"gpu-{index:03d}",
+            ip=f"10.0.1.{index}",
             instance_type=kind,
             gpus=gpus,
             fabric_interfaces=0,
@@ -74,16 +63,18 @@ def _inventory(count: int, *, gpus: int, fabric: FabricKind, extra: dict | None 
         )
         for index in range(count)
     ]
-    return Inventory(cluster="t", provider="baremetal", fabric=fabric, hosts=hosts, extra_vars=extra or {})
+    return make_inventory(hosts, cluster="t", provider="baremetal", fabric=fabric, **fields)
 
 
 def test_local_cluster_passes_and_writes_the_report(tmp_path):
     spec = parse_spec(LOCAL_SPEC)
-    extra = {
-        "gpufleet_nccl_tests_dir": "/opt/gpufleet/mpi-perf/bin",
-        "gpufleet_nccl_env_file": "/etc/gpufleet/nccl.env",
-    }
-    inventory = _inventory(3, gpus=0, fabric=FabricKind.ETHERNET, extra=extra)
+    inventory = _inventory(
+        3,
+        gpus=0,
+        fabric=FabricKind.ETHERNET,
+        nccl_tests_dir="/opt/gpufleet/mpi-perf/bin",
+        nccl_env_file="/etc/gpufleet/nccl.env",
+    )
     node_env = {h.name: {"NCCL_SOCKET_IFNAME": "eth0"} for h in inventory.compute}
     slurm = FakeSlurm(
         [h.name for h in inventory.compute], gpus=0, fabric="ethernet", busbw_scale=0.01, node_env=node_env

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpufleet.bake.result import BakeResult
 from gpufleet.infra.backend import pulumi_backend_of
-from gpufleet.infra.images import HASH_VAR, BakedRecord
+from gpufleet.infra.images import BakedRecord
 from gpufleet.progress import Reporter
 from gpufleet.providers import BACKENDS
 from gpufleet.spec.model import ClusterSpec
@@ -89,13 +89,13 @@ def spec_hash(spec: ClusterSpec) -> str | None:
     return None if baker is None else baker.digest(spec)
 
 
-def baked_and_current(spec: ClusterSpec, extra_vars: dict[str, Any]) -> str | None:
-    """The hash the inventory says every node is baked from, if it is still the current one, else None.
+def baked_and_current(spec: ClusterSpec, recorded: str | None) -> str | None:
+    """``recorded``, the hash the inventory says every node is baked from (``Inventory.baked_image_hash``),
+    if it is still the current one, else None.
 
     When it is, the nodes already hold what the install phase would install, so ``configure`` runs with
     ``--skip-tags install``; when the roles or pins changed since, it runs in full (docs/local.md).
     """
-    recorded = extra_vars.get(HASH_VAR)
     if not recorded:
         return None
     return recorded if recorded == spec_hash(spec) else None

@@ -4,7 +4,7 @@
 spec's ``PulumiBackend``, passed in by ``gpufleet.bake.baker``; what it says about images is its
 ``images``, a ``BakeSource``). The content hash of the roles and pins (``gpufleet.infra.images``) names the
 builder, ``bake-<hash>``, a short-lived Pulumi stack of its own driven through the Automation API like a
-cluster's (``gpufleet.infra.automation``), kept in
+cluster's (``gpufleet.infra.pulumi_stack``), kept in
 ``$GPUFLEET_STATE_DIR/.bake/<hash>`` so a bake that stopped half-way is picked up (or destroyed) by the
 next one:
 
@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gpufleet.bake.result import BakeResult, choose_newest
 from gpufleet.errors import GpufleetError, LeftoversError, ProvisionError, SpecError
 from gpufleet.infra import images
-from gpufleet.infra.automation import known_hosts_args
 from gpufleet.infra.images import (
     BUILDER_ROLES,
     BakeRequest,
@@ -48,6 +47,7 @@ from gpufleet.infra.images import (
     cpu_architectures,
     mixed_gpu_groups,
 )
+from gpufleet.infra.pulumi_stack import known_hosts_args
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection
 from gpufleet.inventory.stack import from_stack_outputs
@@ -68,7 +68,7 @@ Program = Callable[[datetime, tuple[str, ...]], None]
 
 
 class StackDriver(Protocol):
-    """What a bake needs of a cloud's stack driver (``gpufleet.infra.automation.PulumiBackend``)."""
+    """What a bake needs of a cloud's stack driver (``gpufleet.infra.pulumi_stack.PulumiBackend``)."""
 
     @property
     def images(self) -> BakeSource: ...
@@ -256,7 +256,7 @@ def resolve(found: list[CloudImage], name: str) -> CloudImage:
 
 
 def _bake(cloud: StackDriver, spec: ClusterSpec, reporter: Reporter, *, rebuild: bool) -> BakeResult:
-    from gpufleet.infra.automation import pulumi_cli
+    from gpufleet.infra.pulumi_stack import pulumi_cli
 
     source = cloud.images
     request = request_for(source, spec)
@@ -308,7 +308,7 @@ def _find(source: BakeSource, spec: ClusterSpec, digest: str) -> CloudImage | No
 
 
 def _cluster_key(state: ClusterState) -> str:
-    from gpufleet.infra.automation import cluster_key
+    from gpufleet.infra.pulumi_stack import cluster_key
 
     return cluster_key(state)
 

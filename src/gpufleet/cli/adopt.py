@@ -16,8 +16,9 @@ from rich.markup import escape
 
 from gpufleet import adopt as adoption
 from gpufleet.cli.cluster import VerboseOpt, render_up, reporter_for
-from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
+from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json
 from gpufleet.infra.adopted import pin_created_at
+from gpufleet.spec import load_spec
 
 StackOpt = Annotated[
     str,
@@ -51,7 +52,7 @@ def adopt(
     verbose: VerboseOpt = False,
 ) -> None:
     """Take over a cluster that 'pulumi up' made: write its state and inventory (nothing is created)."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     state, inventory = adoption.adopt(
         spec,
         reporter_for(json_out, verbose),

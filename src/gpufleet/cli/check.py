@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
+from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json
 from gpufleet.errors import ExitCode
 from gpufleet.preflight import errors, run_checks
 from gpufleet.severity import FINDING_LEVELS, Severity
+from gpufleet.spec import load_spec
 
 # The choices of --level: the finding levels of Severity, as Typer lists an enum's values. Its members are
 # computed, and mypy reads only a literal member list of the functional Enum API: hence its two ignores.
@@ -26,7 +27,7 @@ def check(
     ] = LevelChoice.INFO,  # type: ignore[attr-defined]
 ) -> None:
     """Validate SPEC and run the preflight checks. Exits 1 when any finding is an error."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     findings = run_checks(spec, min_level=Severity(level.value))
     failed = bool(errors(findings))
     if json_out:

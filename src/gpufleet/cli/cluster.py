@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet import pipeline
-from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
+from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra.adopted import AdoptedStack
@@ -19,6 +19,7 @@ from gpufleet.inventory.model import Host, Inventory
 from gpufleet.lifecycle.durable_copy import DEFAULT_TIMEOUT_S, DurableCopyOptions
 from gpufleet.lifecycle.teardown import Teardown
 from gpufleet.preflight import require_no_errors
+from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
@@ -49,7 +50,7 @@ def up(
 ) -> None:
     """Bring the cluster up (re-runnable: what exists is kept) and write its inventory. A changed spec is
     shown and applied where it changes in place; the rest is refused unless --replace."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     require_no_errors(spec)
     state, inventory = pipeline.up(spec, reporter_for(json_out, verbose), spec_path, replace=replace)
     render_up(spec, state, inventory, json_out)
@@ -101,8 +102,8 @@ def applied_changes(state: ClusterState) -> list[str]:
 
 
 def configure(spec_path: SpecArg, json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
-    """Run the playbooks (common, munge, mpi, slurm, benchmarks) on the cluster. Safe to re-run."""
-    spec = read_spec(spec_path)
+    """Run playbooks/site.yml (every role the cluster's nodes need) on the cluster. Safe to re-run."""
+    spec = load_spec(spec_path)
     render_configure(spec, pipeline.configure(spec, reporter_for(json_out, verbose)), json_out)
 
 
@@ -124,7 +125,7 @@ def render_configure(spec: ClusterSpec, result: PlayResult, json_out: bool) -> N
 
 def status(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
     """Show the cluster's nodes, phases and expiry."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     state = ClusterState.for_name(spec.name)
     result = pipeline.status(spec)
     if json_out:
@@ -194,7 +195,7 @@ def down(
     A filesystem with a durable copy (FSx linked to S3, Managed Lustre with a
     data_repository) is exported to it first; when the export fails or times
     out, down destroys nothing (exit 4), unless --discard-checkpoints."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     durable = DurableCopyOptions(discard=discard_checkpoints, timeout_s=export_timeout)
     project = AdoptedStack(stack=stack, project_dir=project_dir.resolve()) if stack is not None else None
     render_down(spec, pipeline.down(spec, reporter_for(json_out, verbose), durable, project), json_out)

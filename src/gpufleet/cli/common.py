@@ -10,8 +10,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from gpufleet.spec import ClusterSpec, load_spec
-
 console = Console(stderr=False, highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
@@ -20,10 +18,6 @@ SpecArg = Annotated[
     typer.Argument(help="the cluster spec (YAML), e.g. examples/local.yaml", show_default=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document for machines")]
-
-
-def read_spec(path: Path) -> ClusterSpec:
-    return load_spec(path)
 
 
 def print_json(data: Any) -> None:

@@ -17,8 +17,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.cli.cluster import VerboseOpt, reporter_for
-from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
+from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json
 from gpufleet.errors import SpecError
+from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def build(
     verbose: VerboseOpt = False,
 ) -> None:
     """Bake the spec's roles and pins into a node image (kept and reused while they stay the same)."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     baker = _baker(spec)
     if plan:
         _show_plan(spec, baker.preview(spec, datetime.now(UTC)), json_out)
@@ -80,7 +81,7 @@ def build(
 
 
 def _show_plan(spec: ClusterSpec, result: Plan, json_out: bool) -> None:
-    from gpufleet.cli.plan import collapse, summarize
+    from gpufleet.infra.plan import collapse, summarize
 
     resources = sorted(result.resources, key=lambda r: (r.type, r.name))
     if json_out:
@@ -100,7 +101,7 @@ def _show_plan(spec: ClusterSpec, result: Plan, json_out: bool) -> None:
 @app.command("list")
 def list_images(spec_path: SpecOpt = None, json_out: JsonOpt = False) -> None:
     """List the baked images, newest first, with the clusters whose nodes run from each."""
-    spec = read_spec(spec_path) if spec_path is not None else None
+    spec = load_spec(spec_path) if spec_path is not None else None
     images = _baker(spec).images(spec)
     if json_out:
         print_json([image.to_json() for image in images])
@@ -125,7 +126,7 @@ def delete(
     json_out: JsonOpt = False,
 ) -> None:
     """Remove a baked image (on AWS with its snapshots). Refused while any cluster's node runs from it."""
-    spec = read_spec(spec_path) if spec_path is not None else None
+    spec = load_spec(spec_path) if spec_path is not None else None
     image, removed = _baker(spec).delete(spec, name)
     if json_out:
         print_json({"deleted": image.ref, "hash": image.digest, "removed": removed})

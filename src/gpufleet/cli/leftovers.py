@@ -12,12 +12,13 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
+from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json
 from gpufleet.cli.progress import RichReporter
 from gpufleet.errors import ExitCode
 from gpufleet.infra.backend import pulumi_backend_of
 from gpufleet.infra.leftovers import LEFTOVER_BOUND_S, LEFTOVER_INTERVAL_S, settle
 from gpufleet.providers import PULUMI_KINDS
+from gpufleet.spec import load_spec
 
 
 def leftovers(
@@ -31,7 +32,7 @@ def leftovers(
     ] = LEFTOVER_INTERVAL_S,
 ) -> None:
     """List what the cloud still holds tagged (labelled) for the spec's cluster; exit 9 when anything is."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     if spec.provider.kind not in PULUMI_KINDS:
         raise typer.BadParameter(
             f"cluster '{spec.name}' is on provider '{spec.provider.kind}': only the clouds "

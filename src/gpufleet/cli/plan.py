@@ -10,95 +10,14 @@ reads the recorded resources' type tokens and inputs and nothing else. ``--json`
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from rich.table import Table
 
 from gpufleet.catalog import load_catalog
-from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
+from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json
 from gpufleet.preflight.checkpoint import checkpoint_json, checkpoint_plan
-
-# Inputs that are bulky or secret-ish and say little in a summary line.
-_SKIPPED = {"tags", "userData", "assumeRolePolicy", "policy", "description", "tagSpecifications", "labels"}
-# Keys whose values, counted over a list of objects, summarize that list best.
-_KIND_KEYS = ("interfaceType", "nicType", "type")
-_MAX_SUMMARY = 280
-# Values that only point at another resource (ids, ARNs): the plan's ids are made up, so they are noise.
-_REFERENCE = re.compile(r"^([a-z]+-[0-9a-f]{8,}|arn:\S+)$")
-
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    text = str(value)
-    return text if len(text) <= 48 else text[:45] + "..."
-
-
-def _is_reference(value: Any) -> bool:
-    return isinstance(value, str) and bool(_REFERENCE.match(value))
-
-
-def _summary_of_list(key: str, items: list[Any]) -> str:
-    items = [i for i in items if not _is_reference(i)]
-    if not items:
-        return ""
-    if all(isinstance(i, Mapping) for i in items):
-        for kind in _KIND_KEYS:
-            if any(kind in i for i in items):
-                counts: dict[str, int] = {}
-                for item in items:
-                    label = str(item.get(kind, "default"))
-                    counts[label] = counts.get(label, 0) + 1
-                return f"{key}=[{' + '.join(f'{n} {label}' for label, n in counts.items())}]"
-        return f"{key}=[{len(items)}]"
-    if len(items) <= 3:
-        return f"{key}=[{', '.join(_scalar(i) for i in items)}]"
-    return f"{key}=[{len(items)} items]"
-
-
-def summarize(inputs: Mapping[str, Any], prefix: str = "") -> str:
-    """Key properties of a resource in one line: lists of typed objects first (such as network
-    interfaces counted by type), then scalars and objects one level down; references to other
-    resources are left out."""
-    lists: list[str] = []
-    parts: list[str] = []
-    for key in sorted(inputs):
-        value = inputs[key]
-        if key in _SKIPPED or key.startswith("__") or value in (None, [], {}) or _is_reference(value):
-            continue
-        if isinstance(value, Mapping):
-            nested = summarize(value, prefix=f"{key}.") if not prefix else ""
-            if nested:
-                parts.append(nested)
-        elif isinstance(value, list):
-            text = _summary_of_list(prefix + key, value)
-            if text:
-                (lists if " + " in text or "[1 " in text else parts).append(text)
-        else:
-            parts.append(f"{prefix}{key}={_scalar(value)}")
-    line = " ".join(lists + parts)
-    return line if len(line) <= _MAX_SUMMARY else line[: _MAX_SUMMARY - 3] + "..."
-
-
-def _stem(name: str) -> str:
-    return re.sub(r"-?\d+$", "", name.split(" ... ")[0])
-
-
-def collapse(rows: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str, int]]:
-    """Fold runs of numbered resources (node-00, node-01, ...) with the same summary into one row."""
-    folded: list[tuple[str, str, str, int]] = []
-    for type_, name, summary in rows:
-        last = folded[-1] if folded else None
-        if last and last[0] == type_ and last[2] == summary and _stem(last[1]) == _stem(name) != name:
-            first_type, first_name, _, count = folded[-1]
-            head = first_name.split(" ... ")[0]
-            folded[-1] = (first_type, f"{head} ... {name}", summary, count + 1)
-        else:
-            folded.append((type_, name, summary, 1))
-    return folded
+from gpufleet.spec import load_spec
 
 
 def _replacing_fields(kind: str) -> tuple[str, ...]:
@@ -112,8 +31,9 @@ def _replacing_fields(kind: str) -> tuple[str, ...]:
 def plan(spec_path: SpecArg, json_out: JsonOpt = False) -> None:
     """Show what 'pulumi up' would create for SPEC, offline (no credentials, no Pulumi CLI), and its cost."""
     from gpufleet.infra import program
+    from gpufleet.infra.plan import collapse, summarize
 
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     result = program.plan_spec(spec, datetime.now(UTC))
     total, lines = program.hourly_cost(spec)
     counts = result.counts()

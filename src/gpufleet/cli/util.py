@@ -10,10 +10,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json, read_spec
-from gpufleet.monitoring import util as util_report
+from gpufleet.cli.common import JsonOpt, SpecArg, console, print_json
+from gpufleet.monitoring import utilization as util_report
 from gpufleet.monitoring.prometheus import PrometheusClient, prometheus_url
 from gpufleet.pipeline import load_inventory
+from gpufleet.spec import load_spec
 
 JobOpt = Annotated[str | None, typer.Option("--job", help="only this Slurm job id")]
 HoursOpt = Annotated[
@@ -24,7 +25,7 @@ HoursOpt = Annotated[
 
 def util(spec_path: SpecArg, json_out: JsonOpt = False, job: JobOpt = None, hours: HoursOpt = None) -> None:
     """GPU utilization per node and per job: GPU-hours allocated and used, busy ratio, dollars wasted."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     state, inventory = load_inventory(spec)
     end = time.time()
     start = end - hours * 3600 if hours else state.created_at.timestamp()

@@ -13,8 +13,9 @@ from rich.table import Table
 
 from gpufleet import pipeline
 from gpufleet.cli import cluster as cluster_cmd
-from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json, read_spec
+from gpufleet.cli.common import JsonOpt, SpecArg, console, err_console, print_json
 from gpufleet.errors import ExitCode, GpufleetError
+from gpufleet.spec import load_spec
 from gpufleet.spec.model import ClusterSpec
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def validate(
     ledger: LedgerOpt = None,
 ) -> None:
     """Run the validation suite (health, collectives through Slurm or as MPIJobs, gate, report); 1 on FAIL."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     passed = run_validation(spec, out or default_out(spec), json_out, verbose, ledger)
     if not passed:
         raise typer.Exit(ExitCode.FAILED)
@@ -212,7 +213,7 @@ def run(
     ledger: LedgerOpt = None,
 ) -> None:
     """The whole job: up, configure, validate and report, then down (also when a step fails)."""
-    spec = read_spec(spec_path)
+    spec = load_spec(spec_path)
     out = out or default_out(spec)
     target = None
     if slow_node:

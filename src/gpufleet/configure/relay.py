@@ -7,8 +7,9 @@ With ``GPUFLEET_CONFIGURE_FROM=head`` gpufleet instead makes three SSH calls to 
 the node count:
 
 1. a probe: the head's ``$HOME``, its python3's version, architecture and glibc, and its core count;
-2. one upload (a tar stream on stdin): playbooks/, roles/, ansible.cfg, the inventory rewritten for the
-   head (every node at its private IP, the cluster's key and known_hosts in the relay folder, no tunnel),
+2. one upload (a tar stream on stdin): playbooks/, roles/, ansible.cfg, the node files (gpufleet/node), the
+   inventory rewritten for the head (every node at its private IP, the cluster's key, known_hosts and the
+   node files in the relay folder, no tunnel),
    the extra variables, the munge key, and an ansible-core that runs on the head's own python3 with the
    collections the roles name (``head_ansible``: this machine's own where the head has its Python, else the
    wheels of a release that supports the head's Python, downloaded for it; never whatever the image ships);
@@ -42,6 +43,7 @@ from gpufleet.configure.remote import SshExecutor
 from gpufleet.configure.runner import PlayEvents, PlayResult, play_error
 from gpufleet.errors import ConfigureError
 from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.paths import project_root
 from gpufleet.progress import Reporter
 from gpufleet.providers import HEAD_BY_DEFAULT
@@ -49,6 +51,7 @@ from gpufleet.providers import HEAD_BY_DEFAULT
 SWITCH = "GPUFLEET_CONFIGURE_FROM"
 CHOICES = ("auto", "here", "head")
 RELAY_FOLDER = ".gpufleet-relay"
+NODE_FOLDER = "node"  # in the relay folder: the files the roles copy to the nodes (gpufleet_node_files)
 # ansible-core and what it imports (its requirements.txt: jinja2, PyYAML, cryptography, packaging,
 # resolvelib; cryptography needs cffi, which needs pycparser), as top-level names in site-packages.
 PACKAGES = (
@@ -154,8 +157,8 @@ class SshShell:
 
 
 def head_inventory(inventory: Inventory, folder: str) -> Inventory:
-    """The inventory as the head sees it: nodes at their private IPs, the relay folder's key and
-    known_hosts, no tunnel (the head is inside the cluster's network)."""
+    """The inventory as the head sees it: nodes at their private IPs, the relay folder's key, known_hosts
+    and node files, no tunnel (the head is inside the cluster's network)."""
     hosts = [host.model_copy(update={"address": host.private_ip}) for host in inventory.hosts]
     connection = Connection(
         user=inventory.connection.user,
@@ -163,7 +166,9 @@ def head_inventory(inventory: Inventory, folder: str) -> Inventory:
         ssh_common_args=f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={folder}/known_hosts",
         become=inventory.connection.become,
     )
-    return inventory.model_copy(update={"hosts": hosts, "connection": connection})
+    return inventory.model_copy(
+        update={"hosts": hosts, "connection": connection, "node_files": f"{folder}/{NODE_FOLDER}"}
+    )
 
 
 def forks_for(cores: int, hosts: int) -> int:
@@ -236,8 +241,9 @@ def bundle(
     with tarfile.open(fileobj=stream, mode="w:gz", compresslevel=1) as archive:
         _add_tree(archive, root / "playbooks", "playbooks")
         _add_tree(archive, root / "roles", "roles")
-        for outside in role_sources(root):  # at the same path beside roles/, where the roles look for them
-            archive.add(root / outside, arcname=outside)
+        _add_tree(
+            archive, NODE_FILES, NODE_FOLDER
+        )  # the files the roles copy to the nodes (gpufleet_node_files)
         archive.add(root / "ansible.cfg", arcname="ansible.cfg")
         # The events the play's result is read from: ansible-runner's callback, printed inline.
         archive.add(HEAD_CALLBACK, arcname="callback_plugins/gpufleet_events.py")
@@ -255,28 +261,6 @@ def bundle(
         for source, name in payload:
             _add_tree(archive, source, name)
     return stream.getvalue()
-
-
-# A role's reference to a file of the project outside roles/: "{{ role_path }}/../../<path>" (the node check
-# and the Slurm/job exporter are Python modules of gpufleet that the roles copy to the nodes).
-_OUTSIDE = re.compile(r"\{\{\s*role_path\s*\}\}/\.\./\.\./(?P<path>[A-Za-z0-9_./-]+)")
-
-
-def role_sources(root: Path) -> list[str]:
-    """The project files outside roles/ that the roles copy from (``_OUTSIDE``), relative to ``root``: the
-    head needs them at the same place beside its roles/ folder."""
-    found = {
-        match["path"]
-        for path in sorted((root / "roles").rglob("*.yml"))
-        for match in _OUTSIDE.finditer(path.read_text(encoding="utf-8"))
-    }
-    missing = sorted(path for path in found if not (root / path).is_file())
-    if missing:
-        raise ConfigureError(
-            f"the roles copy {', '.join(missing)}, which this checkout does not have",
-            hint="reinstall gpufleet from a complete checkout",
-        )
-    return sorted(found)
 
 
 @dataclass

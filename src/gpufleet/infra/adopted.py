@@ -1,7 +1,7 @@
 """A cluster's Pulumi stack when a project made it (``pulumi up`` in ``stacks/``, CI), not ``gpufleet up``.
 
 ``gpufleet adopt`` records the stack in the cluster's state (``state.json``: ``"adopted": {"stack",
-"project_dir"}``). From then on the cloud-blind driver (``gpufleet.infra.automation``) selects that stack
+"project_dir"}``). From then on the cloud-blind driver (``gpufleet.infra.pulumi_stack``) selects that stack
 in that project folder through the Automation API's local-program workspace (``pulumi.automation.
 select_stack(stack_name, work_dir=...)``: the project's own ``Pulumi.yaml``, its program and its backend,
 from the environment or ``pulumi login``) instead of the inline stack named after the cluster:

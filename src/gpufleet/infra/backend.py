@@ -2,11 +2,13 @@
 
 Every provider folder (``gpufleet.infra.local``, ``baremetal``, ``aws``, ``gcp``, ``azure``) exports
 ``backend``, an object with the methods of ``Backend``; every backend returns the same ``Inventory``. The
-clouds' backends are ``PulumiBackend``s (``gpufleet.infra.automation``): the same cloud-blind Automation API
+clouds' backends are ``PulumiBackend``s (``gpufleet.infra.pulumi_stack``): the same cloud-blind Automation API
 driver, with the cloud's own component, mocks, stack config, credentials check, SSH route, leftover finder
 and baked images. The providers and their columns (a Pulumi program, images baked in the cloud or on this
 machine, configure from the head) are the table of ``gpufleet.providers``, a leaf below infra that preflight
-and configure read too; nothing else branches on ``provider.kind``. The bakers stand above this table
+and configure read too. Outside the provider folders, code reads a column of that table rather than naming a
+provider: tests/infra/test_backend.py finds any comparison with a provider's name and lists the few places
+allowed one, each with its reason (it cannot see a name held in a set). The bakers stand above this table
 (``gpufleet.bake.baker`` builds one per backend from it).
 
 Provider folders are imported on first use, so a verb pays only for the SDK of the cloud it touches.
@@ -25,8 +27,8 @@ from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
-    from gpufleet.infra.automation import PulumiBackend
     from gpufleet.infra.images import BakedRecord
+    from gpufleet.infra.pulumi_stack import PulumiBackend
 
 
 class Backend(Protocol):

@@ -33,8 +33,6 @@ from gpufleet.spec.model import ClusterSpec, NodeGroup, Role
 HASHED_FOLDERS = ("roles", "playbooks")
 _SKIPPED_PARTS = frozenset({"tests", "molecule", "__pycache__"})
 _SKIPPED_SUFFIXES = (".md", ".pyc", "~")
-# The inventory variable that records the hash every node of a cluster runs from (null: not baked).
-HASH_VAR = "gpufleet_baked_image_hash"
 # Spec software fields only the configure phase reads: they do not key a baked image. container_image is
 # staged on the shared filesystem by roles/containers' configure tasks (docs/containers.md).
 CONFIGURE_ONLY_SOFTWARE = frozenset({"container_image"})
@@ -312,7 +310,7 @@ def referenced_hashes(root: Path | None = None) -> set[str]:
         # An inventory that cannot be read raises (SpecError names it): a cluster whose image is unknown
         # must stop the retention rule rather than lose its image.
         try:
-            recorded = Inventory.read(inventory_file).extra_vars.get(HASH_VAR)
+            recorded = Inventory.read(inventory_file).baked_image_hash
         except OSError as exc:
             raise StateError(
                 f"cannot read {inventory_file} ({exc.strerror}): the baked image it uses is unknown",

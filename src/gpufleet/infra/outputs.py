@@ -1,18 +1,13 @@
-"""Stack outputs: the stable keys every cloud program exports, in the inventory's shape.
+"""Stack outputs: what every cloud program exports, built here from the spec and the catalog.
 
-The shape is one typed model, ``gpufleet.inventory.stack.StackOutputs``, which
-``inventory.stack.from_stack_outputs`` validates, so everything after provisioning is cloud-blind. Keys:
-
-- ``cluster``, ``provider``, ``region``, ``zone``, ``fabric``, ``expires_at``
-- ``head_node``: the name of the controller/login host
-- ``hosts``: a list of ``{name, roles, private_ip, instance_type, gpus, gpu_model, gpu_arch, nvswitch,
-  gpu_stack, gpu_components, gpu_paths, fabric_interfaces, cpus, memory_mb}``. The program knows which
-  image it booted; its manifest (``catalog/images.yaml``) gives ``gpu_components``, install or verify per
-  component (``catalog.images.component_modes``), and ``gpu_paths``, where the image keeps what it ships
-  (NCCL's home and library folder on the DLAMI). ``gpu_stack`` stays the one-word summary: "verify" where
-  the image ships the driver, "install" on other GPU nodes, "none" without GPUs
-- ``filesystem``: ``{kind, mount_point, ...}`` with ``dns_name`` and ``mount_name`` for FSx for Lustre,
-  ``mount_source`` for Managed Lustre and Filestore (what ``mount`` takes); ``{kind: none}`` without one.
+The keys and their types are one model, ``gpufleet.inventory.stack.StackOutputs`` (with ``OUTPUT_KEYS``, the
+keys every program must export), which ``inventory.stack.from_stack_outputs`` validates, so everything after
+provisioning is cloud-blind; read it there rather than a list here. What this module adds: the host record
+of each node (``host_record``), whose GPU and fabric facts come from the catalog entry of its instance type,
+and, for the image the program booted, its manifest (``catalog/images.yaml``): ``gpu_components`` (install or
+verify per component, ``catalog.images.component_modes``) and ``gpu_paths`` (where the image keeps what it
+ships). ``gpu_stack`` stays the one-word summary: "verify" where the image ships the driver, "install" on
+other GPU nodes, "none" without GPUs.
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ from typing import Any
 
 from gpufleet.catalog import load_catalog
 from gpufleet.errors import SpecError
-from gpufleet.infra.automation import PulumiBackend
 from gpufleet.infra.backend import pulumi_backend_of
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import MockCloud, Plan, run_offline
+from gpufleet.infra.pulumi_stack import PulumiBackend
 from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.providers import PULUMI_KINDS
 from gpufleet.spec.model import ClusterSpec

@@ -32,7 +32,7 @@ def authorized_keys(spec: ClusterSpec, extra: Sequence[str] = ()) -> list[str]:
 
 def render_user_data(host: str | None, keys: list[str]) -> str:
     """``host`` None: user data shared by a whole launch request (an AWS fleet), which leaves the host
-    name to Ansible (``common_set_hostname``)."""
+    name to Ansible (the inventory's ``set_hostname``: roles/common's ``common_set_hostname``)."""
     named = {"hostname": host, "preserve_hostname": False, "manage_etc_hosts": True} if host else {}
     config = {
         **named,

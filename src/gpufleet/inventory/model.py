@@ -2,9 +2,12 @@
 
 Groups: ``slurm_controller``, ``slurm_login`` and ``compute``. Host variables (all ``gpufleet_``-prefixed):
 instance type, GPU count and model, fabric and its interface count, CPUs and memory for Slurm, private IP.
-Cluster-wide variables under ``all.vars``: cluster name, provider, fabric, filesystem, plus whatever the
-backend needs roles to know (``extra_vars``). docs/inventory.md describes the contract for bare-metal
-users who write an inventory by hand.
+Cluster-wide variables under ``all.vars``: cluster name, provider, fabric, filesystem, software, and the
+facts Python and the roles share (``CLUSTER_VARS``: the baked image's hash, the NCCL environment file, the
+nccl-tests folder, the torch virtualenv, whether the roles set the hostname), each a typed field written
+under its ``gpufleet_`` name. ``extra_vars`` carries role variables a backend sets for its nodes (e.g. the
+local backend's ``slurm_task_plugin``), never one of those. docs/inventory.md describes the contract for
+bare-metal users who write an inventory by hand.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from gpufleet.catalog import load_catalog
 from gpufleet.catalog.images import Component as GpuComponent
 from gpufleet.catalog.images import Mode as GpuMode
 from gpufleet.errors import SpecError
+from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.spec.model import FabricKind, Role, SchedulerKind
 
 GROUP_OF_ROLE = {Role.CONTROLLER: "slurm_controller", Role.LOGIN: "slurm_login", Role.COMPUTE: "compute"}
@@ -46,6 +50,23 @@ _HOST_FIELDS = {
 }
 
 GpuStackMode = Literal["install", "verify", "none"]
+
+# Where the nodes keep what the validation runs: the defaults of roles/nccl_env (nccl_env_path),
+# roles/nccl_tests (nccl_tests_install_dir) and roles/pytorch (pytorch_venv), which read the inventory's
+# variable and fall back to the same path for a hand-written inventory (tests/inventory/test_inventory.py
+# holds them equal).
+NCCL_ENV_FILE = "/etc/gpufleet/nccl.env"
+NCCL_TESTS_DIR = "/opt/nccl-tests/build"
+TORCH_VENV = "/opt/gpufleet/torch"
+
+# The cluster-wide facts Python and the roles share: Inventory field -> the variable under all.vars.
+CLUSTER_VARS = {
+    "baked_image_hash": "gpufleet_baked_image_hash",
+    "nccl_env_file": "gpufleet_nccl_env_file",
+    "nccl_tests_dir": "gpufleet_nccl_tests_dir",
+    "torch_venv": "gpufleet_torch_venv",
+    "set_hostname": "gpufleet_set_hostname",
+}
 
 
 class Host(BaseModel):
@@ -140,11 +161,54 @@ class Inventory(BaseModel):
     software: dict[str, Any] = Field(
         default_factory=dict, description="the spec's software block: versions the roles install or verify"
     )
-    extra_vars: dict[str, Any] = Field(default_factory=dict)
+    node_files: str | None = Field(
+        default=None,
+        description="the folder of the files the roles copy to the nodes (gpufleet_node_files), on the "
+        "machine that runs Ansible; None: this installation's gpufleet/node",
+    )
+    baked_image_hash: str | None = Field(
+        default=None,
+        description="the content hash of the baked image every node boots (null: not baked); configure "
+        "skips the install phase while it is the hash of the roles and pins now",
+    )
+    nccl_env_file: str = Field(
+        default=NCCL_ENV_FILE,
+        description="the file of NCCL settings roles/nccl_env writes on every node; the validation's jobs "
+        "source it",
+    )
+    nccl_tests_dir: str = Field(
+        default=NCCL_TESTS_DIR,
+        description="where the <collective>_perf binaries are on the compute nodes (roles/nccl_tests, or "
+        "the local backend's MPI stand-ins)",
+    )
+    torch_venv: str = Field(
+        default=TORCH_VENV,
+        description="the virtualenv roles/pytorch makes; the training check runs its torchrun",
+    )
+    set_hostname: bool = Field(
+        default=False,
+        description="roles/common sets each node's hostname to its inventory name (AWS: the instances boot "
+        "with their private DNS names)",
+    )
+    extra_vars: dict[str, Any] = Field(
+        default_factory=dict,
+        description="role variables a backend sets for its nodes; none of the fields above (CLUSTER_VARS)",
+    )
     scheduler: SchedulerKind = Field(
         default=SchedulerKind.SLURM,
         description="what runs the jobs: Slurm (the roles configure it) or Kubernetes",
     )
+
+    @model_validator(mode="after")
+    def _typed_facts_not_in_extra_vars(self) -> Inventory:
+        typed = sorted(set(self.extra_vars) & set(CLUSTER_VARS.values()))
+        if typed:
+            fields = ", ".join(field for field, var in CLUSTER_VARS.items() if var in typed)
+            raise ValueError(
+                f"extra_vars sets {', '.join(typed)}: the inventory has a typed field for it ({fields}); "
+                "set the field instead"
+            )
+        return self
 
     def in_group(self, role: Role) -> list[Host]:
         return [host for host in self.hosts if role in host.roles]
@@ -171,8 +235,13 @@ class Inventory(BaseModel):
             "gpufleet_provider": self.provider,
             "gpufleet_fabric": self.fabric.value,
             "gpufleet_filesystem": self.filesystem,
+            "gpufleet_node_files": self.node_files or str(NODE_FILES),
             "ansible_user": self.connection.user,
         }
+        for field, var in CLUSTER_VARS.items():
+            value = getattr(self, field)
+            if value is not None and value is not False:  # the roles' default for an unset one is the same
+                all_vars[var] = value
         if self.software:
             all_vars["gpufleet_software"] = self.software
         if self.scheduler is not SchedulerKind.SLURM:
@@ -262,6 +331,8 @@ class Inventory(BaseModel):
             fabric=FabricKind(all_vars.pop("gpufleet_fabric", "ethernet")),
             filesystem=all_vars.pop("gpufleet_filesystem", {"kind": "none"}),
             software=all_vars.pop("gpufleet_software", {}),
+            node_files=_node_files(all_vars.pop("gpufleet_node_files", None)),
+            **{field: all_vars.pop(var) for field, var in CLUSTER_VARS.items() if var in all_vars},
             hosts=parsed,
             connection=connection,
             scheduler=scheduler,
@@ -277,3 +348,9 @@ class Inventory(BaseModel):
         except yaml.YAMLError as exc:
             raise SpecError(f"inventory {path} is not valid YAML: {exc}") from None
         return cls.from_ansible(data, source=str(path))
+
+
+def _node_files(named: str | None) -> str | None:
+    """``gpufleet_node_files`` as read: None where it names this installation's folder (what ``to_ansible``
+    writes for None), so an inventory gpufleet wrote reads back equal and follows the installation."""
+    return None if named is None or Path(named) == NODE_FILES else named

@@ -67,5 +67,5 @@ def from_stack_outputs(
         filesystem=stack.filesystem or {"kind": "none"},
         connection=connection or Connection(),
         # configure skips the install phase while this is the hash of the roles and pins now.
-        extra_vars={"gpufleet_baked_image_hash": stack.baked_image_hash} if stack.baked_image_hash else {},
+        baked_image_hash=stack.baked_image_hash or None,
     )

@@ -37,7 +37,7 @@ from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
-    from gpufleet.infra.automation import PulumiBackend
+    from gpufleet.infra.pulumi_stack import PulumiBackend
 
 
 @dataclass

@@ -90,7 +90,7 @@ FABRIC_ERROR_COUNTERS: Final = (
     "node_infiniband_link_downed_total",
 )
 
-# The Slurm/job exporter's series (gpufleet.monitoring.slurm_exporter writes them).
+# The Slurm/job exporter's series (gpufleet.node.slurm_exporter writes them).
 JOB_INFO: Final = "slurm_job_info"  # {jobid, name, user, state, partition} 1
 JOB_NODE: Final = "slurm_job_node"  # {jobid, node} 1: the job holds the node
 JOB_GPU: Final = "slurm_job_gpu"  # {jobid, node, gpu} 1: the job holds that GPU of that node

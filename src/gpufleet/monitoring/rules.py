@@ -28,16 +28,17 @@ DCGM_COUNTERS_PATH = Path("roles/monitoring/files/dcgm-counters.csv")
 DASHBOARD_PATH = Path("roles/monitoring/files/grafana/gpufleet-utilization.json")
 PROVISIONING_PATH = Path("roles/monitoring/files/grafana/gpufleet-dashboards.yml")
 
-W = "{{ monitoring_rules_window }}"
-T = "monitoring_thresholds"
+# What the role renders: the window every rule averages over, and the thresholds alerts compare against.
+WINDOW = "{{ monitoring_rules_window }}"
+THRESHOLDS = "monitoring_thresholds"
 
 
-def _for(name: str) -> str:
+def _alert_delay(name: str) -> str:
     return "{{ monitoring_alert_for." + name + " }}"
 
 
-def _thr(name: str) -> str:
-    return "{{ " + T + "." + name + " }}"
+def _threshold(name: str) -> str:
+    return "{{ " + THRESHOLDS + "." + name + " }}"
 
 
 def _prom(text: str) -> str:
@@ -48,13 +49,13 @@ def _prom(text: str) -> str:
 def _sum_of_rates(counters: tuple[str, ...]) -> str:
     """The per-GPU sum of the counters' rates, present when any of them is (``rate`` drops the metric
     name, so one selector over several names would collide on equal label sets)."""
-    each = [f"sum by (node, gpu) (rate({c}[{W}]))" for c in counters]
+    each = [f"sum by (node, gpu) (rate({c}[{WINDOW}]))" for c in counters]
     return " + ".join(each) + "".join(f" or {e}" for e in each)
 
 
 def _any_grew(counters: tuple[str, ...], by: str) -> str:
     """Series (by ``by``) for which any of the counters grew within the window."""
-    return " or ".join(f"(sum by ({by}) (increase({c}[{W}])) > 0)" for c in counters)
+    return " or ".join(f"(sum by ({by}) (increase({c}[{WINDOW}])) > 0)" for c in counters)
 
 
 def price_rules(catalog: Catalog) -> list[dict[str, Any]]:
@@ -78,20 +79,20 @@ def recording_rules() -> list[dict[str, Any]]:
     busy = "gpufleet:gpu_busy_ratio"
     job_gpu = "gpufleet:job_gpu_busy_ratio"
     return [
-        {"record": busy, "expr": f"max by (node, gpu) (avg_over_time({m.SM_ACTIVE}[{W}]))"},
+        {"record": busy, "expr": f"max by (node, gpu) (avg_over_time({m.SM_ACTIVE}[{WINDOW}]))"},
         {
             "record": job_gpu,
             "expr": f"max by (jobid, node, gpu) ({m.JOB_GPU}) * on (node, gpu) group_left () {busy}",
         },
         {"record": "gpufleet:job_node_busy_ratio", "expr": f"avg by (jobid, node) ({job_gpu})"},
         {"record": "gpufleet:job_busy_ratio", "expr": f"avg by (jobid) ({job_gpu})"},
-        {"record": "gpufleet:gpu_allocated_idle", "expr": f"{job_gpu} < bool {_thr('idle_below')}"},
+        {"record": "gpufleet:gpu_allocated_idle", "expr": f"{job_gpu} < bool {_threshold('idle_below')}"},
         {"record": "gpufleet:job_idle_gpus", "expr": "sum by (jobid) (gpufleet:gpu_allocated_idle)"},
         {"record": "gpufleet:cluster_gpus_allocated", "expr": f"count ({job_gpu})"},
         {"record": "gpufleet:cluster_busy_ratio", "expr": f"avg ({busy})"},
         {
             "record": "gpufleet:job_node_progress_rate",
-            "expr": f"sum by (jobid, node) (rate({m.JOB_CPU_SECONDS}[{W}]))",
+            "expr": f"sum by (jobid, node) (rate({m.JOB_CPU_SECONDS}[{WINDOW}]))",
         },
         {
             "record": "gpufleet:gpu_throttle_ratio",
@@ -123,7 +124,7 @@ def alert_rules() -> list[dict[str, Any]]:
         {
             "alert": "GpuAllocatedIdle",
             "expr": "gpufleet:gpu_allocated_idle == 1",
-            "for": _for("gpu_idle"),
+            "for": _alert_delay("gpu_idle"),
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": _prom(
@@ -137,14 +138,14 @@ def alert_rules() -> list[dict[str, Any]]:
         {
             "alert": "JobBusyNoProgress",
             "expr": (
-                f"(max by (jobid) (gpufleet:job_node_busy_ratio) > {_thr('busy_above')})"
+                f"(max by (jobid) (gpufleet:job_node_busy_ratio) > {_threshold('busy_above')})"
                 " and on (jobid) ("
-                f"(min by (jobid) (gpufleet:job_node_progress_rate) < {_thr('progress_below')})"
+                f"(min by (jobid) (gpufleet:job_node_progress_rate) < {_threshold('progress_below')})"
                 f" or on (jobid) (max by (jobid) (time() - {m.JOB_HEARTBEAT})"
-                f" > {_thr('heartbeat_stale_seconds')})"
+                f" > {_threshold('heartbeat_stale_seconds')})"
                 ")"
             ),
-            "for": _for("no_progress"),
+            "for": _alert_delay("no_progress"),
             "labels": {"severity": "critical"},
             "annotations": {
                 "summary": _prom("job {{ $labels.jobid }} keeps GPUs busy but makes no progress"),
@@ -159,7 +160,7 @@ def alert_rules() -> list[dict[str, Any]]:
                 f"(max by (jobid, node) ({m.JOB_NODE}) unless on (jobid, node) ({m.JOB_PROCESSES} > 0))"
                 f' and on (node) (up{{job="{m.SCRAPE_JOBS}"}} == 1)'
             ),
-            "for": _for("no_process"),
+            "for": _alert_delay("no_process"),
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": _prom("job {{ $labels.jobid }} holds {{ $labels.node }} with no process on it"),
@@ -175,7 +176,7 @@ def alert_rules() -> list[dict[str, Any]]:
             # new series whose own changes() is 0: the per-GPU value is what changes.
             "expr": (
                 f"(max by (node, gpu) ({m.XID_ERRORS}) > 0)"
-                f" and on (node, gpu) (changes((max by (node, gpu) ({m.XID_ERRORS}))[{W}:]) > 0)"
+                f" and on (node, gpu) (changes((max by (node, gpu) ({m.XID_ERRORS}))[{WINDOW}:]) > 0)"
             ),
             "labels": {"severity": "critical"},
             "annotations": {
@@ -186,8 +187,8 @@ def alert_rules() -> list[dict[str, Any]]:
         },
         {
             "alert": "GpuThrottled",
-            "expr": f"gpufleet:gpu_throttle_ratio > {_thr('throttle_above')}",
-            "for": _for("throttle"),
+            "expr": f"gpufleet:gpu_throttle_ratio > {_threshold('throttle_above')}",
+            "for": _alert_delay("throttle"),
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": _prom(
@@ -222,7 +223,7 @@ def alert_rules() -> list[dict[str, Any]]:
         {
             "alert": "NodeDown",
             "expr": f'up{{job=~"{m.SCRAPE_NODE}|{m.SCRAPE_JOBS}"}} == 0',
-            "for": _for("node_down"),
+            "for": _alert_delay("node_down"),
             "labels": {"severity": "critical"},
             "annotations": {
                 "summary": _prom("{{ $labels.node }} does not answer ({{ $labels.job }} exporter)"),
@@ -232,7 +233,7 @@ def alert_rules() -> list[dict[str, Any]]:
         {
             "alert": "SlurmNodeDown",
             "expr": f'{m.NODE_STATE}{{state=~"down.*|fail.*|drain.*|.*[*]"}} == 1',
-            "for": _for("node_down"),
+            "for": _alert_delay("node_down"),
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": _prom("Slurm has {{ $labels.node }} {{ $labels.state }}"),

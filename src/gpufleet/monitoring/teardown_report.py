@@ -15,7 +15,7 @@ from typing import Any
 
 from gpufleet.errors import GpufleetError
 from gpufleet.inventory.model import Inventory
-from gpufleet.monitoring import util
+from gpufleet.monitoring import utilization
 from gpufleet.monitoring.prometheus import PrometheusClient, prometheus_url
 from gpufleet.progress import Reporter
 from gpufleet.state import ClusterState, state_root
@@ -38,16 +38,16 @@ def save_before_teardown(state: ClusterState, reporter: Reporter) -> dict[str, A
             raise GpufleetError("monitoring is off for this cluster (spec software.monitoring: false)")
         start = state.created_at.timestamp()
         with prometheus_url(inventory) as url:
-            report = util.collect(PrometheusClient(url, timeout=20.0), inventory, start, time.time())
+            report = utilization.collect(PrometheusClient(url, timeout=20.0), inventory, start, time.time())
     except GpufleetError as exc:
         reason = exc.message
-        util.write_report(out, None, unavailable=reason)
+        utilization.write_report(out, None, unavailable=reason)
         reporter.info(f"utilization report: not available ({reason}); written to {out}")
         return {"dir": str(out), "available": False, "reason": reason}
-    files = util.write_report(out, report)
+    files = utilization.write_report(out, report)
     total = report.total
     reporter.info(
         f"utilization report written to {out}: {total.allocated_gpu_hours:.3f} GPU-hours allocated, "
-        f"busy {util.fmt(total.busy_ratio, '.1%')}"
+        f"busy {utilization.fmt(total.busy_ratio, '.1%')}"
     )
     return {"dir": str(out), "available": True, "files": [str(f) for f in files], "total": total.to_json()}

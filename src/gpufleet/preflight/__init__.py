@@ -2,7 +2,6 @@
 
 from gpufleet.preflight.base import (
     Finding,
-    Level,
     check,
     errors,
     registered_checks,
@@ -13,7 +12,6 @@ from gpufleet.severity import Severity
 
 __all__ = [
     "Finding",
-    "Level",
     "Severity",
     "check",
     "errors",

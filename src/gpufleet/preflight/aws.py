@@ -16,9 +16,10 @@ from functools import cache
 from gpufleet.catalog import Catalog
 from gpufleet.catalog import aws as rules
 from gpufleet.catalog.aws_interfaces import EFA_LAYOUT_DOC, efa_count, group_layout
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
 from gpufleet.preflight.common import _group_path as _path
 from gpufleet.preflight.common import os_release_findings
+from gpufleet.severity import Severity
 from gpufleet.spec.model import (
     AwsProvider,
     CapacityMode,
@@ -56,7 +57,7 @@ def instance_type_exists(spec: ClusterSpec, catalog: Catalog) -> Iterator[Findin
         close = difflib.get_close_matches(group.instance_type, sorted(known), n=3, cutoff=0.75)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "aws_instance_type_exists",
             f"{_path(spec, group.name)}.instance_type",
             f"'{group.instance_type}' is not an EC2 instance type (botocore's EC2 model lists "
@@ -75,7 +76,7 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         if item is None or item.fabric.kind is not FabricKind.EFA:
             efa_types = sorted(i.name for i in catalog.for_provider("aws") if i.fabric.kind is FabricKind.EFA)
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_efa_supported",
                 path,
                 f"fabric is efa but gpufleet's catalog knows no EFA on {group.instance_type}; pick an EFA "
@@ -88,7 +89,7 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         count = efa_count(spec, group, item)
         if cards is None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_efa_layout",
                 path,
                 f"the catalog gives no network card count for {group.instance_type}, so its EFA "
@@ -97,7 +98,7 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif cards < count <= item.fabric.interfaces:  # above the catalog's count: fabric_interfaces says so
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_efa_interfaces",
                 "fabric.interfaces",
                 f"{count} EFA interfaces asked; {group.instance_type} has {cards} EFA-capable network "
@@ -106,7 +107,7 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif count == 0:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_efa_interfaces",
                 "fabric.interfaces",
                 "fabric is efa but fabric.interfaces is 0: no EFA interface would be attached. Drop "
@@ -114,7 +115,7 @@ def efa_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif count < item.fabric.interfaces:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 "aws_efa_interfaces",
                 "fabric.interfaces",
                 f"{count} of {group.instance_type}'s {item.fabric.interfaces} EFA interfaces asked: about "
@@ -129,7 +130,7 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     for group in spec.node_groups:
         if group.capacity.mode is CapacityMode.FLEX_START:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_placement",
                 f"{_path(spec, group.name)}.capacity.mode",
                 "flex_start is GCP's Dynamic Workload Scheduler; on AWS, time-bound GPU capacity is a "
@@ -140,7 +141,7 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         path = f"{_path(spec, group.name)}.capacity"
         if mode is CapacityMode.CAPACITY_BLOCK:
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "aws_placement",
                 path,
                 "a Capacity Block is already co-located by AWS: no placement group is created for "
@@ -148,7 +149,7 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif mode is CapacityMode.RESERVATION and group.capacity.placement_group is not None:
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "aws_placement",
                 path,
                 f"group '{group.name}' launches into the existing placement group "
@@ -157,7 +158,7 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif mode is CapacityMode.RESERVATION:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 "aws_placement",
                 path,
                 f"group '{group.name}' targets a capacity reservation, so gpufleet creates no placement "
@@ -167,7 +168,7 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         if mode is CapacityMode.SPOT and group.count > 1:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 "aws_spot",
                 path,
                 f"group '{group.name}' runs {group.count} nodes on spot: one interruption ends every "
@@ -177,7 +178,7 @@ def placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     controller = spec.controller_group
     if controller.capacity.mode is not CapacityMode.ON_DEMAND:
         yield Finding(
-            Level.ERROR if controller.capacity.mode is CapacityMode.SPOT else Level.WARNING,
+            Severity.ERROR if controller.capacity.mode is CapacityMode.SPOT else Severity.WARNING,
             "aws_head_capacity",
             f"{_path(spec, controller.name)}.capacity.mode",
             f"the head node runs slurmctld and is bought as '{controller.capacity.mode.value}': when it "
@@ -197,7 +198,7 @@ def reservation_ids(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         path = f"{_path(spec, group.name)}.capacity"
         if cap.reservation is not None and not re.match(rules.RESERVATION_ID, cap.reservation):
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_reservation_ids",
                 f"{path}.reservation",
                 f"'{cap.reservation}' is not an EC2 capacity reservation id; expected cr- and 17 hex "
@@ -205,7 +206,7 @@ def reservation_ids(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif cap.reservation == PLACEHOLDER_RESERVATION:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_reservation_ids",
                 f"{path}.reservation",
                 f"'{cap.reservation}' is the example's placeholder, not a reservation of yours: an up would "
@@ -215,7 +216,7 @@ def reservation_ids(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         arn = cap.reservation_group_arn
         if arn is not None and not re.match(rules.RESERVATION_GROUP_ARN, arn):
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_reservation_ids",
                 f"{path}.reservation_group_arn",
                 f"'{arn}' is not a resource group ARN; expected "
@@ -223,7 +224,7 @@ def reservation_ids(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif arn is not None and f":{_provider(spec).region}:" not in arn:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_reservation_ids",
                 f"{path}.reservation_group_arn",
                 f"the resource group is not in the cluster's region {_provider(spec).region}; instances "
@@ -251,7 +252,7 @@ def fsx(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     repository = fs.data_repository
     if repository is not None and PLACEHOLDER_BUCKET.search(_bucket(repository.s3_path)):
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "aws_fsx_bucket",
             "filesystem.data_repository.s3_path",
             f"{repository.s3_path} names a placeholder bucket ({_bucket(repository.s3_path)}); FSx links "
@@ -261,7 +262,7 @@ def fsx(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if not rules.fsx_size_ok(fs.size_gib):
         below, above = rules.fsx_sizes_near(fs.size_gib)
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "aws_fsx_size",
             "filesystem.size_gib",
             f"{fs.size_gib} GiB is not a size FSx for Lustre {fs.deployment_type} takes: 1200, 2400, then "
@@ -271,7 +272,7 @@ def fsx(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if persistent and fs.throughput_per_tib not in rules.FSX_PERSISTENT_2_THROUGHPUT:
         allowed = ", ".join(str(v) for v in rules.FSX_PERSISTENT_2_THROUGHPUT)
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "aws_fsx_throughput",
             "filesystem.throughput_per_tib",
             f"PERSISTENT_2 takes a throughput of {allowed} MB/s per TiB, not {fs.throughput_per_tib} "
@@ -297,7 +298,7 @@ def zone_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 else f"may not be offered in {provider.region} (the catalog's source did not read it)"
             )
             yield Finding(
-                Level.ERROR if known else Level.WARNING,
+                Severity.ERROR if known else Severity.WARNING,
                 "aws_type_region",
                 path,
                 f"{group.instance_type} {where}; it is offered in {', '.join(item.regions)}. Change "
@@ -306,7 +307,7 @@ def zone_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif item.zones and provider.zone not in item.zones:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_type_zone",
                 "provider.zone",
                 f"{group.instance_type} is not offered in {provider.zone} as far as the catalog knows; use "
@@ -314,7 +315,7 @@ def zone_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
     if provider.subnet_id is not None:
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "aws_existing_network",
             "provider.subnet_id",
             f"gpufleet uses subnet {provider.subnet_id} as it is: it must be in {provider.zone} (EFA does "
@@ -337,7 +338,7 @@ def address_space(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         needed += group.count * sum(1 for s in slots if s.interface_type != "efa-only")
     if needed > rules.PRIVATE_SUBNET_ADDRESSES:
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "aws_address_space",
             "node_groups",
             f"the nodes need {needed} private addresses; the subnet gpufleet creates "
@@ -352,7 +353,7 @@ def gpu_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         archs = sorted({item.cpu_arch for g in spec.node_groups if (item := catalog.get(g.instance_type))})
         if len(archs) > 1:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "aws_ami_pinned",
                 "provider.ami.id",
                 f"the node groups mix CPU architectures ({', '.join(archs)}) but provider.ami.id pins one "
@@ -361,7 +362,7 @@ def gpu_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
             return
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "aws_ami_pinned",
             "provider.ami.id",
             f"every node boots {ami.id}: it must be an {archs[0] if archs else 'x86_64'} Ubuntu image in "
@@ -371,7 +372,7 @@ def gpu_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     gpu_groups = [g for g in spec.compute_groups if (item := catalog.get(g.instance_type)) and item.gpu]
     if gpu_groups and not ami.family.startswith("dlami"):
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "aws_ami_family",
             "provider.ami.family",
             f"GPU nodes boot plain {ami.family}: the roles install the NVIDIA driver and the EFA "

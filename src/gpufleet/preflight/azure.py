@@ -33,7 +33,8 @@ from gpufleet.catalog.azure import (
     amlfs_size_problem,
     gpu_image,
 )
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.model import AzureLustreFilesystem, AzureProvider, ClusterSpec, FabricKind, NodeGroup, Role
 
 PROVIDERS = ("azure",)
@@ -62,7 +63,7 @@ def azure_ib_domain(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         if group.count > limit:
             parts = -(-group.count // limit)
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "azure_ib_domain",
                 _path(spec, group, "count"),
                 f"group '{group.name}' has {group.count} VMs; InfiniBand links only the VMs of one scale "
@@ -74,7 +75,7 @@ def azure_ib_domain(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if len(ib_groups) > 1:
         names = ", ".join(group.name for group in ib_groups)
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "azure_ib_domain",
             _path(spec, ib_groups[1]),
             f"groups {names} are separate scale sets, so separate InfiniBand domains: a job across them "
@@ -93,7 +94,7 @@ def azure_sku_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         command = SKU_COMMAND.format(location=location, size=group.instance_type)
         if item.regions and location not in item.regions:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "azure_sku_region",
                 "provider.location",
                 f"{group.instance_type} is offered in {', '.join(item.regions)} (the catalog's sources), not "
@@ -102,7 +103,7 @@ def azure_sku_region(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif not item.regions and item.gpu is not None:
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "azure_sku_region",
                 "provider.location",
                 f"the catalog lists no regions for {group.instance_type} (Microsoft publishes no list "
@@ -127,7 +128,7 @@ def azure_vcpu_quota(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             needed[family] += item.cpus * group.count
     for family, vcpus in sorted(needed.items()):
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "azure_vcpu_quota",
             "provider.location",
             f"the cluster needs {vcpus} vCPUs of quota family {family} in {location}; Azure refuses the VMs "
@@ -136,7 +137,7 @@ def azure_vcpu_quota(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         )
     for size, vcpus in sorted(unknown.items()):
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "azure_vcpu_quota",
             "provider.location",
             f"{size} needs {vcpus} vCPUs in {location}, of a quota family gpufleet's catalog does not name; "
@@ -156,7 +157,7 @@ def azure_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         choice = gpu_image(item, image.urn, image.id, image.architecture, image.generation, image.os_release)
         if choice is None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "azure_image",
                 "provider.image",
                 f"{group.instance_type} is {item.cpu_arch} (Grace), and Microsoft publishes no Ubuntu HPC "
@@ -167,7 +168,7 @@ def azure_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             return
         if choice.architecture is None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "azure_image",
                 "provider.image.architecture",
                 f"gpufleet does not know the architecture of {choice.id or choice.urn}: set "
@@ -175,7 +176,7 @@ def azure_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif choice.architecture != wanted:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "azure_image",
                 "provider.image",
                 f"{choice.id or choice.urn} is built for {choice.architecture}, and {group.instance_type} is "
@@ -183,14 +184,14 @@ def azure_image(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         if choice.generation != "V2":
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "azure_image",
                 "provider.image.generation",
                 f"{group.instance_type} boots Generation 2 images only ({ND_H100_DOC}): give a V2 image",
             )
         if choice.os_release is None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "azure_image",
                 "provider.image.os_release",
                 f"gpufleet does not know the Ubuntu release of {choice.id or choice.urn}; the head node "
@@ -212,7 +213,7 @@ def azure_nvlink_domain(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             above = below + domain
             choices = f"{below} or {above}" if below else str(above)
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 "azure_nvlink_domain",
                 _path(spec, group, "count"),
                 f"{group.instance_type} shares a multi-node NVLink domain of {domain} VMs (a rack, "
@@ -230,13 +231,13 @@ def azure_lustre_size(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     problem = amlfs_size_problem(fs.sku, fs.size_tib)
     if problem:
         yield Finding(
-            Level.ERROR, "azure_lustre_size", "filesystem.size_tib", f"{problem} ({AMLFS_SIZES_SOURCE})"
+            Severity.ERROR, "azure_lustre_size", "filesystem.size_tib", f"{problem} ({AMLFS_SIZES_SOURCE})"
         )
         return
     limit = AMLFS_SIZES[fs.sku].max_tib
     if fs.size_tib > limit:
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "azure_lustre_size",
             "filesystem.size_tib",
             f"{fs.sku} goes to {limit} TiB without a support ticket ({AMLFS_SIZES_SOURCE}); "

@@ -14,7 +14,8 @@ from pathlib import Path
 from gpufleet.catalog import Catalog
 from gpufleet.errors import GpufleetError
 from gpufleet.inventory.model import Inventory
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.model import BaremetalProvider, ClusterSpec
 
 GENERIC_TYPE = "baremetal"
@@ -22,7 +23,7 @@ _PATH = "provider.inventory"
 
 
 def _finding(message: str) -> Finding:
-    return Finding(Level.ERROR, "baremetal_inventory", _PATH, message)
+    return Finding(Severity.ERROR, "baremetal_inventory", _PATH, message)
 
 
 @check("baremetal_inventory", providers=("baremetal",))

@@ -15,9 +15,6 @@ from gpufleet.errors import SpecError
 from gpufleet.severity import FINDING_LEVELS, Severity
 from gpufleet.spec.model import ClusterSpec
 
-# A finding's level is a Severity (error, warning or info); ``Level`` is its name in this package's API.
-Level = Severity
-
 
 @dataclass(frozen=True)
 class Finding:

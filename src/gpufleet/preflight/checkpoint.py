@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpufleet.catalog import Catalog
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.durable import MADE_WITH_THE_CLUSTER, WITH_A_DURABLE_COPY, durable_copy_of
 from gpufleet.spec.model import (
     CHECKPOINT_STATE_BYTES,
@@ -126,7 +127,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         return
     if spec.filesystem.kind == "none":
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             CHECK,
             "filesystem",
             "checkpoint is planned but the cluster has no shared filesystem: a job resumed on other nodes "
@@ -137,7 +138,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if fs.kind in MADE_WITH_THE_CLUSTER and durable_copy_of(spec) is None:
         exportable = fs.kind in WITH_A_DURABLE_COPY
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             CHECK,
             "filesystem.data_repository" if exportable else "filesystem",
             f"the {fs.kind} filesystem is made and deleted with the cluster and has no durable copy: the "
@@ -158,7 +159,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     )
     if figures.write_s is None or figures.overhead is None or figures.best_interval_s is None:
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             CHECK,
             "checkpoint",
             f"{head}; {figures.throughput.what} has no provisioned throughput in the spec, so the write "
@@ -169,7 +170,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         lost, lost_best = figures.lost_share(interval_s), figures.lost_share(best)
         assert lost is not None and lost_best is not None
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             CHECK,
             "checkpoint",
             f"{head}; it writes in {_time(figures.write_s)} at {figures.throughput.mb_s:,.0f} MB/s "
@@ -179,7 +180,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         )
         if figures.overhead > MAX_OVERHEAD:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 CHECK,
                 "checkpoint.interval",
                 f"writing a checkpoint ({_time(figures.write_s)}) takes {figures.overhead:.0%} of the "
@@ -188,7 +189,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         if not best / INTERVAL_FACTOR <= interval_s <= best * INTERVAL_FACTOR:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 CHECK,
                 "checkpoint.interval",
                 f"the interval {_time(interval_s)} is far from the one that loses least for this cluster, "
@@ -199,7 +200,7 @@ def checkpoint_plan(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     capacity = figures.throughput.capacity_bytes
     if capacity is not None and figures.needed_bytes > capacity:
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             CHECK,
             "checkpoint.keep",
             f"keeping {plan.keep} checkpoint(s) and writing the next needs {_size(figures.needed_bytes)}, "

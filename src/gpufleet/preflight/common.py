@@ -10,7 +10,8 @@ from gpufleet.catalog import Catalog
 from gpufleet.catalog.cuda import cuda_too_old
 from gpufleet.catalog.os_releases import OS_RELEASES
 from gpufleet.catalog.slurm import SLURM_RELEASES
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 from gpufleet.validate.bound import derived_expectation
 
@@ -35,7 +36,7 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             if provider in _CLOUDS and Role.COMPUTE in group.roles:
                 known = ", ".join(sorted(i.name for i in catalog.for_provider(provider) if i.gpu))
                 yield Finding(
-                    Level.ERROR,
+                    Severity.ERROR,
                     "instance_type_known",
                     path,
                     f"'{group.instance_type}' is not in gpufleet's {provider} catalog, so its fabric and "
@@ -43,7 +44,7 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                 )
             elif provider in _CLOUDS:
                 yield Finding(
-                    Level.WARNING,
+                    Severity.WARNING,
                     "instance_type_known",
                     path,
                     f"'{group.instance_type}' is not in the catalog: no price or size check for this group",
@@ -57,7 +58,7 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                 close = difflib.get_close_matches(group.instance_type, named, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]}? " if close else ""
                 yield Finding(
-                    Level.WARNING,
+                    Severity.WARNING,
                     "instance_type_known",
                     path,
                     f"'{group.instance_type}' is not in the catalog: {hint}Without a catalog entry there "
@@ -70,7 +71,7 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                 close = difflib.get_close_matches(group.instance_type, gpu_types, n=1, cutoff=0.6)
                 hint = f"did you mean {close[0]}? " if close else ""
                 yield Finding(
-                    Level.WARNING,
+                    Severity.WARNING,
                     "instance_type_known",
                     path,
                     f"'{group.instance_type}' is not in the catalog: {hint}the nodes' own GPU counts are "
@@ -79,7 +80,7 @@ def instance_type_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             continue
         if item.provider != provider and provider != "kubernetes":  # a handed-over cluster of any cloud
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "instance_type_provider",
                 path,
                 f"'{group.instance_type}' is a {item.provider} type, but the provider is {provider}",
@@ -96,7 +97,7 @@ def instance_type_figures_known(spec: ClusterSpec, catalog: Catalog) -> Iterator
             continue
         unknown = "; ".join(f"{figure}: {why}" for figure, why in item.unknown.items())
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "instance_type_figures_known",
             f"{_group_path(spec, group.name)}.instance_type",
             f"gpufleet cannot plan {group.instance_type} yet, its catalog entry leaves open {unknown}. Pick "
@@ -116,7 +117,7 @@ def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
         if wanted is FabricKind.ETHERNET:
             if has is not FabricKind.ETHERNET:
                 yield Finding(
-                    Level.WARNING,
+                    Severity.WARNING,
                     "fabric_unused",
                     "fabric.kind",
                     f"{group.instance_type} has {has.value} ({item.fabric.bandwidth_gbps:g} Gbps) but the "
@@ -124,7 +125,7 @@ def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
                 )
         elif wanted is not has:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "fabric_matches_type",
                 path,
                 f"fabric '{wanted.value}' is not available on {group.instance_type}, which has "
@@ -132,7 +133,7 @@ def fabric_matches_type(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
             )
         if spec.fabric.interfaces is not None and spec.fabric.interfaces > item.fabric.interfaces:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "fabric_interfaces",
                 "fabric.interfaces",
                 f"{group.instance_type} has {item.fabric.interfaces} fabric interfaces; "
@@ -151,7 +152,7 @@ def cuda_targets_gpu(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         if too_old is not None:
             first, source = too_old
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "cuda_targets_gpu",
                 "software.cuda",
                 f"CUDA {spec.software.cuda} cannot compile for {item.gpu.arch} ({group.instance_type}'s "
@@ -165,7 +166,7 @@ def compute_types_uniform(spec: ClusterSpec, catalog: Catalog) -> Iterator[Findi
     types = {g.instance_type for g in spec.compute_groups}
     if len(types) > 1:
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "compute_types_uniform",
             "node_groups",
             f"compute groups mix instance types ({', '.join(sorted(types))}); a collective runs at the "
@@ -179,7 +180,7 @@ def gpus_present(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         item = catalog.get(group.instance_type)
         if item is not None and item.gpu is None:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 "gpus_present",
                 f"{_group_path(spec, group.name)}.instance_type",
                 f"{group.instance_type} has no GPU: nccl-tests cannot run on this group",
@@ -190,7 +191,7 @@ def gpus_present(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
 def multi_node(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if spec.compute_count < 2:
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "multi_node",
             "node_groups",
             "only one compute node: the validation exercises NVLink inside the node, not the fabric; "
@@ -210,7 +211,7 @@ def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         derived = derived_expectation(catalog, item, collective.value, spec.compute_count) if item else None
         if baseline is None and derived is not None:
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "baseline_known",
                 "validation.min_busbw",
                 f"no published {collective.value} baseline for {instance_type}: the gate expects "
@@ -220,7 +221,7 @@ def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif baseline is None:
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "baseline_known",
                 "validation.min_busbw",
                 f"no published {collective.value} baseline for {instance_type} and no GPU fabric to bound "
@@ -229,7 +230,7 @@ def baseline_known(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif baseline.message_bytes > spec.validation.max_bytes:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 "baseline_size",
                 "validation.max_bytes",
                 f"the {collective.value} baseline for {instance_type} was measured at "
@@ -250,7 +251,7 @@ def os_release_findings(
     booted = ", ".join(f"'{group}' boots {OS_RELEASES[key].name}" for group, key in releases.items())
     count = len(set(releases.values()))
     yield Finding(
-        Level.INFO,
+        Severity.INFO,
         name,
         "node_groups",
         f"node groups boot different OS releases: {booted}. Every node runs Slurm {spec.software.slurm} "
@@ -278,12 +279,12 @@ def container_image_usable(spec: ClusterSpec, catalog: Catalog) -> Iterator[Find
     if image.startswith("/"):
         problem = _squashfs_problem(Path(image))
         if problem:
-            yield Finding(Level.ERROR, "container_image_usable", path, problem)
+            yield Finding(Severity.ERROR, "container_image_usable", path, problem)
         return
     first, _, rest = image.partition("/")
     if "#" not in image and rest and ("." in first or ":" in first or first == "localhost"):
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "container_image_usable",
             path,
             f"'{image}' names the registry {first} with a '/', and enroot reads the part before '#' as the "
@@ -292,7 +293,7 @@ def container_image_usable(spec: ClusterSpec, catalog: Catalog) -> Iterator[Find
         )
     elif ":" not in image.rsplit("/", 1)[-1] and "@" not in image:
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "container_image_usable",
             path,
             f"'{image}' has no tag: enroot imports 'latest', which changes under you; pin a tag or a digest "
@@ -325,7 +326,7 @@ def slurm_release_pinned(spec: ClusterSpec, catalog: Catalog) -> Iterator[Findin
     if value not in SLURM_RELEASES:
         known = ", ".join(sorted(SLURM_RELEASES))
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "slurm_release_pinned",
             "software.slurm",
             f"gpufleet builds Slurm from a release whose source checksum it pins, and has none for "

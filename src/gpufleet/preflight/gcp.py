@@ -44,8 +44,9 @@ from gpufleet.catalog.gcp import (
     vpc_count,
 )
 from gpufleet.catalog.gcp_zones import ZoneTable, judge_zone, load_gcp_zones
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
 from gpufleet.preflight.common import os_release_findings
+from gpufleet.severity import Severity
 from gpufleet.spec.model import (
     CapacityMode,
     ClusterSpec,
@@ -102,7 +103,7 @@ def gcp_nic_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         if Role.COMPUTE not in group.roles:
             if fabric.interfaces:
                 yield Finding(
-                    Level.WARNING,
+                    Severity.WARNING,
                     "gcp_nic_layout",
                     path,
                     f"{group.instance_type} has {fabric.interfaces} GPU NICs, but group '{group.name}' is "
@@ -112,7 +113,7 @@ def gcp_nic_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             continue
         if fabric.interfaces and fabric.host_nics is None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_nic_layout",
                 path,
                 f"the catalog entry of {group.instance_type} lacks fabric.host_nics, so its NIC layout is "
@@ -122,21 +123,21 @@ def gcp_nic_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         layout = nic_layout(spec, group, item)
         if layout.total > MAX_NICS_PER_VM:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_nic_layout",
                 path,
                 f"{group.instance_type} would get {layout.total} NICs; a VM takes at most {MAX_NICS_PER_VM}",
             )
         if fabric.interfaces and fabric.gpu_nic_type is None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_nic_layout",
                 path,
                 f"the catalog entry of {group.instance_type} lacks fabric.gpu_nic_type (GVNIC or MRDMA)",
             )
         if fabric.gpu_nic_type == "MRDMA" and fabric.network_profile != "roce":
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_nic_layout",
                 path,
                 f"{group.instance_type}'s MRDMA NICs attach only to a VPC created with the RoCE network "
@@ -144,7 +145,7 @@ def gcp_nic_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         if fabric.kind in (FabricKind.TCPX, FabricKind.TCPXO) and fabric.gpu_nic_type not in (None, "GVNIC"):
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_nic_layout",
                 path,
                 f"GPUDirect-{fabric.kind.value.upper()} runs over gVNIC GPU NICs (one VPC each); the "
@@ -153,7 +154,7 @@ def gcp_nic_layout(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         wanted = spec.fabric.interfaces
         if wanted is not None and spec.fabric.kind is not FabricKind.ETHERNET and wanted != fabric.interfaces:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_nic_layout",
                 "fabric.interfaces",
                 f"on GCP the GPU NIC layout is fixed per machine type: {group.instance_type} takes "
@@ -172,7 +173,7 @@ def gcp_zone_offered(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         path = _path(spec, group, "instance_type")
         if item.zones and zone not in item.zones:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_zone_offered",
                 "provider.zone",
                 f"{group.instance_type} is not offered in {zone}; the catalog lists: "
@@ -180,7 +181,7 @@ def gcp_zone_offered(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif not item.zones and item.regions and region not in item.regions:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_zone_offered",
                 "provider.region",
                 f"{group.instance_type} is not offered in {region}; the catalog lists: "
@@ -188,7 +189,7 @@ def gcp_zone_offered(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         elif not item.zones and item.gpu is not None:
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "gcp_zone_offered",
                 path,
                 f"the catalog does not know where {group.instance_type} is offered; check that {zone} "
@@ -203,7 +204,7 @@ def _service_zone(table: ZoneTable, service: str, zone: str, path: str) -> Itera
         region = zone.rsplit("-", 1)[0]
         where = f"in {region} it runs in" if region in table.regions else "it runs in"
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "gcp_service_zones",
             path,
             f"{service} is not offered in {zone}; {where} {', '.join(verdict.alternatives)} ({source}). "
@@ -211,7 +212,7 @@ def _service_zone(table: ZoneTable, service: str, zone: str, path: str) -> Itera
         )
     elif verdict.offered is None:
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "gcp_service_zones",
             path,
             f"gpufleet's zone data does not cover {zone} for {service} (only part of {source} could be "
@@ -240,7 +241,7 @@ def gcp_machine_type_name(spec: ClusterSpec, catalog: Catalog) -> Iterator[Findi
         if catalog.get(group.instance_type) is not None or MACHINE_TYPE_NAME.match(group.instance_type):
             continue
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "gcp_machine_type_name",
             _path(spec, group, "instance_type"),
             f"'{group.instance_type}' is not a Compute Engine machine type name: names are "
@@ -257,7 +258,7 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         series = series_of(group.instance_type)
         if capacity.mode is CapacityMode.CAPACITY_BLOCK:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_capacity",
                 f"{path}.mode",
                 "capacity_block is AWS's; on GCP a calendar-mode future reservation delivers a reservation: "
@@ -265,7 +266,7 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         if capacity.placement_group is not None and not POLICY_NAME.match(capacity.placement_group):
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_capacity",
                 f"{path}.placement_group",
                 f"'{capacity.placement_group}' is not a resource policy name: on GCP placement_group names "
@@ -274,7 +275,7 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         if capacity.reservation_group_arn is not None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_capacity",
                 f"{path}.reservation_group_arn",
                 "reservation_group_arn is AWS only; on GCP name one reservation in 'reservation'",
@@ -282,7 +283,7 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         if capacity.mode is CapacityMode.RESERVATION and capacity.reservation is not None:
             if not RESERVATION_NAME.match(capacity.reservation):
                 yield Finding(
-                    Level.ERROR,
+                    Severity.ERROR,
                     "gcp_capacity",
                     f"{path}.reservation",
                     f"'{capacity.reservation}' is not a reservation name; give NAME, or "
@@ -290,7 +291,7 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 )
             if Role.COMPUTE in group.roles and capacity.placement_group is None:
                 yield Finding(
-                    Level.INFO,
+                    Severity.INFO,
                     "gcp_capacity",
                     f"{path}.reservation",
                     f"group '{group.name}' consumes reservation '{capacity.reservation}': its VMs carry no "
@@ -300,7 +301,7 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 )
         if capacity.mode is CapacityMode.ON_DEMAND and not series.on_demand:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_capacity",
                 f"{path}.mode",
                 f"{series.label} ({group.instance_type}) has no on-demand capacity: use mode: reservation "
@@ -312,14 +313,14 @@ def gcp_capacity(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         if capacity.mode is CapacityMode.SPOT:
             if not series.spot:
                 yield Finding(
-                    Level.ERROR,
+                    Severity.ERROR,
                     "gcp_capacity",
                     f"{path}.mode",
                     f"{series.label} machine types are not offered as Spot VMs; use on_demand or reservation",
                 )
             if Role.CONTROLLER in group.roles:
                 yield Finding(
-                    Level.WARNING,
+                    Severity.WARNING,
                     "gcp_capacity",
                     f"{path}.mode",
                     "the controller runs on a Spot VM: a preemption stops slurmctld for the whole "
@@ -331,7 +332,7 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
     path = _path(spec, group, "capacity")
     if not series.flex_start:
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "gcp_capacity",
             f"{path}.mode",
             f"{series.label} machine types are not offered as flex-start VMs ({FLEX_START_DOC})",
@@ -339,7 +340,7 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
     duration = group.capacity.max_run_duration
     if duration is not None and not FLEX_START_MIN_RUN <= duration <= FLEX_START_MAX_RUN:
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "gcp_capacity",
             f"{path}.max_run_duration",
             f"Compute Engine takes a max run duration of at least {FLEX_START_MIN_RUN.seconds} seconds, and "
@@ -349,7 +350,7 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
         )
     elif duration is not None and duration < spec.lifetime.ttl:
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "gcp_capacity",
             f"{path}.max_run_duration",
             f"group '{group.name}' is deleted by Compute Engine after its max_run_duration {duration}, "
@@ -359,7 +360,7 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
         )
     minutes = int(FLEX_START_TIMEOUT.total_seconds() // 60)
     yield Finding(
-        Level.INFO,
+        Severity.INFO,
         "gcp_capacity",
         f"{path}.mode",
         f"group '{group.name}' waits for flex-start capacity: Google keeps the request queued for up to "
@@ -369,7 +370,7 @@ def _flex_start(spec: ClusterSpec, group: NodeGroup, series: GcpSeries) -> Itera
     )
     if Role.CONTROLLER in group.roles:
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "gcp_capacity",
             f"{path}.mode",
             "the controller would be a flex-start VM, deleted at the end of its max_run_duration with "
@@ -386,7 +387,7 @@ def gcp_placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             # Flex-start VMs take no placement policy (compute.placement_policy; slurm-gcp's dws_flex "CAN
             # NOT be used with placement groups", cluster-toolkit schedmd-slurm-gcp-v6-nodeset/variables.tf).
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "gcp_placement",
                 _path(spec, group, "capacity.mode"),
                 f"group '{group.name}' gets no compact placement policy: flex-start VMs take none, so its "
@@ -397,7 +398,7 @@ def gcp_placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         path = _path(spec, group, "count")
         if not series.compact_placement:
             yield Finding(
-                Level.WARNING,
+                Severity.WARNING,
                 "gcp_placement",
                 _path(spec, group, "instance_type"),
                 f"{group.instance_type} does not support compact placement policies: its VMs are placed "
@@ -406,7 +407,7 @@ def gcp_placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             continue
         if series.compact_max_vms is not None and group.count > series.compact_max_vms:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_placement",
                 path,
                 f"a compact placement policy holds at most {series.compact_max_vms} {series.label} VMs; "
@@ -415,7 +416,7 @@ def gcp_placement(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
             )
         if series.max_distance:
             yield Finding(
-                Level.INFO,
+                Severity.INFO,
                 "gcp_placement",
                 _path(spec, group, "instance_type"),
                 f"the compact placement policy of group '{group.name}' sets max distance "
@@ -440,21 +441,21 @@ def gcp_mtu(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         mtu = layout.gpu_mtu
         if mtu is None:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_mtu",
                 path,
                 f"the catalog entry of {group.instance_type} lacks fabric.mtu for its GPU NIC VPCs",
             )
         elif not low <= mtu <= high:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_mtu",
                 path,
                 f"the catalog's GPU VPC MTU for {group.instance_type} is {mtu}; a VPC's MTU is {low}-{high}",
             )
         elif layout.roce and mtu != ROCE_MTU:
             yield Finding(
-                Level.ERROR,
+                Severity.ERROR,
                 "gcp_mtu",
                 path,
                 f"a RoCE VPC runs with MTU {ROCE_MTU}; the catalog says {mtu} for {group.instance_type}",
@@ -471,7 +472,7 @@ def gcp_filesystem_size(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding
     else:
         return
     if problem:
-        yield Finding(Level.ERROR, "gcp_filesystem_size", "filesystem.size_gib", problem)
+        yield Finding(Severity.ERROR, "gcp_filesystem_size", "filesystem.size_gib", problem)
 
 
 @check("gcp_vpc_count", providers=("gcp",))
@@ -479,7 +480,7 @@ def gcp_vpc_count(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     count = vpc_count(spec, catalog)
     if count > 1:
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "gcp_vpc_count",
             "node_groups",
             f"the cluster creates {count} VPC networks; check the project's 'Networks' quota "
@@ -503,7 +504,7 @@ def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     types = ", ".join(sorted(set(tcpx)))
     if image is None:
         yield Finding(
-            Level.WARNING,
+            Severity.WARNING,
             "gcp_tcpx_kernel",
             "provider.image",
             f"{types} nodes boot {series_of(tcpx[0]).image_family}, whose stock kernel lacks the patches of "
@@ -513,7 +514,7 @@ def gcp_tcpx_kernel(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         )
     else:
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "gcp_tcpx_kernel",
             "provider.image",
             f"{image} must boot the {TCPX_KERNEL_PACKAGE} kernel for GPUDirect-TCPX; the gcp_gpudirect role "

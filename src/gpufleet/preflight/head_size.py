@@ -16,8 +16,9 @@ import math
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
 from gpufleet.providers import HEAD_BY_DEFAULT
+from gpufleet.severity import Severity
 from gpufleet.spec.model import ClusterSpec
 
 CHECK = "head_size"
@@ -51,7 +52,7 @@ def head_size(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         return
     need = vcpus_needed(nodes)
     yield Finding(
-        Level.WARNING,
+        Severity.WARNING,
         CHECK,
         f"node_groups[{index}].instance_type",
         f"configure runs Ansible on the head node; {head.instance_type} has {item.cpus} vCPUs, about "

@@ -15,7 +15,8 @@ import yaml
 
 from gpufleet.catalog import Catalog
 from gpufleet.errors import ValidationRunError
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.model import ClusterSpec, KubernetesProvider
 
 
@@ -54,7 +55,7 @@ def _kubeconfig_problem(spec: ClusterSpec) -> str | None:
 def kubernetes_kubeconfig(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     problem = _kubeconfig_problem(spec)
     if problem:
-        yield Finding(Level.ERROR, "kubernetes_kubeconfig", "provider.kubeconfig", problem)
+        yield Finding(Severity.ERROR, "kubernetes_kubeconfig", "provider.kubeconfig", problem)
 
 
 @check("kubernetes_ready", providers=("kubernetes",))
@@ -69,16 +70,16 @@ def kubernetes_ready(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
         found = survey(api_for(spec), spec, catalog)
     except ValidationRunError as exc:
         message = exc.message + (f"; {exc.hint}" if exc.hint else "")
-        yield Finding(Level.ERROR, "kubernetes_ready", "provider.context", message)
+        yield Finding(Severity.ERROR, "kubernetes_ready", "provider.context", message)
         return
     for problem in found.problems:
-        level = Level.ERROR if problem.blocking else Level.WARNING
+        level = Severity.ERROR if problem.blocking else Severity.WARNING
         yield Finding(level, "kubernetes_ready", problem.what, problem.message)
     if not found.blocking:
         gpus = sum(node.count("nvidia.com/gpu") for node in found.nodes)
         devices = ", ".join(f"{name}: {count}" for name, count in found.devices.items()) or "none"
         yield Finding(
-            Level.INFO,
+            Severity.INFO,
             "kubernetes_ready",
             "node_groups",
             f"{len(found.nodes)} node(s) with {gpus} GPU(s); GPU Operator {found.gpu_operator}; each worker "

@@ -6,7 +6,8 @@ import os
 from collections.abc import Iterator
 
 from gpufleet.catalog import Catalog
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.model import ClusterSpec, LocalProvider
 
 MAX_LOCAL_NODES = 16
@@ -26,7 +27,7 @@ def local_fits_host(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     nodes = sum(g.count for g in spec.node_groups)
     if nodes > MAX_LOCAL_NODES:
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "local_fits_host",
             "node_groups",
             f"{nodes} local nodes asked; the local backend runs at most {MAX_LOCAL_NODES} containers "
@@ -35,7 +36,7 @@ def local_fits_host(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     cpus = os.cpu_count() or 1
     if provider.node_cpus > cpus:
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "local_fits_host",
             "provider.node_cpus",
             f"each node declares {provider.node_cpus} CPUs to Slurm but this machine has {cpus}; "
@@ -44,7 +45,7 @@ def local_fits_host(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     memory = _host_memory_mb()
     if memory is not None and provider.node_memory_mb > memory // 2:
         yield Finding(
-            Level.ERROR,
+            Severity.ERROR,
             "local_fits_host",
             "provider.node_memory_mb",
             f"each node declares {provider.node_memory_mb} MB to Slurm; this machine has {memory} MB. "

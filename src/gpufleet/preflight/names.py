@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpufleet.catalog import Catalog
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.model import ClusterSpec, Role
 
 _RFC1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -154,4 +155,4 @@ def resource_names(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
                 f"the {derived.what} '{derived.name}' is not a valid name (a-z, 0-9 and '-', starting "
                 "with a letter, not ending with '-')"
             )
-        yield Finding(Level.ERROR, "resource_names", derived.path, message)
+        yield Finding(Severity.ERROR, "resource_names", derived.path, message)

@@ -11,7 +11,8 @@ from typing import Any
 import yaml
 
 from gpufleet.catalog import Catalog
-from gpufleet.preflight.base import Finding, Level, check
+from gpufleet.preflight.base import Finding, check
+from gpufleet.severity import Severity
 from gpufleet.spec.model import ClusterSpec
 from gpufleet.validate.nccl_lint import lint
 
@@ -40,4 +41,4 @@ def nccl_env_lint(spec: ClusterSpec, catalog: Catalog) -> Iterator[Finding]:
     if not path.is_file():
         return
     for found in lint(spec.fabric.kind, _override(path), f"{OVERRIDE_VAR} in {path}"):
-        yield Finding(Level.WARNING, "nccl_env_lint", f"{OVERRIDE_VAR}.{found.variable}", found.message)
+        yield Finding(Severity.WARNING, "nccl_env_lint", f"{OVERRIDE_VAR}.{found.variable}", found.message)

@@ -816,7 +816,11 @@ class Software(SpecModel):
         description="the Slurm release roles/slurm builds from SchedMD's release tarball and installs on "
         "every node (docs/slurm.md); one whose checksum gpufleet pins (gpufleet.catalog.slurm)",
     )
-    openmpi: Version = "distro"
+    openmpi: Version = Field(
+        default="distro",
+        description="the Open MPI the nodes run: 'distro' only, the operating system's (roles/mpi); a "
+        "release is refused until a role installs one",
+    )
     gpu_packages: Literal["repo", "pypi"] = Field(
         default="repo",
         description="where CUDA and NCCL come from when the roles install them: NVIDIA's package "
@@ -849,6 +853,19 @@ class Software(SpecModel):
         "registry reference enroot imports, e.g. nvcr.io#nvidia/pytorch:25.01-py3. Staged once on the "
         "shared filesystem. null: validation runs on the nodes themselves",
     )
+
+    @field_validator("openmpi")
+    @classmethod
+    def _openmpi_is_the_distributions(cls, value: str) -> str:
+        # A pin no role reads would be accepted and silently not installed (issue 30 step 3).
+        if value != "distro":
+            raise PydanticCustomError(
+                "unread_pin",
+                "no role installs Open MPI {version}: roles/mpi installs the operating system's Open MPI "
+                "(openmpi-bin); leave software.openmpi out or set it to 'distro'",
+                {"version": value},
+            )
+        return value
 
     @field_validator("container_image")
     @classmethod

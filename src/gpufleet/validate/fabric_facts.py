@@ -11,7 +11,7 @@ off at the end, ``ibwarn``/``ibpanic`` noise between records):
 - ``parse_ip_link``: ``ip -j link show``, each interface's MTU and whether it is up.
 
 Checks (``efa_problems``, ``port_problems``, ``nic_problems``) return what is wrong in words, empty when
-the node matches the inventory; the validation's health step (``health.py``) turns them into verdicts.
+the node matches the inventory; the validation's health step (``judge_health.py``) turns them into verdicts.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def write_report(
 
 def append_section(files: ReportFiles, name: str, section: Section) -> None:
     """Add a section to a report already written: ``name`` in the JSON, its Markdown at the end (the GPU
-    utilization during the run, measured once the run is over: gpufleet.monitoring.util)."""
+    utilization during the run, measured once the run is over: gpufleet.monitoring.utilization)."""
     document = json.loads(files.json.read_text(encoding="utf-8"))
     document[name] = section.to_json()
     files.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from gpufleet.errors import ValidationRunError
-from gpufleet.inventory.model import Host
+from gpufleet.inventory.model import TORCH_VENV, Host
 from gpufleet.spec.model import FabricKind, TrainingCheck
 
 
@@ -79,7 +79,7 @@ class TrainingRequest:
     config: TrainingCheck
     timeout: float
     mount_point: str | None  # the shared filesystem the checkpoint goes to (Slurm); None: the scheduler's own
-    venv: str = "/opt/gpufleet/torch"
+    venv: str = TORCH_VENV
 
 
 @dataclass

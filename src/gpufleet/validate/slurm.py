@@ -31,11 +31,13 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpufleet.errors import ValidationRunError
+from gpufleet.inventory.model import NCCL_ENV_FILE as DEFAULT_NCCL_ENV_FILE
+from gpufleet.inventory.model import NCCL_TESTS_DIR as DEFAULT_NCCL_TESTS_DIR
 from gpufleet.inventory.model import Host
+from gpufleet.node import FOLDER as NODE_FILES
 from gpufleet.spec.model import FabricKind, ValidationSpec
 from gpufleet.validate.container import check_same_image, srun_options, staged_image
 from gpufleet.validate.scheduler import (
@@ -64,7 +66,6 @@ __all__ = [
     "TaskEnvironment",
 ]
 
-DEFAULT_NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 HEALTH_MARKER = "GPUFLEET_HEALTH "
 HEALTH_PART_MARKER = "GPUFLEET_HEALTH_PART "
 
@@ -77,9 +78,8 @@ class Executor(Protocol):
 
 # ---- the environment of each task ----------------------------------------------------------------
 
-# The fabric role writes each compute node's NCCL settings into this file (roles/nccl_env); every task
-# sources it, so the collective runs use exactly what training jobs use.
-DEFAULT_NCCL_ENV_FILE = "/etc/gpufleet/nccl.env"
+# The fabric role writes each compute node's NCCL settings into DEFAULT_NCCL_ENV_FILE (roles/nccl_env, the
+# inventory's nccl_env_file); every task sources it, so the collective runs use what training jobs use.
 # Added after the file: the transport NCCL picked must be readable in the log.
 DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 # Each node's first task prints one line saying which file it sourced and what that file configured.
@@ -274,7 +274,7 @@ def drain_command(nodes: Sequence[str], reason: str) -> str:
 
 def node_health_script() -> str:
     """The source of the per-node health check (stdlib-only Python, run with ``python3 -c``)."""
-    return (Path(__file__).with_name("node_health.py")).read_text(encoding="utf-8")
+    return (NODE_FILES / "node_health.py").read_text(encoding="utf-8")
 
 
 # ---- the runner -----------------------------------------------------------------------------------
@@ -383,7 +383,6 @@ class SlurmRunner:
         """The runner for the cluster ``inventory`` describes: its compute nodes, the NCCL environment file
         and nccl-tests folder the inventory names, the image the spec's jobs run inside (pyxis)."""
         gpus, _instance_type = uniform_compute(inventory.compute)
-        extra = inventory.extra_vars
         # software.container_image: the collectives and the training check run inside the staged image, which
         # must be the one this spec names.
         check_same_image(spec.software.container_image, inventory.software)
@@ -394,10 +393,8 @@ class SlurmRunner:
             executor,
             fabric=inventory.fabric,
             gpus_per_node=gpus,
-            bindir=str(extra.get("gpufleet_nccl_tests_dir") or DEFAULT_NCCL_TESTS_DIR),
-            environment=TaskEnvironment(
-                env_file=str(extra.get("gpufleet_nccl_env_file") or DEFAULT_NCCL_ENV_FILE)
-            ),
+            bindir=inventory.nccl_tests_dir,
+            environment=TaskEnvironment(env_file=inventory.nccl_env_file),
             sweep=Sweep.from_spec(spec.validation),
             timeout=spec.validation.timeout.total_seconds(),
             container_image=image,

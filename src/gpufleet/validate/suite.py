@@ -5,9 +5,10 @@
 inventory and the scheduler before anything runs:
 
 1. ``check_health`` (when ``validation.health_checks``): the scheduler's state of every compute node, then the
-   health script on each (``node_health.py``), judged against the inventory (``health.py``); on nodes with a
-   GPU stack (``gpufleet_gpu_stack`` install or verify) the script also runs one rank of ``all_reduce_perf``,
-   and a node where that fails (no driver, wrong CUDA) is left out of the collective runs;
+   health script on each (``node_health.py``), judged against the inventory (``judge_health.py``); on nodes
+   with a GPU stack (``gpufleet_gpu_stack`` install or verify) the script also runs one rank of
+   ``all_reduce_perf``, and a node where that fails (no driver, wrong CUDA) is left out of the collective
+   runs;
 2. ``run_collectives``: each collective of ``validation.collectives`` across all usable compute nodes, parsed
    and gated (``gate.py``) against the spec's floor or the catalog's baseline for the instance type and node
    count;
@@ -41,7 +42,7 @@ from gpufleet.spec.model import ClusterSpec, FabricKind, SchedulerKind, Validati
 from gpufleet.spec.units import format_duration
 from gpufleet.validate.bisect import BisectResult, ProbeResult, find_bad_nodes
 from gpufleet.validate.gate import FAIL, INFO, PASS, WARN, Check, GateConfig, SiteBaseline, Verdict, judge
-from gpufleet.validate.health import HealthReport, driver_branch, evaluate_health, node_floor
+from gpufleet.validate.judge_health import HealthReport, driver_branch, evaluate_health, node_floor
 from gpufleet.validate.ledger import Entry, gate_baselines
 from gpufleet.validate.ledger import append as append_ledger
 from gpufleet.validate.ledger import read as read_ledger
@@ -571,7 +572,6 @@ def run_training(plan: SuitePlan, nodes: list[str], nccl_all_reduce: TestResult 
         result = TrainingResult([], list(nodes), 0)
         result.checks.append(Check("run", FAIL, f"the training job did not run: {why}"))
         return result
-    extra = plan.inventory.extra_vars
     request = TrainingRequest(
         tuple(nodes),
         plan.gpus,
@@ -579,7 +579,7 @@ def run_training(plan: SuitePlan, nodes: list[str], nccl_all_reduce: TestResult 
         config,
         plan.validation.timeout.total_seconds(),
         mount,
-        venv=str(extra.get("pytorch_venv") or "/opt/gpufleet/torch"),
+        venv=plan.inventory.torch_venv,
     )
     job = plan.scheduler.run_training(request)
     log_name = "logs/training.log"

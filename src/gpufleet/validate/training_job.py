@@ -1,6 +1,6 @@
 """Submit the training check's job: examples/jobs/train.sbatch and train_ddp.py, exactly as users copy them.
 
-``training_command`` builds one login-node shell command that writes both files into a fresh folder on the
+``TrainingJob.command`` builds one login-node shell command that writes both files into a fresh folder on the
 shared filesystem (``<mount>/.gpufleet/training/<run>``; the nodes read the script from there), submits
 train.sbatch with ``sbatch --wait`` on the given nodes, with the run's settings in the environment sbatch
 passes on (``TRAIN_*``: steps, checkpoint folder and interval, join timeout, no requeue), then prints the
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import base64
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.errors import ValidationRunError
+from gpufleet.inventory.model import TORCH_VENV
 from gpufleet.spec.model import TrainingCheck
 
 SBATCH = "train.sbatch"
@@ -45,7 +45,7 @@ class TrainingJob:
     mount_point: str
     run_id: str
     env_file: str
-    venv: str = "/opt/gpufleet/torch"
+    venv: str = TORCH_VENV
     keep: bool = False
     # The staged image the job's step runs inside (train.sbatch's TRAIN_CONTAINER_IMAGE); None: on the node.
     container_image: str | None = None
@@ -106,9 +106,3 @@ class TrainingJob:
             steps.append(f"rm -rf {folder}/checkpoints")
         steps.append("exit $rc")
         return "; ".join(steps)
-
-
-def training_job(
-    nodes: Sequence[str], *, gpus_per_node: int, mount_point: str, run_id: str, env_file: str
-) -> TrainingJob:
-    return TrainingJob(tuple(nodes), gpus_per_node, mount_point, run_id, env_file)

@@ -1,8 +1,8 @@
-"""One recording fixture for the AWS program under Pulumi's mocks, and spec builders.
+"""The recording fixtures of the AWS program's tests, on the shared harness (program_recording.py).
 
 ``plan_aws(spec)`` runs ``gpufleet.infra.program.plan_spec`` (``plan.run_offline`` with the
-``AwsMockCloud``) and also keeps, per resource URN, the provider reference each resource was
-registered with: default tags live on the provider, so the tag tests follow that reference.
+``AwsMockCloud``) as ``gpufleet plan`` does and also keeps, per resource URN, the provider reference each
+resource was registered with: default tags live on the provider, so the tag tests follow that reference.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from aws_specs import CREATED_AT
+from tests.infra.program_recording import intercept
 
-from gpufleet.infra import plan as plan_module
 from gpufleet.infra import program
 from gpufleet.infra.plan import Plan, PlannedResource
 from gpufleet.spec import ClusterSpec
@@ -41,30 +41,14 @@ class RecordedPlan:
         return found[0]
 
 
-class _ProviderRecordingMocks(plan_module.RecordingMocks):
-    last: _ProviderRecordingMocks | None = None
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.providers: dict[str, str | None] = {}
-        _ProviderRecordingMocks.last = self
-
-    def new_resource(self, args):  # type: ignore[no-untyped-def]
-        result = super().new_resource(args)
-        self.providers[self.resources[-1].urn] = args.provider
-        return result
-
-
 @pytest.fixture
 def plan_aws(monkeypatch):
     """Plan a spec offline; returns a ``RecordedPlan`` (resources, outputs, provider per URN)."""
-    monkeypatch.setattr(plan_module, "RecordingMocks", _ProviderRecordingMocks)
+    made = intercept(monkeypatch)
 
     def run(spec: ClusterSpec) -> RecordedPlan:
         result = program.plan_spec(spec, CREATED_AT)
-        mocks = _ProviderRecordingMocks.last
-        assert mocks is not None
-        return RecordedPlan(result, dict(mocks.providers))
+        return RecordedPlan(result, dict(made[-1].providers))
 
     return run
 
@@ -72,6 +56,5 @@ def plan_aws(monkeypatch):
 @pytest.fixture
 def recorded(monkeypatch):
     """The resources a run registered even when the program raised (for 'nothing was created' tests)."""
-    monkeypatch.setattr(plan_module, "RecordingMocks", _ProviderRecordingMocks)
-    _ProviderRecordingMocks.last = None
-    return lambda: list(_ProviderRecordingMocks.last.resources) if _ProviderRecordingMocks.last else []
+    made = intercept(monkeypatch)
+    return lambda: list(made[-1].resources) if made else []

@@ -15,7 +15,6 @@ from aws_specs import aws_spec  # noqa: E402
 from gpufleet.errors import ProvisionError  # noqa: E402
 from gpufleet.infra.aws import images  # noqa: E402
 from gpufleet.infra.aws.backend import backend  # noqa: E402
-from gpufleet.infra.images import HASH_VAR  # noqa: E402
 from gpufleet.infra.tags import AWS_CLUSTER_TAG, aws_image_tags  # noqa: E402
 from gpufleet.inventory.model import Connection, Host, Inventory  # noqa: E402
 from gpufleet.lifecycle.images import prune  # noqa: E402
@@ -127,7 +126,7 @@ def write_state(root, cluster: str, digest: str) -> None:
         fabric=FabricKind.EFA,
         hosts=[host],
         connection=Connection(),
-        extra_vars={HASH_VAR: digest},
+        baked_image_hash=digest,
     )
     (root / cluster).mkdir(parents=True)
     inventory.write(root / cluster / "inventory.yml")

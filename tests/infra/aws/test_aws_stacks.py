@@ -69,9 +69,9 @@ def test_the_capacity_block_stack_is_refused_until_its_user_names_a_block():
     """AWS audit 2026-11-27 M4: the example's placeholder reservation passed the check, and a pulumi up
     made the VPC, NAT, head and a 4.8 TB file system before the fleet failed. Failed on main at bc3d77c."""
     from gpufleet.catalog import load_catalog
-    from gpufleet.preflight import Level, run_checks
+    from gpufleet.preflight import Severity, run_checks
 
     spec = load_spec(STACKS / stack_config("Pulumi.p5-capacity-block.yaml")["gpufleet:spec"])
-    errors = [f for f in run_checks(spec, load_catalog()) if f.level is Level.ERROR]
+    errors = [f for f in run_checks(spec, load_catalog()) if f.level is Severity.ERROR]
     assert [f.check for f in errors] == ["aws_reservation_ids"], errors
     assert "placeholder" in errors[0].message and errors[0].path.endswith("capacity.reservation"), errors

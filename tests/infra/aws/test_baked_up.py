@@ -12,7 +12,7 @@ from aws_specs import CREATED_AT, aws_spec
 
 from gpufleet.bake.baker import baked_and_current, spec_hash
 from gpufleet.infra.aws.mocks import AwsMockCloud
-from gpufleet.infra.images import HASH_VAR, CloudImage
+from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import run_offline
 from gpufleet.infra.program import pulumi_backend
 from gpufleet.inventory.stack import from_stack_outputs
@@ -67,8 +67,8 @@ def test_every_group_boots_the_baked_ami_and_the_outputs_record_its_hash():
     ]
     assert result.outputs["baked_image_hash"] == baked.digest, result.outputs["baked_image_hash"]
     inventory = from_stack_outputs(result.outputs)
-    assert inventory.extra_vars[HASH_VAR] == baked.digest
-    assert baked_and_current(spec, inventory.extra_vars) == baked.digest
+    assert inventory.baked_image_hash == baked.digest
+    assert baked_and_current(spec, inventory.baked_image_hash) == baked.digest
 
 
 def test_a_bake_after_the_first_up_replaces_no_node_and_leaves_the_install_phase_on():
@@ -88,10 +88,10 @@ def test_a_bake_after_the_first_up_replaces_no_node_and_leaves_the_install_phase
         if resource.name in nodes:
             assert resource.inputs == nodes[resource.name], f"{resource.urn} would change"
     assert second.outputs["baked_image_hash"] is None, "nodes kept on the old image are not baked"
-    assert baked_and_current(spec, from_stack_outputs(second.outputs).extra_vars) is None
+    assert baked_and_current(spec, from_stack_outputs(second.outputs).baked_image_hash) is None
 
 
 def test_a_baked_hash_of_other_roles_or_pins_turns_the_install_phase_back_on():
     spec = aws_spec()
-    assert baked_and_current(spec, {HASH_VAR: "0" * 64}) is None
-    assert baked_and_current(spec, {}) is None
+    assert baked_and_current(spec, "0" * 64) is None
+    assert baked_and_current(spec, None) is None

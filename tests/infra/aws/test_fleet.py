@@ -94,7 +94,7 @@ def test_capacity_blocks_and_reservations_keep_their_target_on_the_fleets_templa
 
 
 def test_the_aws_inventory_asks_ansible_to_set_host_names(tmp_path):
-    from gpufleet.infra.aws.backend import HOSTNAME_VAR, backend
+    from gpufleet.infra.aws.backend import backend
     from gpufleet.state import ClusterState
 
     spec = aws_spec()
@@ -106,7 +106,7 @@ def test_the_aws_inventory_asks_ansible_to_set_host_names(tmp_path):
     }  # fmt: skip
     state = ClusterState(spec.name, root=tmp_path)
     inventory = backend.inventory_from_outputs(spec, state, outputs)
-    assert inventory.to_ansible()["all"]["vars"][HOSTNAME_VAR] is True
+    assert inventory.to_ansible()["all"]["vars"]["gpufleet_set_hostname"] is True
 
 
 def test_a_fleet_that_launched_fewer_nodes_than_the_group_is_a_clear_error():

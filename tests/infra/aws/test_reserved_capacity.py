@@ -8,7 +8,7 @@ from aws_specs import aws_spec
 from pydantic import ValidationError
 
 from gpufleet.catalog import load_catalog
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 PLACEMENT = "aws:ec2/placementGroup:PlacementGroup"
@@ -22,13 +22,13 @@ def test_an_odcr_made_in_a_placement_group_launches_into_it(plan_aws):
     assert template.inputs.get("placement") == {"groupName": "my-pg"}, f"{template.urn}: {template.inputs}"
     assert not recorded.of_type(PLACEMENT), "no new placement group: the ODCR's own is used"
     findings = run_checks(aws_spec(gpu={"capacity": capacity}), load_catalog())
-    assert any(f.level is Level.INFO and "'my-pg'" in f.message for f in findings), findings
+    assert any(f.level is Severity.INFO and "'my-pg'" in f.message for f in findings), findings
 
 
 def test_a_reservation_without_its_placement_group_is_told_about_the_field():
     capacity = {"mode": "reservation", "reservation": "cr-0a1b2c3d4e5f60789"}
     findings = run_checks(aws_spec(gpu={"capacity": capacity}), load_catalog())
-    assert any("capacity.placement_group" in f.message for f in findings if f.level is Level.WARNING)
+    assert any("capacity.placement_group" in f.message for f in findings if f.level is Severity.WARNING)
 
 
 def test_a_reservation_group_never_falls_back_to_on_demand(plan_aws):

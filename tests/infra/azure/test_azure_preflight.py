@@ -13,14 +13,14 @@ from typer.testing import CliRunner
 
 from gpufleet.catalog import load_catalog
 from gpufleet.cli.app import app
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 
 runner = CliRunner()
 PROVIDER: dict[str, Any] = {"kind": "azure", "subscription": SUBSCRIPTION, "location": "eastus"}
 GB200 = "Standard_ND128isr_NDR_GB200_v6"
 
 
-def findings(spec, level: Level = Level.INFO, catalog=None) -> list[str]:
+def findings(spec, level: Severity = Severity.INFO, catalog=None) -> list[str]:
     return [
         f"{f.level.value}:{f.check}:{f.path}:{f.message}" for f in run_checks(spec, catalog, min_level=level)
     ]
@@ -35,7 +35,7 @@ def groups(size: str, count: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("item", azure_gpu_types(), ids=lambda item: item.name)
 def test_every_azure_gpu_size_passes_with_its_own_fabric_and_image(item):
-    assert findings(azure_spec(item.name), Level.ERROR) == []
+    assert findings(azure_spec(item.name), Severity.ERROR) == []
 
 
 CASES = [
@@ -191,9 +191,9 @@ def test_a_region_the_catalog_does_not_list_is_refused_where_it_lists_regions():
         }
     )
     spec = azure_spec(provider={**PROVIDER, "location": "westus"})
-    errors = [f for f in findings(spec, Level.ERROR, listed) if ":azure_sku_region:" in f]
+    errors = [f for f in findings(spec, Severity.ERROR, listed) if ":azure_sku_region:" in f]
     assert errors and "offered in eastus (the catalog's sources), not westus" in errors[0], errors
-    assert not [f for f in findings(azure_spec(), Level.ERROR, listed) if ":azure_sku_region:" in f]
+    assert not [f for f in findings(azure_spec(), Severity.ERROR, listed) if ":azure_sku_region:" in f]
     told = [f for f in findings(spec) if ":azure_sku_region:" in f]
     assert told and told[0].startswith("info:") and "az vm list-skus --location westus" in told[0], told
 

@@ -1,7 +1,7 @@
 """The recording fixture of the GCP program's tests.
 
-``record(spec)`` runs ``cluster_program`` (the real ``GpuClusterGcp``) under Pulumi's mocks with a
-``RecordingMocks`` that keeps every registration (type, name, inputs, URN), answered by ``GcpMockCloud``.
+``record(spec)`` runs ``cluster_program`` (the real ``GpuClusterGcp``) under Pulumi's mocks through the
+shared harness (tests/infra/program_recording.py), answered by ``GcpMockCloud``.
 It returns a ``Recording``. A program that raises fails the test with its own exception, unless the test
 says it expects one (``record(spec, raises=True)``): then the exception is kept next to what was
 registered (``run_offline`` would drop the registrations), and a program that does not raise fails it.
@@ -10,15 +10,12 @@ registered (``run_offline`` would drop the registrations), and a program that do
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-import pulumi
 import pytest
 from gcp_testlib import CREATED_AT, Recording
-from tests.infra.program_recording import expect
+from tests.infra.program_recording import expect, run_program
 
 from gpufleet.infra.gcp.mocks import GcpMockCloud
-from gpufleet.infra.plan import RecordingMocks
 from gpufleet.infra.program import cluster_program
 from gpufleet.spec.model import ClusterSpec
 
@@ -39,17 +36,5 @@ def record() -> Callable[..., Recording]:
 
 def _record(spec: ClusterSpec) -> Recording:
     """Run ``spec`` through the program under recording mocks, keeping what it raised."""
-    mocks = RecordingMocks(GcpMockCloud(spec), "gpufleet", spec.name)
-    pulumi.runtime.set_mocks(mocks, project="gpufleet", stack=spec.name, preview=False)
-    outputs: dict[str, Any] = {}
-    error: BaseException | None = None
-
-    def body() -> pulumi.Output[Any]:
-        result = cluster_program(spec, CREATED_AT)
-        return pulumi.Output.from_input(result).apply(outputs.update)
-
-    try:
-        pulumi.runtime.test(body)()
-    except Exception as exc:
-        error = exc
-    return Recording(resources=list(mocks.resources), outputs=outputs, error=error)
+    run = run_program(lambda: cluster_program(spec, CREATED_AT), GcpMockCloud(spec), spec.name)
+    return Recording(resources=run.resources, outputs=run.outputs, error=run.error)

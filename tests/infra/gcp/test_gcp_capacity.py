@@ -10,7 +10,7 @@ from gcp_testlib import gcp_spec
 from pydantic import ValidationError
 
 from gpufleet.catalog import load_catalog
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 from gpufleet.spec import ClusterSpec
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -31,7 +31,7 @@ def _groups(instance_type: str, capacity: dict[str, Any]) -> list[dict[str, Any]
 
 
 def _errors(spec: ClusterSpec) -> list[str]:
-    return [f.message for f in run_checks(spec, load_catalog()) if f.level is Level.ERROR]
+    return [f.message for f in run_checks(spec, load_catalog()) if f.level is Severity.ERROR]
 
 
 def test_reservation_vms_are_reservation_bound(record):
@@ -116,7 +116,7 @@ def test_flex_start_duration_error_names_the_field_and_the_fix():
     spec = gcp_spec(
         "a4-highgpu-8g", node_groups=_groups("a4-highgpu-8g", {"mode": "flex_start", "max_run_duration": 10})
     )
-    (finding,) = [f for f in run_checks(spec, load_catalog()) if f.level is Level.ERROR]
+    (finding,) = [f for f in run_checks(spec, load_catalog()) if f.level is Severity.ERROR]
     assert finding.path.endswith("capacity.max_run_duration"), finding
     assert "got 0:00:10. Set max_run_duration between 30s and 7d" in finding.message, finding.message
     assert "https://cloud.google.com/compute/docs/instances/about-flex-start-vms" in finding.message
@@ -218,7 +218,7 @@ def test_a_flex_group_shorter_than_the_lifetime_warns_and_gets_no_placement_info
     capacity = {"mode": "flex_start", "max_run_duration": "12h"}
     spec = gcp_spec("a3-megagpu-8g", node_groups=_groups("a3-megagpu-8g", capacity), lifetime={"ttl": "2d"})
     findings = run_checks(spec, load_catalog())
-    warnings = [f.message for f in findings if f.level is Level.WARNING and f.check == "gcp_capacity"]
+    warnings = [f.message for f in findings if f.level is Severity.WARNING and f.check == "gcp_capacity"]
     expected = "max_run_duration 12:00:00, before the cluster's lifetime.ttl 2 days"
     assert any(expected in w for w in warnings), warnings
     placement = [f.message for f in findings if f.check == "gcp_placement"]
@@ -289,5 +289,5 @@ def test_flex_start_vms_wait_out_googles_queue_so_none_runs_outside_the_state():
         assert update >= queued, f"{name}: the wait for RUNNING (update timeout) is {update} s"
     head = timeouts[spec.host_names(spec.controller_group)[0]]
     assert head is None, "an on-demand VM keeps the provider's defaults"
-    notes = [f.message for f in run_checks(spec, load_catalog()) if f.level is Level.INFO]
+    notes = [f.message for f in run_checks(spec, load_catalog()) if f.level is Severity.INFO]
     assert any("may take up to 130 min" in note for note in notes), notes

@@ -16,7 +16,7 @@ from gpufleet.infra.gcp.backend import backend
 from gpufleet.infra.gcp.compute import KEPT_BOOT_IMAGE
 from gpufleet.infra.gcp.image_builder import GUEST_OS_FEATURES
 from gpufleet.infra.gcp.mocks import GcpMockCloud
-from gpufleet.infra.images import HASH_VAR, BakeRequest, CloudImage
+from gpufleet.infra.images import BakeRequest, CloudImage
 from gpufleet.infra.plan import Plan, run_offline
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, GCP_EXPIRES_LABEL, GCP_IMAGE_HASH_LABEL
 from gpufleet.inventory.stack import from_stack_outputs
@@ -120,6 +120,6 @@ def test_up_boots_every_vm_from_the_baked_image_and_keeps_a_vms_first_image():
         assert image == "projects/test-project-1/global/images/gpufleet-baked-abc", (vm.urn, image)
         assert ignored[vm.name] == list(KEPT_BOOT_IMAGE), f"{vm.urn}: a newer image would replace it"
     inventory = from_stack_outputs(plan.outputs)
-    assert baked_and_current(spec, inventory.extra_vars) == baked.digest == inventory.extra_vars[HASH_VAR]
+    assert baked_and_current(spec, inventory.baked_image_hash) == baked.digest == inventory.baked_image_hash
     plain, _ = cluster(spec, None)
     assert plain.outputs["baked_image_hash"] is None

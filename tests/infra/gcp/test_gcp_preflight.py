@@ -10,24 +10,24 @@ from gcp_testlib import gcp_gpu_types, gcp_spec
 
 from gpufleet.catalog import Catalog, load_catalog
 from gpufleet.catalog.gcp import filestore_size_problem, lustre_size_problem, vpc_count
-from gpufleet.preflight import Level, run_checks
+from gpufleet.preflight import Severity, run_checks
 from gpufleet.spec import load_spec
 from gpufleet.spec.model import FabricKind, ManagedLustreFilesystem
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def findings(spec, catalog: Catalog | None = None, level: Level = Level.WARNING) -> list[str]:
+def findings(spec, catalog: Catalog | None = None, level: Severity = Severity.WARNING) -> list[str]:
     return [f"{f.level.value}:{f.check}:{f.message}" for f in run_checks(spec, catalog, min_level=level)]
 
 
 def gcp_errors(spec, catalog: Catalog | None = None) -> list[str]:
-    return [m for m in findings(spec, catalog, Level.ERROR) if ":gcp_" in m or ":instance_type" in m]
+    return [m for m in findings(spec, catalog, Severity.ERROR) if ":gcp_" in m or ":instance_type" in m]
 
 
 @pytest.mark.parametrize("item", gcp_gpu_types(), ids=lambda item: item.name)
 def test_every_gcp_gpu_type_passes_with_its_own_fabric(item):
-    assert findings(gcp_spec(item.name), level=Level.ERROR) == []
+    assert findings(gcp_spec(item.name), level=Severity.ERROR) == []
 
 
 @pytest.mark.parametrize(
@@ -261,7 +261,7 @@ def _head_type(instance_type: str):
 )
 def test_a_head_type_outside_googles_machine_type_grammar_is_an_error(name):
     """An unknown AWS type is an error; a GCP name that cannot be a machine type is one too."""
-    errors = [m for m in findings(_head_type(name), level=Level.ERROR) if "gcp_machine_type_name" in m]
+    errors = [m for m in findings(_head_type(name), level=Severity.ERROR) if "gcp_machine_type_name" in m]
     assert len(errors) == 1, findings(_head_type(name))
     assert "is not a Compute Engine machine type name" in errors[0], errors[0]
 
@@ -279,5 +279,5 @@ def test_a_head_type_outside_googles_machine_type_grammar_is_an_error(name):
 )
 def test_a_well_formed_unknown_head_type_is_only_a_warning(name):
     spec = _head_type(name)
-    assert findings(spec, level=Level.ERROR) == [], findings(spec, level=Level.ERROR)
+    assert findings(spec, level=Severity.ERROR) == [], findings(spec, level=Severity.ERROR)
     assert [m for m in findings(spec) if m.startswith("warning:instance_type_known")], findings(spec)

@@ -161,12 +161,12 @@ def test_delete_removes_an_unused_image_by_id() -> None:
 def test_configure_trusts_a_recorded_hash_only_while_current() -> None:
     spec = local_spec()
     current = baker.spec_hash(spec)
-    assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": current}) == current
-    assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": "0" * 64}) is None
-    assert baker.baked_and_current(spec, {"gpufleet_baked_image_hash": None}) is None
-    assert baker.baked_and_current(spec, {}) is None
+    assert baker.baked_and_current(spec, current) == current
+    assert baker.baked_and_current(spec, "0" * 64) is None
+    assert baker.baked_and_current(spec, None) is None
+    assert baker.baked_and_current(spec, "") is None
     pinned = local_spec(software__nccl_tests="2.19.5")
-    assert baker.baked_and_current(pinned, {"gpufleet_baked_image_hash": current}) is None
+    assert baker.baked_and_current(pinned, current) is None
 
 
 def test_a_pin_change_rebuilds_and_the_same_pins_reuse(
@@ -190,7 +190,7 @@ def test_a_pin_change_rebuilds_and_the_same_pins_reuse(
 
     first = builder.LocalBaker().build(local_spec(), SilentReporter())
     again = builder.LocalBaker().build(local_spec(name="other"), SilentReporter())
-    pinned = builder.LocalBaker().build(local_spec(software__openmpi="4.1.4"), SilentReporter())
+    pinned = builder.LocalBaker().build(local_spec(software__nccl_tests="2.19.5"), SilentReporter())
     assert (first.built, again.built, pinned.built) == (True, False, True)
     assert again.image is first.image and pinned.image.digest != first.image.digest
     assert baked == [first.image.ref, pinned.image.ref]

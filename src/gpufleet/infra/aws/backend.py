@@ -1,4 +1,4 @@
-"""``backend`` for ``provider: aws``: the AWS side of the Pulumi driver (``gpufleet.infra.automation``).
+"""``backend`` for ``provider: aws``: the AWS side of the Pulumi driver (``gpufleet.infra.pulumi_stack``).
 
 Its program is ``GpuClusterAws``; the stack's default provider gets the region; credentials are whatever
 boto3 finds; nodes have no public IP, so with ``provider.ssm`` SSH goes through an SSM Session Manager
@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
-from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.aws.fleet import REPLACING_FIELDS
 from gpufleet.infra.aws.images import AwsImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.pulumi_stack import PulumiBackend, known_hosts_args
 from gpufleet.infra.tags import AWS_CLUSTER_ID_TAG, AWS_CLUSTER_TAG, PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
@@ -26,9 +26,6 @@ from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
     from gpufleet.infra.backend import Backend
-
-# The common role's switch that sets each node's host name to its inventory name.
-HOSTNAME_VAR = "common_set_hostname"
 
 SSM_PROXY = """#!/bin/sh
 # gpufleet: SSH to a node of cluster {cluster} through AWS SSM Session Manager (no public IP, no open port).
@@ -149,7 +146,7 @@ class AwsBackend(PulumiBackend):
         """A compute group's nodes boot from one shared user data (``fleet.py``), which cannot name each
         host: the common role sets every host name to its inventory name."""
         inventory = super().inventory_from_outputs(spec, state, outputs)
-        return inventory.model_copy(update={"extra_vars": {**inventory.extra_vars, HOSTNAME_VAR: True}})
+        return inventory.model_copy(update={"set_hostname": True})
 
     expiry_scope = "region"
 

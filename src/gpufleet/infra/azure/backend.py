@@ -1,4 +1,4 @@
-"""``backend`` for ``provider: azure``: the Azure side of the Pulumi driver (``gpufleet.infra.automation``).
+"""``backend`` for ``provider: azure``: the Azure side of the Pulumi driver (``gpufleet.infra.pulumi_stack``).
 
 Its program is ``GpuClusterAzure``; the stack's default provider gets the subscription and location;
 credentials are what azure-native and azure-identity find (``az login``, a service principal or workload
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, SpecError
-from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.pulumi_stack import PulumiBackend, known_hosts_args
 from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection

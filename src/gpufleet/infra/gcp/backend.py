@@ -1,4 +1,4 @@
-"""``backend`` for ``provider: gcp``: the GCP side of the Pulumi driver (``gpufleet.infra.automation``).
+"""``backend`` for ``provider: gcp``: the GCP side of the Pulumi driver (``gpufleet.infra.pulumi_stack``).
 
 Its program is ``GpuClusterGcp``; the stack's default provider gets the project, region and zone;
 credentials are Application Default Credentials (or a token in the environment); nodes have no external
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpufleet.catalog.gcp import REPLACING_FIELDS
 from gpufleet.errors import EnvironmentProblem
-from gpufleet.infra.automation import PulumiBackend, known_hosts_args
 from gpufleet.infra.gcp.images import GcpImages
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
+from gpufleet.infra.pulumi_stack import PulumiBackend, known_hosts_args
 from gpufleet.infra.tags import PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection

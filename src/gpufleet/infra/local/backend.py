@@ -22,7 +22,9 @@ class LocalBackend:
     kept_without_state = "podman container, network or volume labelled gpufleet.cluster={name}"
 
     def check_credentials(self, spec: ClusterSpec) -> None:
-        """No credentials: the host prerequisites (podman, root) are preflight's ``local_host`` check."""
+        """No credentials. The host's prerequisites are checked where they are used: podman, runc and root
+        when ``up`` starts podman (``infra.local.podman.Podman``), the cluster's size against this machine by
+        preflight's ``local_fits_host``."""
 
     def found_without_state(self, spec: ClusterSpec) -> list[str]:
         """Podman containers, networks and volumes labelled for the cluster: its ``leftovers`` (one source

@@ -33,7 +33,7 @@ from gpufleet.errors import ProvisionError
 from gpufleet.infra.local import bake
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
-from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.model import NCCL_TESTS_DIR, Connection, Host, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, LocalProvider, Role
 from gpufleet.state import ClusterState
@@ -43,7 +43,6 @@ MPI_PERF_DIR = "/opt/gpufleet/mpi-perf/bin"
 # The manifest (catalog/images.yaml) of the node image: Debian 12, nothing of NVIDIA's in it.
 LOCAL_IMAGE_MANIFEST = "debian-12-local"
 # With provider.gpu_stack the nccl_tests role builds the real binaries here (its default on every backend).
-NCCL_TESTS_DIR = "/opt/nccl-tests/build"
 _FIRST_HOST_OFFSET = 10
 
 
@@ -314,7 +313,6 @@ class LocalCluster:
                 # Unprivileged containers see cgroup v1 controllers read-only (docs/local.md).
                 "slurm_proctrack_type": "proctrack/linuxproc",
                 "slurm_task_plugin": "task/none",
-                "gpufleet_nccl_tests_dir": NCCL_TESTS_DIR if self.provider.gpu_stack else MPI_PERF_DIR,
                 # Open MPI over the podman bridge: shared memory inside a node, TCP on eth0 between nodes.
                 "mpi_mca_params": {
                     "btl": "vader,tcp,self",
@@ -329,10 +327,11 @@ class LocalCluster:
                 "gpufleet_nccl_env": {},
                 # Every node is a podman container (roles: enroot's cgroup hook, the stand-in GPU exporter).
                 "gpufleet_node_is_container": True,
-                # The content hash of the baked image every node runs from (null: not baked).
-                # gpufleet configure skips the install phase when it is still the current one.
-                "gpufleet_baked_image_hash": baked_hash,
             },
+            nccl_tests_dir=NCCL_TESTS_DIR if self.provider.gpu_stack else MPI_PERF_DIR,
+            # The content hash of the baked image every node runs from (None: not baked).
+            # gpufleet configure skips the install phase when it is still the current one.
+            baked_image_hash=baked_hash,
         )
 
     # ---- status and down --------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 - one ConfigMap, ``<run>-files``: the NCCL environment file (``gpufleet.configure.nccl_env``, rendered from
   the fabric role that writes /etc/gpufleet/nccl.env on Slurm nodes), the health script
-  (``validate/node_health.py``) and the training job (examples/jobs/train_ddp.py), mounted read-only at
+  (``node/node_health.py``) and the training job (examples/jobs/train_ddp.py), mounted read-only at
   ``/gpufleet`` in every pod;
 - a health pod per node (``health_pod``), pinned with ``nodeName``, asking for all of the node's GPUs and
   fabric devices, running ``python3 /gpufleet/node_health.py``;

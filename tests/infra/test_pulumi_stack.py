@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpufleet.errors import EnvironmentProblem
-from gpufleet.infra import automation
+from gpufleet.infra import pulumi_stack
 from gpufleet.infra.backend import backend_for
 from gpufleet.infra.program import plan_spec
 from gpufleet.progress import SilentReporter
@@ -41,7 +41,7 @@ def no_pulumi(monkeypatch, tmp_path):
 
 def test_missing_pulumi_cli_says_how_to_install(no_pulumi):
     with pytest.raises(EnvironmentProblem) as failure:
-        automation.pulumi_cli()
+        pulumi_stack.pulumi_cli()
     assert "the Pulumi CLI is missing" in failure.value.message
     assert "get.pulumi.com" in (failure.value.hint or "")
     assert failure.value.exit_code == 8
@@ -62,7 +62,7 @@ def test_pulumi_cli_found_in_pulumi_home(monkeypatch, tmp_path):
     binary.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("PULUMI_HOME", str(home))
-    assert automation.pulumi_cli() == binary
+    assert pulumi_stack.pulumi_cli() == binary
 
 
 def test_missing_aws_credentials(monkeypatch, tmp_path, spec):
@@ -110,10 +110,10 @@ def test_stack_config(spec):
 
 def test_backend_is_the_env_url_or_a_file_backend_in_the_state_folder(monkeypatch, state):
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
-    url = automation.backend_url(state)
+    url = pulumi_stack.backend_url(state)
     assert url.startswith("file:///") and url.endswith("/llm-p5/pulumi"), url
     monkeypatch.setenv("PULUMI_BACKEND_URL", "s3://my-pulumi-state")
-    assert automation.backend_url(state) == "s3://my-pulumi-state"
+    assert pulumi_stack.backend_url(state) == "s3://my-pulumi-state"
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")
@@ -121,8 +121,8 @@ def test_nodes_authorize_the_cluster_key_and_the_users_key(spec, state):
     from gpufleet.infra.plan import run_offline
     from gpufleet.infra.program import cluster_program, mock_cloud
 
-    cluster = automation.cluster_key(state)
-    assert cluster.startswith("ssh-ed25519 ") and cluster == automation.cluster_key(state)
+    cluster = pulumi_stack.cluster_key(state)
+    assert cluster.startswith("ssh-ed25519 ") and cluster == pulumi_stack.cluster_key(state)
     user = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVzZXJzLW93bi1rZXktZm9yLXRlc3RzLW9ubHktMDAwMDA user@laptop"
     with_user = spec.model_copy(update={"access": spec.access.model_copy(update={"ssh_public_key": user})})
     plan = run_offline(

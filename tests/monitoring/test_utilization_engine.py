@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from tests.monitoring.exporters import Allocation, GpuCluster, Scrapes, gpu_inventory
 from tests.monitoring.real_prometheus import RealPrometheus, real_prometheus
-from tests.monitoring.test_util import begin_demo
+from tests.monitoring.test_utilization import begin_demo
 from typer.testing import CliRunner
 
 from gpufleet.catalog import load_catalog
 from gpufleet.cli.app import app
 from gpufleet.inventory.model import Inventory
-from gpufleet.monitoring import util
+from gpufleet.monitoring import utilization
 from gpufleet.monitoring.prometheus import PrometheusClient, PrometheusUnavailable
 
 # A multiple of the 15 s scrape interval: the jobs start and end on multiples, so every target's scrape
@@ -51,7 +51,7 @@ def two_jobs(t0: float, instance_type: str = "p5.48xlarge") -> GpuCluster:
 
 def loaded(prometheus: RealPrometheus, cluster: GpuCluster, tmp_path: Path, start: float, end: float) -> None:
     """Prometheus has scraped ``cluster`` from 10 minutes before ``start`` to a minute after ``end``."""
-    interval = util.scrape_interval(cluster.inventory)
+    interval = utilization.scrape_interval(cluster.inventory)
     prometheus.write(cluster.stored(tmp_path, start - 600, end + 60, interval))
 
 
@@ -64,7 +64,7 @@ def price() -> float:
 def test_gpu_hours_busy_ratio_and_waste_per_node_and_job(prometheus: RealPrometheus, tmp_path: Path) -> None:
     cluster = two_jobs(T0)
     loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
     n1, n2 = report.nodes["n1"], report.nodes["n2"]
     assert (n1.gpu_hours, n1.allocated_gpu_hours, n1.used_gpu_hours) == pytest.approx((8, 2, 0.5))
     assert (n2.gpu_hours, n2.allocated_gpu_hours, n2.used_gpu_hours) == pytest.approx((8, 0.5, 0.5))
@@ -84,7 +84,7 @@ def test_gpu_hours_busy_ratio_and_waste_per_node_and_job(prometheus: RealPrometh
 def test_one_job(prometheus: RealPrometheus, tmp_path: Path) -> None:
     cluster = two_jobs(T0)
     loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR, job="7")
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR, job="7")
     assert set(report.jobs) == {"7"}
     assert report.nodes["n1"].allocated_gpu_hours == pytest.approx(2)
     assert report.nodes["n2"].allocated_gpu_hours == 0
@@ -94,10 +94,10 @@ def test_one_job(prometheus: RealPrometheus, tmp_path: Path) -> None:
 def test_no_price_no_dollars(prometheus: RealPrometheus, tmp_path: Path) -> None:
     cluster = two_jobs(T0, instance_type="local")
     loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
     assert report.total.allocated_gpu_hours == pytest.approx(2.5)
     assert report.total.wasted_usd is None and report.jobs["7"].wasted_usd is None
-    assert "no price in the catalog" in util.render_markdown(report)
+    assert "no price in the catalog" in utilization.render_markdown(report)
 
 
 def test_prometheus_refuses_a_query_it_cannot_parse(prometheus: RealPrometheus) -> None:
@@ -115,8 +115,8 @@ def test_the_engine_refuses_more_than_11000_points(prometheus: RealPrometheus) -
 def test_report_files(prometheus: RealPrometheus, tmp_path: Path) -> None:
     cluster = two_jobs(T0)
     loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
-    files = util.write_report(tmp_path / "out", report)
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
+    files = utilization.write_report(tmp_path / "out", report)
     assert [f.name for f in files] == ["utilization.json", "utilization.md", "utilization.png"]
     assert json.loads(files[0].read_text())["total"]["allocated_gpu_hours"] == 2.5
     assert "| 7 | 2.000 | 0.500 | 25.0% |" in files[1].read_text()
@@ -126,7 +126,7 @@ def test_report_files(prometheus: RealPrometheus, tmp_path: Path) -> None:
 def test_timeline_is_busy_gpus_per_window(prometheus: RealPrometheus, tmp_path: Path) -> None:
     cluster = two_jobs(T0)
     loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
     times = [t for t, _ in report.timeline]
     assert times == sorted(times) and times[0] >= T0 - 15 and times[-1] < T0 + HOUR
     busy = dict(report.timeline)
@@ -150,12 +150,12 @@ def test_now_is_each_nodes_state_at_the_windows_end(prometheus: RealPrometheus, 
     client = PrometheusClient(prometheus.url)
 
     def now(minutes: int) -> dict[str, str]:
-        return util.collect(client, cluster.inventory, T0, T0 + minutes * 60).now
+        return utilization.collect(client, cluster.inventory, T0, T0 + minutes * 60).now
 
     assert now(35) == {"n1": "busy", "n2": "not allocated"}  # n1: 0.5 of 2 GPUs held
     assert now(47) == {"n1": "not allocated", "n2": "idle"}  # n2 busy earlier in the window, idle now
     assert now(60) == {"n1": "not allocated", "n2": "not allocated"}  # every job gone (it read n2 idle)
-    assert util.collect(client, cluster.inventory, T0, T0 + HOUR, job="7").now == {
+    assert utilization.collect(client, cluster.inventory, T0, T0 + HOUR, job="7").now == {
         "n1": "not allocated",
         "n2": "not allocated",
     }
@@ -196,7 +196,7 @@ def test_validation_report_gains_the_utilization_during_the_run(
     loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
     files = write_report(tmp_path / "report", [], [])
     monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", prometheus.url)
-    append_section(files, "utilization", util.during(cluster.inventory, T0, T0 + HOUR))
+    append_section(files, "utilization", utilization.during(cluster.inventory, T0, T0 + HOUR))
     document = json.loads(files.json.read_text())
     assert document["utilization"]["available"] is True
     assert document["utilization"]["jobs"]["7"]["busy_ratio"] == 0.25
@@ -236,7 +236,7 @@ def test_jobs_shorter_than_a_step_get_their_gpu_hours(prometheus: RealPrometheus
     end = T0 + days * 24 * HOUR
     keep = {"up", "slurm_job_gpu", "DCGM_FI_PROF_SM_ACTIVE"}.__contains__
     prometheus.write(cluster.stored(tmp_path, T0 - 60, end + 60, keep=keep))
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, end)
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, end)
     assert report.step == 30 and report.resolution == 15
     for job in jobs:
         recorded = scrapes_holding(cluster, tmp_path, job, 15) * 15 / HOUR
@@ -258,7 +258,7 @@ def test_the_inventory_scrape_interval_sets_the_resolution(
     jobs = [Allocation(str(100 + i), "n1", (0,), begin, begin + 8, 1.0) for i, begin in enumerate(starts)]
     cluster = GpuCluster(gpu_inventory(nodes=1, gpus=1, monitoring_scrape_interval="5s"), jobs)
     loaded(prometheus, cluster, tmp_path, T0, T0 + HOUR)
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, T0, T0 + HOUR)
     assert report.resolution == 5 and report.step == 15
     for job in jobs:
         recorded = scrapes_holding(cluster, tmp_path, job, 5) * 5 / HOUR
@@ -286,7 +286,7 @@ def test_windows_count_every_scrape_once(
     cluster = GpuCluster(gpu_inventory(nodes=1, gpus=1), [Allocation("1", "n1", (0,), T0 - HOUR, end + HOUR)])
     only = {"slurm_job_gpu"}.__contains__
     prometheus.write(cluster.stored(tmp_path, start - 60, end + 60, keep=only, jobs=frozenset({"slurm"})))
-    report = util.collect(PrometheusClient(prometheus.url), cluster.inventory, start, end)
+    report = utilization.collect(PrometheusClient(prometheus.url), cluster.inventory, start, end)
     multiples = math.floor(end / 15) - math.floor(start / 15)
     assert report.jobs["1"].allocated_gpu_hours * HOUR == pytest.approx(multiples * 15)
 

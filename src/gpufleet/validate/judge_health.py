@@ -24,6 +24,7 @@ from typing import Any
 
 from gpufleet.catalog import NodeFloor, load_catalog
 from gpufleet.inventory.model import Host
+from gpufleet.node.node_health import SERIOUS_XIDS, judge
 from gpufleet.severity import Severity
 from gpufleet.spec.model import Collective
 from gpufleet.validate.fabric_facts import (
@@ -35,7 +36,6 @@ from gpufleet.validate.fabric_facts import (
     port_problems,
 )
 from gpufleet.validate.gate import FAIL, PASS, Check
-from gpufleet.validate.node_health import SERIOUS_XIDS, judge
 from gpufleet.validate.scheduler import HealthRun
 
 __all__ = [

@@ -3,7 +3,7 @@ what it says when Prometheus cannot be reached; and, through the fake Prometheus
 (tests/monitoring/fake_prometheus.py), the windows' arithmetic under Prometheus 3.x's left-open ranges,
 which no engine here runs (Debian 12 ships 2.42). The fake answers util's own query strings, so these
 tests check the windows, never the PromQL: everything a real engine can answer is in
-test_util_engine.py, against Prometheus itself."""
+test_utilization_engine.py, against Prometheus itself."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.app import app
 from gpufleet.inventory.model import FabricKind, Host, Inventory, Role
-from gpufleet.monitoring import util
+from gpufleet.monitoring import utilization
 from gpufleet.monitoring.prometheus import PrometheusClient, PrometheusUnavailable, step_for
 from gpufleet.spec import load_spec
 from gpufleet.state import ClusterState
@@ -106,7 +106,7 @@ def test_validation_report_says_why_there_is_no_utilization(
 
     files = write_report(tmp_path, [], [])
     monkeypatch.setenv("GPUFLEET_PROMETHEUS_URL", "http://127.0.0.1:1")
-    append_section(files, "utilization", util.during(inventory(), T0, T0 + HOUR))
+    append_section(files, "utilization", utilization.during(inventory(), T0, T0 + HOUR))
     assert json.loads(files.json.read_text())["utilization"]["available"] is False
     assert "Not available: Prometheus at http://127.0.0.1:1 cannot be reached" in files.markdown.read_text()
 
@@ -144,22 +144,22 @@ def short_jobs(starts: list[float], seconds: float, interval: float = 15.0) -> A
         alloc.append((labels, scraped(begin, begin + seconds, 1.0, interval)))
         used.append((labels, scraped(begin, begin + seconds, 1.0, interval)))
     return {
-        util.ALLOCATED: alloc,
-        util.USED: used,
-        util.CAPACITY: [({"node": "n1"}, const(8))],
-        util.SIMULATED: [],
+        utilization.ALLOCATED: alloc,
+        utilization.USED: used,
+        utilization.CAPACITY: [({"node": "n1"}, const(8))],
+        utilization.SIMULATED: [],
     }
 
 
 def test_jobs_shorter_than_a_step_get_their_gpu_hours_under_prometheus_3() -> None:
-    """Prometheus 3.x's left-open ranges (test_util_engine.py has 2.x's, on the engine). A week's window: a
+    """Prometheus 3.x's left-open ranges (the engine test has 2.x's). A week's window: a
     step of 60 s (55 s from step_for, up to a multiple of the 15 s scrape). Jobs busy for 20 s each are seen
     by one or two scrapes; one sample per step (the code before) missed most of them. Their GPU-hours are what
     Prometheus recorded: the scrapes that saw them x 15 s."""
     week = 7 * 24 * HOUR
     starts = [T0 + day * 24 * HOUR + 1000 + 11 * day for day in range(7)]
     with fake_prometheus(short_jobs(starts, 20), left_open=True) as (url, seen):
-        report = util.collect(PrometheusClient(url), inventory(), T0, T0 + week)
+        report = utilization.collect(PrometheusClient(url), inventory(), T0, T0 + week)
     for i, begin in enumerate(starts):
         recorded = scrapes_holding(begin, begin + 20) * 15 / HOUR
         assert recorded > 0
@@ -170,7 +170,7 @@ def test_jobs_shorter_than_a_step_get_their_gpu_hours_under_prometheus_3() -> No
         assert abs(job.allocated_gpu_hours * HOUR - 20) <= 15  # within one scrape of the truth
     assert report.nodes["n1"].gpu_hours == pytest.approx(8 * week / HOUR)
     assert report.step == 60 and report.resolution == 15
-    assert {r["query"] for r in seen} >= {f"sum_over_time(({util.ALLOCATED})[60s:15s])"}
+    assert {r["query"] for r in seen} >= {f"sum_over_time(({utilization.ALLOCATED})[60s:15s])"}
 
 
 @pytest.mark.parametrize(
@@ -184,20 +184,20 @@ def test_jobs_shorter_than_a_step_get_their_gpu_hours_under_prometheus_3() -> No
     ],
 )
 def test_windows_count_every_scrape_once_under_prometheus_3(start: float, seconds: float) -> None:
-    """Prometheus 3.x's left-open ranges (test_util_engine.py has 2.x's, on the engine). One GPU allocated
+    """Prometheus 3.x's left-open ranges (the engine test has 2.x's). One GPU allocated
     throughout: exactly the scrape-interval multiples in (start, end] count, each
     once, whatever the window (the head query and the range query's windows neither overlap nor leave a
     gap, with Prometheus 2.x's closed ranges and 3.x's left-open ones), and the range query stays under
     Prometheus's 11,000 points (the fake refuses more, as Prometheus does)."""
     end = start + seconds
     answers = {
-        util.ALLOCATED: [({"jobid": "1", "node": "n1", "gpu": "0"}, const(1))],
-        util.USED: [],
-        util.CAPACITY: [],
-        util.SIMULATED: [],
+        utilization.ALLOCATED: [({"jobid": "1", "node": "n1", "gpu": "0"}, const(1))],
+        utilization.USED: [],
+        utilization.CAPACITY: [],
+        utilization.SIMULATED: [],
     }
     with fake_prometheus(answers, left_open=True) as (url, seen):
-        report = util.collect(PrometheusClient(url), inventory(), start, end)
+        report = utilization.collect(PrometheusClient(url), inventory(), start, end)
     multiples = math.floor(end / 15) - math.floor(start / 15)
     assert report.jobs["1"].allocated_gpu_hours * HOUR == pytest.approx(multiples * 15)
     for r in seen:
@@ -208,12 +208,12 @@ def test_windows_count_every_scrape_once_under_prometheus_3(start: float, second
 def test_scrape_interval_from_the_inventory_or_the_role_default() -> None:
     inv = inventory()
     role_default = yaml.safe_load((ROOT / "roles/monitoring/defaults/main.yml").read_text())
-    assert util.scrape_interval(inv) == 15 and role_default["monitoring_scrape_interval"] == "15s"
+    assert utilization.scrape_interval(inv) == 15 and role_default["monitoring_scrape_interval"] == "15s"
     inv.extra_vars["monitoring_scrape_interval"] = "1m30s"
-    assert util.scrape_interval(inv) == 90
+    assert utilization.scrape_interval(inv) == 90
     inv.extra_vars["monitoring_scrape_interval"] = "15 seconds"
     with pytest.raises(PrometheusUnavailable, match="monitoring_scrape_interval cannot be read") as failure:
-        util.scrape_interval(inv)
+        utilization.scrape_interval(inv)
     assert "15s" in (failure.value.hint or "")
 
 
@@ -225,13 +225,13 @@ def test_an_allocated_node_idle_now_reads_idle_and_util_says_when_the_alert_fire
     busy_until = end - 120
     held = {"jobid": "9", "node": "n1", "gpu": "0"}
     answers = {
-        util.ALLOCATED: [(held, const(1))],
-        util.USED: [(held, lambda t: 1.0 if t < busy_until else 0.0)],
-        util.CAPACITY: [({"node": "n1"}, const(8)), ({"node": "n2"}, const(8))],
-        util.SIMULATED: [],
+        utilization.ALLOCATED: [(held, const(1))],
+        utilization.USED: [(held, lambda t: 1.0 if t < busy_until else 0.0)],
+        utilization.CAPACITY: [({"node": "n1"}, const(8)), ({"node": "n2"}, const(8))],
+        utilization.SIMULATED: [],
     }
     with fake_prometheus(answers) as (url, _seen):
-        report = util.collect(PrometheusClient(url), inventory(), T0, end)
+        report = utilization.collect(PrometheusClient(url), inventory(), T0, end)
     assert report.jobs["9"].busy_ratio is not None and report.jobs["9"].busy_ratio > 0.9
     assert report.now == {"n1": "idle", "n2": "not allocated"}
     assert report.to_json()["nodes"]["n1"]["now"] == "idle"

@@ -28,12 +28,12 @@ hung network filesystem is reported, not waited on forever).
 ``--skip KEY,...`` leaves checks out (a Kubernetes pod skips ``services``); in a pod, the node's name comes
 from ``GPUFLEET_NODE_NAME`` and DCGM's host engine from ``GPUFLEET_DCGM_HOST`` (``validate.kubernetes``).
 
-The rules that turn a report into a verdict live here too (``judge``), so that the node itself and
-gpufleet judge alike: ``health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same file,
-installed on every GPU node by the ``gpu_health`` role as ``/usr/local/sbin/gpufleet-node-check``, runs
-with ``--check``: it reads what the node should have from ``/etc/gpufleet/node-check.json`` (written from
-the inventory), prints one line (``OK ...`` or ``FAIL <reason>``) and exits 1 on a failure; with
-``--drain`` it also drains the node in Slurm with that reason (Slurm's HealthCheckProgram).
+The rules that turn a report into a verdict live here too (``judge``), so that the node itself and gpufleet
+judge alike: ``validate/judge_health.py`` (what ``gpufleet validate`` shows) calls ``judge``, and the same
+file, installed on every GPU node by the ``gpu_health`` role as ``/usr/local/sbin/gpufleet-node-check``, runs
+with ``--check``: it reads what the node should have from ``/etc/gpufleet/node-check.json`` (written from the
+inventory), prints one line (``OK ...`` or ``FAIL <reason>``) and exits 1 on a failure; with ``--drain`` it
+also drains the node in Slurm with that reason (Slurm's HealthCheckProgram).
 
 The parsers of NVIDIA's tools' output (``parse_*``) are tested against real captured outputs
 (tests/validate/data/gpu/SOURCES.md).

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufleet.monitoring import util
+from gpufleet.monitoring import utilization
 from gpufleet.monitoring.prometheus import Series, parse_duration_ms
 
 PROMTOOL = shutil.which("promtool")
@@ -41,12 +41,12 @@ class Recording:
 def test_prometheus_sums_every_scrape_once(tmp_path: Path, start: float, end: float) -> None:
     if PROMTOOL is None:  # a missing tool fails: a skip would hide the test in CI
         pytest.fail("promtool missing: apt-get install prometheus (scripts/bootstrap.sh test installs it)")
-    windows = util.Windows.over(start, end, 15.0)
+    windows = utilization.Windows.over(start, end, 15.0)
     # a step of 3 scrapes (45 s) and a leftover head, rather than step_for's 15 s for so short a window
     count = windows.last - windows.first + 1
-    windows = util.Windows(15000, 45000, windows.first, windows.last, count // 3, count % 3)
+    windows = utilization.Windows(15000, 45000, windows.first, windows.last, count // 3, count % 3)
     client = Recording()
-    windows.integrate(client, util.ALLOCATED)  # type: ignore[arg-type]
+    windows.integrate(client, utilization.ALLOCATED)  # type: ignore[arg-type]
     busy = {45_000, 60_000}  # job 2 is seen by the scrapes at 45 s and 60 s, stale from 75 s
     seen: list[int] = []
     tests = []
@@ -75,9 +75,9 @@ def test_prometheus_sums_every_scrape_once(tmp_path: Path, start: float, end: fl
             }
         ],
     }
-    (tmp_path / "util.test.yml").write_text(yaml.safe_dump(document))
+    (tmp_path / "utilization.test.yml").write_text(yaml.safe_dump(document))
     result = subprocess.run(
-        [PROMTOOL, "test", "rules", "util.test.yml"],
+        [PROMTOOL, "test", "rules", "utilization.test.yml"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
