@@ -325,13 +325,13 @@ class LocalCluster:
                     "mpi_yield_when_idle": 1,
                 },
                 "gpufleet_nccl_env": {},
-                # Every node is a podman container (roles: enroot's cgroup hook, the stand-in GPU exporter).
-                "gpufleet_node_is_container": True,
             },
             nccl_tests_dir=NCCL_TESTS_DIR if self.provider.gpu_stack else MPI_PERF_DIR,
             # The content hash of the baked image every node runs from (None: not baked).
             # gpufleet configure skips the install phase when it is still the current one.
             baked_image_hash=baked_hash,
+            # Every node is a podman container (roles: enroot's cgroup hook, the stand-in GPU exporter).
+            node_is_container=True,
         )
 
     # ---- status and down --------------------------------------------------------------------------
