@@ -19,6 +19,7 @@ which runs Ansible over the cluster's network; docs/architecture.md "Configure a
 
     sudo flock /tmp/gpufleet-cluster.lock .venv/bin/python benchmarks/configure_scale.py \
         [--sizes 2 4 8 15] [--designs push head] [--prefix cs]
+    .venv/bin/python benchmarks/configure_scale.py --count <job_events folder of a run made already>
 
 The nodes are the plain local ones minus the PyTorch payload (``software.pytorch`` and the training
 check left out of the spec), which the configure phase does not touch; the baked image is built once
@@ -172,7 +173,17 @@ def main() -> None:
     )
     parser.add_argument("--designs", nargs="+", default=["push", "head"], choices=["push", "head"])
     parser.add_argument("--prefix", default="cs", help="cluster names: PREFIX2, PREFIX4, ...")
+    parser.add_argument(
+        "--count",
+        type=Path,
+        metavar="JOB_EVENTS",
+        help="only count the module runs per host of a run that was made already (its job_events folder, "
+        "e.g. a cluster test's state/reports/<run>/logs/ansible/artifacts/<id>/job_events), and stop",
+    )
     options = parser.parse_args()
+    if options.count:
+        print(json.dumps(dict(sorted(remote_runs_per_host(options.count).items()))))
+        return
     rows: list[tuple[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="gpufleet-scale-") as tmp:
         designs = list(options.designs)

@@ -30,6 +30,7 @@ import yaml
 from gpufleet.infra.local.cluster import cache_dir
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
+from gpufleet.node import FOLDER as NODE_FOLDER
 from gpufleet.progress import SilentReporter
 from twins.debs import Deb
 from twins.debs import build_repo as shared_build_repo
@@ -170,6 +171,9 @@ def converge(podman: Podman, work: Path, **host_vars: object) -> subprocess.Comp
         "gpufleet_cpus": 1,
         "gpufleet_memory_mb": 1,
         "gpufleet_software": {"nvidia_driver": "580", "cuda": "12.9"},
+        # the folder of the files the roles copy to the nodes, as every inventory gpufleet writes names it
+        # (inventory/model.py): this play is not in playbooks/, so the roles' fallback beside it is not there
+        "gpufleet_node_files": str(NODE_FOLDER),
         # the stand-in node: no NVIDIA URL, no kernel to build for, the "loaded module" in a file
         "nvidia_driver_add_repo": False,
         **host_vars,

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from playbook_json import ROOT, run_playbook
 
 ROLE = ROOT / "roles" / "containers"
@@ -201,3 +203,33 @@ def test_every_container_gets_the_fabrics_devices_and_plugin(tmp_path, provider,
     fabric_sources = [fields[0] for fields in lines if fields[0] != "/etc/gpufleet"]
     assert fabric_sources == sources, out.read_text()
     assert all(fields[0] == fields[1] for fields in lines), lines  # each at its host path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="systemd-tmpfiles makes the folder owned by root")
+def test_a_jobs_user_can_make_its_runtime_folder_on_a_freshly_booted_node(tmp_path):
+    """enroot.conf puts each user's runtime folder in /run/enroot/user-<uid>; /run is root's and empty at
+    boot, so `enroot start` as a job's user failed on a node booted from the baked image ("mkdir: cannot
+    create directory '/run/enroot': Permission denied", 2026-11-27). The install phase's tmpfiles.d line
+    makes the parent at boot, sticky and open to all: systemd-tmpfiles applies it here under a root of its
+    own."""
+    runtime = next(
+        line.split(None, 1)[1]
+        for line in (ROOT / "roles/containers/templates/enroot.conf.j2").read_text().splitlines()
+        if line.startswith("ENROOT_RUNTIME_PATH")
+    )
+    parent = runtime.strip().rsplit("/", 1)[0]  # /run/enroot of /run/enroot/user-$(id -u)
+    tasks = yaml.safe_load((ROOT / "roles/containers/tasks/files.yml").read_text())
+    booted = [
+        t["ansible.builtin.copy"] for t in tasks if "tmpfiles.d" in str(t.get("ansible.builtin.copy", {}))
+    ]
+    assert booted, "no tmpfiles.d entry in roles/containers/tasks/files.yml makes " + parent
+    config = tmp_path / booted[0]["dest"].lstrip("/")
+    config.parent.mkdir(parents=True)
+    config.write_text(booted[0]["content"])
+    (tmp_path / "run").mkdir(mode=0o755)
+    done = subprocess.run(
+        ["systemd-tmpfiles", "--create", f"--root={tmp_path}", str(config)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    made = (tmp_path / parent.lstrip("/")).stat()
+    assert oct(made.st_mode & 0o7777) == "0o1777" and made.st_uid == 0, oct(made.st_mode)

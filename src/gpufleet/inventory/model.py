@@ -66,6 +66,7 @@ CLUSTER_VARS = {
     "nccl_tests_dir": "gpufleet_nccl_tests_dir",
     "torch_venv": "gpufleet_torch_venv",
     "set_hostname": "gpufleet_set_hostname",
+    "node_is_container": "gpufleet_node_is_container",
 }
 
 
@@ -189,6 +190,11 @@ class Inventory(BaseModel):
         default=False,
         description="roles/common sets each node's hostname to its inventory name (AWS: the instances boot "
         "with their private DNS names)",
+    )
+    node_is_container: bool = Field(
+        default=False,
+        description="every node is a container (the local backend's podman nodes): roles/containers skips "
+        "enroot's cgroup hook, roles/monitoring runs the stand-in GPU exporter",
     )
     extra_vars: dict[str, Any] = Field(
         default_factory=dict,

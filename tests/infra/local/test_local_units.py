@@ -8,11 +8,13 @@ import pytest
 import yaml
 
 from gpufleet.errors import ProvisionError
-from gpufleet.infra.local.cluster import device_args, plan_nodes
+from gpufleet.infra.local.cluster import LocalCluster, device_args, plan_nodes
 from gpufleet.infra.local.image import node_image_ref
 from gpufleet.infra.local.podman import containers_conf
+from gpufleet.progress import SilentReporter
 from gpufleet.spec import load_spec, parse_spec
 from gpufleet.spec.model import Role
+from gpufleet.state import ClusterState
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -60,3 +62,12 @@ def test_a_host_without_fuse_is_refused_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ProvisionError, match="modprobe fuse") as caught:
         device_args(spec, fuse=tmp_path / "fuse")
     assert "software.containers: false" in (caught.value.hint or "")
+
+
+def test_the_inventory_says_every_node_is_a_container(tmp_path: Path) -> None:
+    """The roles read gpufleet_node_is_container (enroot's cgroup hook, the stand-in GPU exporter), not the
+    provider's name: the local backend is the one that sets it."""
+    spec = load_spec(ROOT / "examples" / "local.yaml")
+    cluster = LocalCluster(spec, ClusterState(name=spec.name, root=tmp_path), SilentReporter())
+    addresses = {node.name: f"10.0.0.{i + 2}" for i, node in enumerate(cluster.nodes)}
+    assert cluster.inventory(addresses).to_ansible()["all"]["vars"]["gpufleet_node_is_container"] is True

@@ -330,6 +330,8 @@ class LocalCluster:
             # The content hash of the baked image every node runs from (None: not baked).
             # gpufleet configure skips the install phase when it is still the current one.
             baked_image_hash=baked_hash,
+            # Every node is a podman container (roles: enroot's cgroup hook, the stand-in GPU exporter).
+            node_is_container=True,
         )
 
     # ---- status and down --------------------------------------------------------------------------
