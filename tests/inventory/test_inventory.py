@@ -235,6 +235,8 @@ def test_the_facts_python_and_the_roles_share_are_fields_written_under_their_gpu
         "torch_venv": "/opt/site/torch",
         "set_hostname": True,
         "node_is_container": True,
+        "boot_configure": True,
+        "configure_on_node": True,
     }
     assert set(facts) == set(CLUSTER_VARS)
     inventory = sample().model_copy(update=facts)

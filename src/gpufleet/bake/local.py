@@ -101,6 +101,7 @@ def _bake(
     digest: str,
     pins: dict[str, object],
 ) -> None:
+    from gpufleet.configure.node_site import bake_vars
     from gpufleet.configure.runner import run_playbook
     from gpufleet.infra.software import with_software
 
@@ -116,7 +117,9 @@ def _bake(
             inventory = with_software(builder.up(image=base), spec)
             inventory.write(state.inventory_file)
             with reporter.step(f"bake: install phase of every role on {node.name}"):
-                run_playbook("bake.yml", state.inventory_file, logs, reporter, tags="install")
+                # The site the nodes configure themselves from at boot (roles/boot_configure).
+                extravars = bake_vars(inventory, digest, reporter)
+                run_playbook("bake.yml", state.inventory_file, logs, reporter, tags="install", extravars=extravars)
             with reporter.step(f"commit {node.name} as {ref}"):
                 podman.run("stop", "-t", "10", node.name, what=f"stopping {node.name}")
                 changes = []

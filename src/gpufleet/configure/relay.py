@@ -235,19 +235,10 @@ def bundle(
     payload: Iterable[tuple[Path, str]],
 ) -> bytes:
     """The one upload: playbooks, roles, ansible.cfg, the head's inventory, keys and Ansible itself."""
-    root = project_root()
     head = head_inventory(inventory, folder)
     stream = io.BytesIO()
     with tarfile.open(fileobj=stream, mode="w:gz", compresslevel=1) as archive:
-        _add_tree(archive, root / "playbooks", "playbooks")
-        _add_tree(archive, root / "roles", "roles")
-        _add_tree(
-            archive, NODE_FILES, NODE_FOLDER
-        )  # the files the roles copy to the nodes (gpufleet_node_files)
-        archive.add(root / "ansible.cfg", arcname="ansible.cfg")
-        # The events the play's result is read from: ansible-runner's callback, printed inline.
-        archive.add(HEAD_CALLBACK, arcname="callback_plugins/gpufleet_events.py")
-        archive.add(runner_callback(), arcname="runner_callback/awx_display.py")
+        add_site(archive, payload)
         header = f"# Ansible inventory of gpufleet cluster '{head.cluster}', as its head node sees it.\n"
         import yaml
 
@@ -258,9 +249,23 @@ def bundle(
             _add_bytes(archive, "id_cluster", key)
         for name, data in files.items():
             _add_bytes(archive, name, data)
-        for source, name in payload:
-            _add_tree(archive, source, name)
     return stream.getvalue()
+
+
+def add_site(archive: tarfile.TarFile, payload: Iterable[tuple[Path, str]]) -> None:
+    """What runs a play on a node of the cluster, the head's relay folder and a baked node's site
+    (``configure.node_site``) alike: playbooks, roles, the node files, ansible.cfg, the event callback and
+    ``payload``, an ansible-core for that node's Python (``shipped_payload``)."""
+    root = project_root()
+    _add_tree(archive, root / "playbooks", "playbooks")
+    _add_tree(archive, root / "roles", "roles")
+    _add_tree(archive, NODE_FILES, NODE_FOLDER)  # the files the roles copy to the nodes (gpufleet_node_files)
+    archive.add(root / "ansible.cfg", arcname="ansible.cfg")
+    # The events the play's result is read from: ansible-runner's callback, printed inline.
+    archive.add(HEAD_CALLBACK, arcname="callback_plugins/gpufleet_events.py")
+    archive.add(runner_callback(), arcname="runner_callback/awx_display.py")
+    for source, name in payload:
+        _add_tree(archive, source, name)
 
 
 @dataclass

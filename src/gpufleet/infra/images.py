@@ -30,7 +30,9 @@ from gpufleet.spec.model import ClusterSpec, NodeGroup, Role
 
 # Folders the playbooks read, relative to the project root. Within them, files Ansible never reads
 # (documentation, role test scaffolding, caches, hidden files) do not change what is installed.
-HASHED_FOLDERS = ("roles", "playbooks")
+# src/gpufleet/node: a baked node carries its copy (roles/boot_configure's site) and configures itself from
+# it at boot, so a change there must make a new image.
+HASHED_FOLDERS = ("roles", "playbooks", "src/gpufleet/node")
 _SKIPPED_PARTS = frozenset({"tests", "molecule", "__pycache__"})
 _SKIPPED_SUFFIXES = (".md", ".pyc", "~")
 # Spec software fields only the configure phase reads: they do not key a baked image. container_image is

@@ -67,6 +67,8 @@ CLUSTER_VARS = {
     "torch_venv": "gpufleet_torch_venv",
     "set_hostname": "gpufleet_set_hostname",
     "node_is_container": "gpufleet_node_is_container",
+    "boot_configure": "gpufleet_boot_configure",
+    "configure_on_node": "gpufleet_configure_on_node",
 }
 
 
@@ -195,6 +197,17 @@ class Inventory(BaseModel):
         default=False,
         description="every node is a container (the local backend's podman nodes): roles/containers skips "
         "enroot's cgroup hook, roles/monitoring runs the stand-in GPU exporter",
+    )
+    boot_configure: bool = Field(
+        default=False,
+        description="every node configures itself at boot (a baked unit runs the configure phase on the node "
+        "from the facts its backend handed it: gpufleet.inventory.node_facts); gpufleet configure waits for "
+        "the nodes' results instead of pushing (docs/boot-configure.md)",
+    )
+    configure_on_node: bool = Field(
+        default=False,
+        description="this play runs on the node itself (the boot unit's inventory): the roles leave the "
+        "cross-node checks to gpufleet configure, which makes them once for the cluster",
     )
     extra_vars: dict[str, Any] = Field(
         default_factory=dict,

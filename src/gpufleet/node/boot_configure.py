@@ -1,0 +1,399 @@
+"""A node configures itself: the configure phase of playbooks/site.yml, run on the node by its baked unit.
+
+``gpufleet-node-configure.service`` (roles/boot_configure) runs this file with the image's own python3
+after the network is online and the node's facts are present (``gpufleet.inventory.node_facts``: a file
+cloud-init or the local backend put there, or GCP's instance metadata). It
+
+1. reads the facts, the node's inventory name (on an AWS fleet: its instance's ``gpufleet:host`` tag,
+   through IMDSv2) and its own private address (the source address of its route to the controller);
+2. refuses to run when the image is not the baked image the facts name (``/etc/gpufleet/baked-image``);
+3. reads the munge key where the facts say (a read-only mounted file, or an AWS Secrets Manager secret
+   read with the instance role's credentials, signed here with SigV4) into ``/run/gpufleet`` (tmpfs, 0400);
+4. writes a one-node inventory (this node, ``ansible_connection: local``, and the controller's name and
+   address for the roles that name it) and runs ``ansible-playbook --skip-tags install --limit <node>`` on
+   the baked copy of the playbooks and roles, with the ansible-core baked for this Python (the one the head
+   relay ships: ``gpufleet.configure.head_ansible``) and the relay's event callback (``gpufleet_events``);
+5. writes the result (every task's status, the failed task and its message, the stats) as JSON to
+   ``RESULT_FILE`` and to ``<shared filesystem>/.gpufleet/configure/<node>.json``, and exits 1 when the
+   play failed, so systemd says so too.
+
+Safe to re-run: the roles are idempotent, and the result is replaced atomically. ``gpufleet configure``
+re-runs it on a running cluster by writing a run id to ``RUN_DIR/RUN_NAME`` and starting the unit; the result
+carries that id ("boot" when none was asked for). Standard library only (tests/node/test_node_files.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+# The same paths as gpufleet.inventory.node_facts (tests/node/test_boot_configure.py holds them equal).
+FACTS_FILE = "/etc/gpufleet/boot/node-facts.json"
+METADATA_KEY = "gpufleet-node-facts"
+RESULT_FILE = "/var/lib/gpufleet/configure-result.json"
+SITE = "/opt/gpufleet/site"  # the baked playbooks, roles, ansible-core (roles/boot_configure)
+IMAGE_FILE = "/etc/gpufleet/baked-image"  # the hash of the baked image, written by the bake
+RUN_DIR = "/run/gpufleet"
+RUN_NAME = "configure-run"  # in RUN_DIR: the run id gpufleet configure asked for
+EVENT_MARK = "GPUFLEET_EVENT "
+IMDS = "http://169.254.169.254"
+GCP_METADATA = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
+HOST_TAG = "gpufleet:host"
+# How long a node waits for what comes after it boots: its fleet tag, the munge key's secret value.
+WAIT_S = 900.0
+
+
+class BootError(Exception):
+    """Configure cannot start on this node; the message goes into the result as its failed step."""
+
+    def __init__(self, step: str, message: str) -> None:
+        super().__init__(message)
+        self.step = step
+        self.message = message
+
+
+# ---- facts, name, address --------------------------------------------------------------------------
+
+
+def _http(url: str, headers: dict[str, str] | None = None, method: str = "GET", data: bytes | None = None) -> str:
+    request = urllib.request.Request(url, headers=headers or {}, method=method, data=data)
+    with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 (the metadata services)
+        return str(answer.read().decode())
+
+
+def read_facts(path: str = FACTS_FILE) -> dict[str, Any]:
+    """The facts file, or GCP's instance metadata key where no file is (GCP nodes)."""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            return dict(json.load(handle))
+    try:
+        return dict(json.loads(_http(GCP_METADATA + METADATA_KEY, {"Metadata-Flavor": "Google"})))
+    except (OSError, ValueError) as exc:
+        raise BootError("facts", f"no {path} and no metadata key {METADATA_KEY}: {exc}") from None
+
+
+def imds_token() -> str:
+    return _http(f"{IMDS}/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "300"}, "PUT")
+
+
+def host_name(facts: dict[str, Any], wait_s: float = WAIT_S) -> str:
+    """The node's inventory name: the facts', or (an AWS fleet's node) its instance's gpufleet:host tag,
+    which the program adds once the fleet has launched (infra/aws/fleet.py)."""
+    if facts.get("host"):
+        return str(facts["host"])
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            token = imds_token()
+            return _http(f"{IMDS}/latest/meta-data/tags/instance/{HOST_TAG}", {"X-aws-ec2-metadata-token": token})
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise BootError("host name", f"no instance tag {HOST_TAG} after {wait_s:.0f} s: {exc}") from None
+        time.sleep(10)
+
+
+def own_address(controller_address: str | None) -> str:
+    """The source address of this node's route to the controller (to any address on the controller)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect((controller_address or "192.0.2.1", 9))  # no packet is sent (UDP connect)
+        return str(probe.getsockname()[0])
+    finally:
+        probe.close()
+
+
+# ---- the munge key -----------------------------------------------------------------------------------
+
+
+def _sign(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def secretsmanager_request(
+    region: str, secret_arn: str, credentials: dict[str, str], now: datetime.datetime
+) -> tuple[str, dict[str, str], bytes]:
+    """A signed ``GetSecretValue`` request (AWS Signature Version 4, the JSON 1.1 protocol): URL, headers,
+    body. https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html, read 2026-11-27."""
+    host = f"secretsmanager.{region}.amazonaws.com"
+    body = json.dumps({"SecretId": secret_arn}).encode()
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    headers = {
+        "content-type": "application/x-amz-json-1.1",
+        "host": host,
+        "x-amz-date": stamp,
+        "x-amz-target": "secretsmanager.GetSecretValue",
+    }
+    if credentials.get("Token"):
+        headers["x-amz-security-token"] = credentials["Token"]
+    signed = ";".join(sorted(headers))
+    canonical = "\n".join(
+        ["POST", "/", "", *(f"{name}:{headers[name]}" for name in sorted(headers)), "", signed,
+         hashlib.sha256(body).hexdigest()]
+    )
+    scope = f"{day}/{region}/secretsmanager/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = _sign(("AWS4" + credentials["SecretAccessKey"]).encode(), day)
+    for part in (region, "secretsmanager", "aws4_request"):
+        key = _sign(key, part)
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, SignedHeaders={signed}, "
+        f"Signature={signature}"
+    )
+    return f"https://{host}/", headers, body
+
+
+def _role_credentials() -> dict[str, str]:
+    token = imds_token()
+    headers = {"X-aws-ec2-metadata-token": token}
+    base = f"{IMDS}/latest/meta-data/iam/security-credentials/"
+    role = _http(base, headers).split()[0]
+    return dict(json.loads(_http(base + role, headers)))
+
+
+def munge_key(source: dict[str, Any], wait_s: float = WAIT_S) -> str:
+    """The path of the munge key on this node (the facts' file, or the secret's value written to
+    ``RUN_DIR``, readable by root only). The secret's value is put by gpufleet up after the program ran,
+    so a node that boots first waits for it."""
+    if source["kind"] == "file":
+        if not os.path.exists(source["path"]):
+            raise BootError("munge key", f"{source['path']} is not there (the local backend mounts it)")
+        return str(source["path"])
+    import base64
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            url, headers, body = secretsmanager_request(
+                source["region"], source["secret_arn"], _role_credentials(), datetime.datetime.now(datetime.timezone.utc)
+            )
+            answer = json.loads(_http(url, headers, "POST", body))
+            data = base64.b64decode(answer["SecretBinary"])
+            break
+        except (OSError, ValueError, KeyError) as exc:
+            if time.monotonic() > deadline:
+                raise BootError("munge key", f"cannot read {source['secret_arn']}: {exc}") from None
+        time.sleep(10)
+    os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
+    path = f"{RUN_DIR}/munge.key"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+# ---- the play and its result ----------------------------------------------------------------------------
+
+
+def local_inventory(facts: dict[str, Any], host: str, address: str, python: str) -> dict[str, Any]:
+    """This node (``-c local``) in its groups, and the controller under its name and address (the roles
+    that name it: slurmd's --conf-server, /etc/hosts), which the play never connects to (``--limit``)."""
+    mine = {
+        **facts["host_vars"],
+        "ansible_connection": "local",
+        "ansible_host": "127.0.0.1",
+        "ansible_python_interpreter": python,
+        "gpufleet_private_ip": address,
+    }
+    children: dict[str, Any] = {group: {"hosts": {host: mine}} for group in facts["groups"]}
+    controller = facts["controller"]
+    if controller != host:
+        ctl = {"ansible_host": facts["controller_address"], "gpufleet_private_ip": facts["controller_address"]}
+        children.setdefault("slurm_controller", {"hosts": {}})["hosts"][controller] = ctl
+    return {"all": {"vars": facts["cluster_vars"], "children": children}}
+
+
+def failure_message(result: dict[str, Any]) -> str:
+    """Why a task failed, in its own words (gpufleet.configure.runner.PlayEvents reads failures so too)."""
+    message = result.get("msg") or result.get("stderr") or result.get("module_stderr") or "failed"
+    stderr = str(result.get("stderr") or "").strip()
+    if stderr and stderr not in str(message):  # a command's "non-zero return code": say its words
+        message = f"{message}: {stderr}"
+    if result.get("_ansible_no_log"):
+        message = "(output hidden: the task handles a secret)"
+    return str(message).strip()[:1500]
+
+
+def read_events(lines: list[str], host: str) -> dict[str, Any]:
+    """Every task's status on this node, the first failure and the stats, from the event lines.
+    A task that started and has no result for the node was skipped (the callback prints no skip events)."""
+    tasks: list[dict[str, str]] = []
+    failed: dict[str, str] | None = None
+    stats: dict[str, Any] = {}
+    for line in lines:
+        at = line.find(EVENT_MARK)
+        if at < 0:
+            continue
+        try:
+            event = json.loads(line[at + len(EVENT_MARK) :])
+        except ValueError:
+            continue
+        kind, data = event.get("event"), event.get("event_data") or {}
+        if kind == "playbook_on_task_start":
+            tasks.append({"task": str(data.get("task", "")), "status": "skipped"})
+        elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and tasks:
+            res = data.get("res") or {}
+            if kind == "runner_on_ok":
+                status = "changed" if res.get("changed") else "ok"
+            elif kind == "runner_on_failed" and data.get("ignore_errors"):
+                status = "ignored"
+            else:
+                status = "failed" if kind == "runner_on_failed" else "unreachable"
+                if failed is None:
+                    failed = {"task": tasks[-1]["task"], "message": failure_message(res)}
+            tasks[-1]["status"] = status
+        elif kind == "playbook_on_stats":
+            stats = {key: (value or {}).get(host, 0) for key, value in data.items() if isinstance(value, dict)}
+    return {"tasks": tasks, "failed": failed, "stats": stats}
+
+
+def play_command(site: str, inventory: str, extravars: str, host: str) -> tuple[list[str], dict[str, str]]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{site}/py",
+        "ANSIBLE_CONFIG": f"{site}/ansible.cfg",
+        "ANSIBLE_ROLES_PATH": f"{site}/roles",
+        "ANSIBLE_COLLECTIONS_PATH": f"{site}/collections",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_STDOUT_CALLBACK": "gpufleet_events",
+        "ANSIBLE_CALLBACK_PLUGINS": f"{site}/callback_plugins",
+        "PYTHONUNBUFFERED": "1",
+    }
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from ansible.cli.playbook import main; sys.argv[0] = 'ansible-playbook'; main()",
+        "-i",
+        inventory,
+        "-e",
+        f"@{extravars}",
+        "--limit",
+        host,
+        "--skip-tags",
+        "install",
+        f"{site}/playbooks/site.yml",
+    ]
+    return argv, env
+
+
+def write_result(result: dict[str, Any], paths: list[str]) -> list[str]:
+    """Write the result to each path (atomically: a reader sees the old or the new); the paths it could
+    not write, with why, are returned (a shared filesystem not mounted yet is the play's failure to say)."""
+    text = json.dumps(result, sort_keys=True, indent=1) + "\n"
+    problems = []
+    for path in paths:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            temporary = f"{path}.{os.getpid()}.tmp"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, path)
+        except OSError as exc:
+            problems.append(f"{path}: {exc}")
+    return problems
+
+
+def run_id() -> str:
+    try:
+        with open(f"{RUN_DIR}/{RUN_NAME}", encoding="utf-8") as handle:
+            return handle.read().strip() or "boot"
+    except OSError:
+        return "boot"
+
+
+def configure(facts: dict[str, Any], site: str = SITE, image_file: str = IMAGE_FILE) -> dict[str, Any]:
+    """Run the configure phase on this node; the result (see the module doc)."""
+    started = time.time()
+    result: dict[str, Any] = {
+        "version": 1,
+        "host": facts.get("host"),
+        "run": run_id(),
+        "image": facts.get("baked_image_hash"),
+        "started": started,
+        "tasks": [],
+        "failed": None,
+        "stats": {},
+        "rc": None,
+    }
+    try:
+        host = host_name(facts)
+        result["host"] = host
+        try:
+            with open(image_file, encoding="utf-8") as handle:
+                found = handle.read().strip()
+        except OSError:
+            found = ""
+        if found != facts["baked_image_hash"]:
+            raise BootError(
+                "image",
+                f"this node runs the image {found[:12] or '(none recorded)'}, the cluster expects "
+                f"{facts['baked_image_hash'][:12]}: gpufleet configure pushes to such a node instead",
+            )
+        key = munge_key(facts["munge_key"])
+        address = own_address(facts.get("controller_address"))
+        os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
+        inventory, extravars = f"{RUN_DIR}/inventory.json", f"{RUN_DIR}/extravars.json"
+        with open(inventory, "w", encoding="utf-8") as handle:
+            json.dump(local_inventory(facts, host, address, sys.executable), handle)
+        with open(extravars, "w", encoding="utf-8") as handle:
+            json.dump({"munge_key_file": key, "gpufleet_node_files": f"{site}/node"}, handle)
+        argv, env = play_command(site, inventory, extravars, host)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=site)
+        log = Path(facts.get("result_file", RESULT_FILE)).with_suffix(".log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(done.stdout + done.stderr, encoding="utf-8")
+        result.update(read_events(done.stdout.splitlines(), host), rc=done.returncode)
+        if done.returncode != 0 and result["failed"] is None:
+            tail = (done.stderr or done.stdout).strip()[-600:]
+            result["failed"] = {"task": "ansible-playbook", "message": f"exited {done.returncode}: {tail}"}
+    except BootError as refused:
+        result["failed"] = {"task": f"boot: {refused.step}", "message": refused.message}
+    result["finished"] = time.time()
+    result["ok"] = result["failed"] is None
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--facts", default=FACTS_FILE)
+    parser.add_argument("--site", default=SITE)
+    parser.add_argument(
+        "--check", action="store_true", help="exit 0 when the node has facts, 1 when not (ExecCondition)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        facts = read_facts(args.facts)
+    except BootError as refused:
+        print(f"gpufleet-node-configure: {refused.message}", file=sys.stderr)
+        return 1 if args.check else 2
+    if args.check:
+        return 0
+    result = configure(facts, args.site)
+    paths = [facts.get("result_file", RESULT_FILE)]
+    if facts.get("shared_results") and result.get("host"):
+        paths.append(f"{facts['shared_results']}/{result['host']}.json")
+    problems = write_result(result, paths)
+    for problem in problems:
+        print(f"gpufleet-node-configure: cannot write the result {problem}", file=sys.stderr)
+    failed = result["failed"]
+    if failed:
+        print(f"gpufleet-node-configure: {failed['task']}: {failed['message']}", file=sys.stderr)
+    return 0 if result["ok"] and not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
