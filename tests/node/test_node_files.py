@@ -44,7 +44,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_node_folder_holds_the_files_the_roles_copy() -> None:
-    assert [path.name for path in NODE_FILES] == ["node_health.py", "slurm_exporter.py"]
+    assert [path.name for path in NODE_FILES] == ["boot_configure.py", "node_health.py", "slurm_exporter.py"]
 
 
 @pytest.mark.parametrize("path", NODE_FILES, ids=lambda path: path.name)

@@ -354,7 +354,8 @@ def _install_phase(
     from gpufleet.configure.node_site import bake_vars
 
     with reporter.step(f"bake: install phase of every role on {request.name}-builder"):
-        # The site the nodes configure themselves from at boot, for the builder's python3 (roles/boot_configure).
+        # The site the nodes configure themselves from at boot, for the builder's python3
+        # (roles/boot_configure).
         extravars = bake_vars(inventory, request.digest, reporter, wait_s=900)
         run_playbook("bake.yml", state.inventory_file, logs, reporter, tags="install", extravars=extravars)
 

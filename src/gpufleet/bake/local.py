@@ -119,7 +119,9 @@ def _bake(
             with reporter.step(f"bake: install phase of every role on {node.name}"):
                 # The site the nodes configure themselves from at boot (roles/boot_configure).
                 extravars = bake_vars(inventory, digest, reporter)
-                run_playbook("bake.yml", state.inventory_file, logs, reporter, tags="install", extravars=extravars)
+                run_playbook(
+                    "bake.yml", state.inventory_file, logs, reporter, tags="install", extravars=extravars
+                )
             with reporter.step(f"commit {node.name} as {ref}"):
                 podman.run("stop", "-t", "10", node.name, what=f"stopping {node.name}")
                 changes = []

@@ -45,10 +45,10 @@ def bake_vars(inventory: Inventory, digest: str, reporter: Reporter, *, wait_s: 
     builder boots)."""
     builder = inventory.controller
     deadline = time.monotonic() + wait_s
-    while True:
+    found: relay.HeadProbe | None = None
+    while found is None:
         try:
             found = relay.probe_head(relay.SshShell(inventory), builder.name)
-            break
         except ConfigureError:
             if time.monotonic() >= deadline:
                 raise

@@ -75,9 +75,13 @@ class NodeFacts(BaseModel):
     version: Literal[1] = 1
     cluster: str
     provider: str
-    host: str | None = Field(description="the node's inventory name; None: read the gpufleet:host tag (AWS fleet)")
+    host: str | None = Field(
+        description="the node's inventory name; None: read the gpufleet:host tag (AWS fleet)"
+    )
     group: str = Field(description="the spec's node group")
-    groups: list[str] = Field(min_length=1, description="its inventory groups: slurm_controller, slurm_login, compute")
+    groups: list[str] = Field(
+        min_length=1, description="its inventory groups: slurm_controller, slurm_login, compute"
+    )
     controller: str
     controller_address: str | None = Field(description="the controller's private IP; None on the controller")
     fabric: FabricKind

@@ -25,6 +25,7 @@ carries that id ("boot" when none was asked for). Standard library only (tests/n
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime
 import hashlib
 import hmac
@@ -67,17 +68,18 @@ class BootError(Exception):
 # ---- facts, name, address --------------------------------------------------------------------------
 
 
-def _http(url: str, headers: dict[str, str] | None = None, method: str = "GET", data: bytes | None = None) -> str:
+def _http(
+    url: str, headers: dict[str, str] | None = None, method: str = "GET", data: bytes | None = None
+) -> str:
     request = urllib.request.Request(url, headers=headers or {}, method=method, data=data)
-    with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 (the metadata services)
+    with urllib.request.urlopen(request, timeout=5) as answer:
         return str(answer.read().decode())
 
 
 def read_facts(path: str = FACTS_FILE) -> dict[str, Any]:
     """The facts file, or GCP's instance metadata key where no file is (GCP nodes)."""
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            return dict(json.load(handle))
+    if Path(path).exists():
+        return dict(json.loads(Path(path).read_text(encoding="utf-8")))
     try:
         return dict(json.loads(_http(GCP_METADATA + METADATA_KEY, {"Metadata-Flavor": "Google"})))
     except (OSError, ValueError) as exc:
@@ -97,10 +99,14 @@ def host_name(facts: dict[str, Any], wait_s: float = WAIT_S) -> str:
     while True:
         try:
             token = imds_token()
-            return _http(f"{IMDS}/latest/meta-data/tags/instance/{HOST_TAG}", {"X-aws-ec2-metadata-token": token})
+            return _http(
+                f"{IMDS}/latest/meta-data/tags/instance/{HOST_TAG}", {"X-aws-ec2-metadata-token": token}
+            )
         except OSError as exc:
             if time.monotonic() > deadline:
-                raise BootError("host name", f"no instance tag {HOST_TAG} after {wait_s:.0f} s: {exc}") from None
+                raise BootError(
+                    "host name", f"no instance tag {HOST_TAG} after {wait_s:.0f} s: {exc}"
+                ) from None
         time.sleep(10)
 
 
@@ -139,8 +145,15 @@ def secretsmanager_request(
         headers["x-amz-security-token"] = credentials["Token"]
     signed = ";".join(sorted(headers))
     canonical = "\n".join(
-        ["POST", "/", "", *(f"{name}:{headers[name]}" for name in sorted(headers)), "", signed,
-         hashlib.sha256(body).hexdigest()]
+        [
+            "POST",
+            "/",
+            "",
+            *(f"{name}:{headers[name]}" for name in sorted(headers)),
+            "",
+            signed,
+            hashlib.sha256(body).hexdigest(),
+        ]
     )
     scope = f"{day}/{region}/secretsmanager/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
@@ -163,30 +176,35 @@ def _role_credentials() -> dict[str, str]:
     return dict(json.loads(_http(base + role, headers)))
 
 
+def _secret_value(source: dict[str, Any]) -> bytes | None:
+    """The secret's value, or None while it cannot be read (no value put yet, credentials not there)."""
+    now = datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 (3.10 has no datetime.UTC)
+    try:
+        url, headers, body = secretsmanager_request(
+            source["region"], source["secret_arn"], _role_credentials(), now
+        )
+        return base64.b64decode(json.loads(_http(url, headers, "POST", body))["SecretBinary"])
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"gpufleet-node-configure: munge key not readable yet: {exc}", file=sys.stderr)
+        return None
+
+
 def munge_key(source: dict[str, Any], wait_s: float = WAIT_S) -> str:
     """The path of the munge key on this node (the facts' file, or the secret's value written to
     ``RUN_DIR``, readable by root only). The secret's value is put by gpufleet up after the program ran,
     so a node that boots first waits for it."""
     if source["kind"] == "file":
-        if not os.path.exists(source["path"]):
+        if not Path(source["path"]).exists():
             raise BootError("munge key", f"{source['path']} is not there (the local backend mounts it)")
         return str(source["path"])
-    import base64
-
     deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            url, headers, body = secretsmanager_request(
-                source["region"], source["secret_arn"], _role_credentials(), datetime.datetime.now(datetime.timezone.utc)
-            )
-            answer = json.loads(_http(url, headers, "POST", body))
-            data = base64.b64decode(answer["SecretBinary"])
-            break
-        except (OSError, ValueError, KeyError) as exc:
-            if time.monotonic() > deadline:
-                raise BootError("munge key", f"cannot read {source['secret_arn']}: {exc}") from None
+    data = _secret_value(source)
+    while data is None:
+        if time.monotonic() > deadline:
+            raise BootError("munge key", f"cannot read {source['secret_arn']} within {wait_s:.0f} s")
         time.sleep(10)
-    os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
+        data = _secret_value(source)
+    Path(RUN_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
     path = f"{RUN_DIR}/munge.key"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
     with os.fdopen(fd, "wb") as handle:
@@ -210,7 +228,10 @@ def local_inventory(facts: dict[str, Any], host: str, address: str, python: str)
     children: dict[str, Any] = {group: {"hosts": {host: mine}} for group in facts["groups"]}
     controller = facts["controller"]
     if controller != host:
-        ctl = {"ansible_host": facts["controller_address"], "gpufleet_private_ip": facts["controller_address"]}
+        ctl = {
+            "ansible_host": facts["controller_address"],
+            "gpufleet_private_ip": facts["controller_address"],
+        }
         children.setdefault("slurm_controller", {"hosts": {}})["hosts"][controller] = ctl
     return {"all": {"vars": facts["cluster_vars"], "children": children}}
 
@@ -255,7 +276,9 @@ def read_events(lines: list[str], host: str) -> dict[str, Any]:
                     failed = {"task": tasks[-1]["task"], "message": failure_message(res)}
             tasks[-1]["status"] = status
         elif kind == "playbook_on_stats":
-            stats = {key: (value or {}).get(host, 0) for key, value in data.items() if isinstance(value, dict)}
+            stats = {
+                key: (value or {}).get(host, 0) for key, value in data.items() if isinstance(value, dict)
+            }
     return {"tasks": tasks, "failed": failed, "stats": stats}
 
 
@@ -296,12 +319,12 @@ def write_result(result: dict[str, Any], paths: list[str]) -> list[str]:
     problems = []
     for path in paths:
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            temporary = f"{path}.{os.getpid()}.tmp"
-            with open(temporary, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.chmod(temporary, 0o644)
-            os.replace(temporary, path)
+            target = Path(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            temporary.write_text(text, encoding="utf-8")
+            temporary.chmod(0o644)
+            temporary.replace(target)
         except OSError as exc:
             problems.append(f"{path}: {exc}")
     return problems
@@ -309,13 +332,12 @@ def write_result(result: dict[str, Any], paths: list[str]) -> list[str]:
 
 def run_id() -> str:
     try:
-        with open(f"{RUN_DIR}/{RUN_NAME}", encoding="utf-8") as handle:
-            return handle.read().strip() or "boot"
+        return Path(RUN_DIR, RUN_NAME).read_text(encoding="utf-8").strip() or "boot"
     except OSError:
         return "boot"
 
 
-def configure(facts: dict[str, Any], site: str = SITE, image_file: str = IMAGE_FILE) -> dict[str, Any]:
+def configure(facts: dict[str, Any], site: str = SITE) -> dict[str, Any]:
     """Run the configure phase on this node; the result (see the module doc)."""
     started = time.time()
     result: dict[str, Any] = {
@@ -333,8 +355,7 @@ def configure(facts: dict[str, Any], site: str = SITE, image_file: str = IMAGE_F
         host = host_name(facts)
         result["host"] = host
         try:
-            with open(image_file, encoding="utf-8") as handle:
-                found = handle.read().strip()
+            found = Path(IMAGE_FILE).read_text(encoding="utf-8").strip()
         except OSError:
             found = ""
         if found != facts["baked_image_hash"]:
@@ -345,12 +366,10 @@ def configure(facts: dict[str, Any], site: str = SITE, image_file: str = IMAGE_F
             )
         key = munge_key(facts["munge_key"])
         address = own_address(facts.get("controller_address"))
-        os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
+        Path(RUN_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
         inventory, extravars = f"{RUN_DIR}/inventory.json", f"{RUN_DIR}/extravars.json"
-        with open(inventory, "w", encoding="utf-8") as handle:
-            json.dump(local_inventory(facts, host, address, sys.executable), handle)
-        with open(extravars, "w", encoding="utf-8") as handle:
-            json.dump({"munge_key_file": key, "gpufleet_node_files": f"{site}/node"}, handle)
+        Path(inventory).write_text(json.dumps(local_inventory(facts, host, address, sys.executable)))
+        Path(extravars).write_text(json.dumps({"munge_key_file": key, "gpufleet_node_files": f"{site}/node"}))
         argv, env = play_command(site, inventory, extravars, host)
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=site)
         log = Path(facts.get("result_file", RESULT_FILE)).with_suffix(".log")
