@@ -101,6 +101,9 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     hold_cluster_lock(spec.name, "configure")
     state, inventory = load_inventory(spec, "gpufleet configure")
     baked = baked_and_current(spec, inventory.baked_image_hash)
+    if baked and inventory.boot_configure and choice == "auto":
+        # The nodes configured themselves at boot (docs/boot-configure.md): wait for them, push nothing.
+        return _configure_at_boot(state, inventory, reporter)
     on_head = relay.runs_on_head(choice, inventory, baked)
     if baked:
         reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")
@@ -131,6 +134,21 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     if baked:
         result.install_phase = f"skipped: baked image {baked}"
     state.mark("configure", "done", changed=result.changed)
+    return result
+
+
+def _configure_at_boot(state: ClusterState, inventory: Inventory, reporter: Reporter) -> PlayResult:
+    """Wait for the nodes' own configure: the boot's, right after ``up``; on a running cluster (a configure
+    ran since the last ``up``) every node's unit is started again first."""
+    from gpufleet.configure.boot_wait import configure_at_boot
+
+    phases = state.load().get("phases", {})
+    up_at, configured_at = phases.get("up", {}).get("at", ""), phases.get("configure", {}).get("at", "")
+    rerun = bool(configured_at) and configured_at >= up_at
+    with tracked(state, "configure"), reporter.step("configure: the nodes' own (configured at boot)"):
+        result = configure_at_boot(inventory, reporter, rerun=rerun)
+    result.install_phase = f"skipped: baked image {inventory.baked_image_hash}"
+    state.mark("configure", "done", changed=result.changed, at_boot=True)
     return result
 
 

@@ -37,8 +37,9 @@ METADATA_KEY = "gpufleet-node-facts"
 # Where the node writes its result: on its own disk, and on the shared filesystem under the mount point.
 RESULT_FILE = "/var/lib/gpufleet/configure-result.json"
 SHARED_RESULTS = ".gpufleet/configure"
-# Where a local node's munge key is mounted (read-only, from the cluster's state folder).
-LOCAL_MUNGE_KEY = f"{FACTS_DIR}/munge.key"
+# Where a local node's munge key is mounted (read-only, from the cluster's state folder; outside FACTS_DIR,
+# whose read-only mount could not hold its mount point).
+LOCAL_MUNGE_KEY = "/etc/gpufleet/cluster-munge.key"
 # EC2's user data limit (16 KB before base64): the facts must leave room for the cloud-config around them.
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html, read 2026-11-27.
 USER_DATA_LIMIT = 16 * 1024

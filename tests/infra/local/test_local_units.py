@@ -71,3 +71,50 @@ def test_the_inventory_says_every_node_is_a_container(tmp_path: Path) -> None:
     cluster = LocalCluster(spec, ClusterState(name=spec.name, root=tmp_path), SilentReporter())
     addresses = {node.name: f"10.0.0.{i + 2}" for i, node in enumerate(cluster.nodes)}
     assert cluster.inventory(addresses).to_ansible()["all"]["vars"]["gpufleet_node_is_container"] is True
+
+
+class _RecordingPodman:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def exists(self, kind: str, name: str) -> bool:
+        return False
+
+    def run(self, *args: str, **kwargs: object) -> str:
+        self.calls.append(args)
+        return ""
+
+
+def test_a_baked_node_gets_its_facts_and_the_munge_key_read_only_and_the_key_is_not_in_the_facts(
+    tmp_path: Path,
+) -> None:
+    from gpufleet.inventory.node_facts import FACTS_DIR, LOCAL_MUNGE_KEY, NodeFacts
+
+    spec = load_spec(ROOT / "examples" / "local.yaml")
+    state = ClusterState(name=spec.name, root=tmp_path)
+    cluster = LocalCluster(spec, state, SilentReporter())
+    podman = _RecordingPodman()
+    cluster.podman = podman  # type: ignore[assignment]
+    addresses = {node.name: f"10.0.0.{i + 2}" for i, node in enumerate(cluster.nodes)}
+    folders = cluster._write_facts(addresses, "ab" * 32)
+    assert sorted(folders) == sorted(addresses)
+    key = state.ensure_munge_key().read_bytes()
+    for node in cluster.nodes:
+        text = (folders[node.name] / "node-facts.json").read_text()
+        facts = NodeFacts.parse(text)
+        assert facts.host == node.name and facts.baked_image_hash == "ab" * 32
+        assert facts.munge_key.kind == "file" and facts.munge_key.path == LOCAL_MUNGE_KEY
+        assert facts.cluster_vars["gpufleet_configure_on_node"] is True
+        assert facts.cluster_vars["gpufleet_software"]["slurm"] == spec.software.slurm
+        assert "ansible_ssh_private_key_file" not in facts.cluster_vars
+        assert key.hex() not in text and str(state.private_key) not in text
+    controller = NodeFacts.parse((folders["demo-controller"] / "node-facts.json").read_text())
+    compute = NodeFacts.parse((folders["demo-compute-0"] / "node-facts.json").read_text())
+    assert controller.controller_address is None and compute.controller_address == addresses["demo-controller"]
+    assert compute.shared_results == f"{spec.filesystem.mount_point}/.gpufleet/configure"
+    authorized = tmp_path / "authorized_keys"
+    cluster._ensure_node(cluster.nodes[1], "10.0.0.3", "img", authorized, "ab" * 32, folders["demo-compute-0"])
+    args = list(podman.calls[-1])
+    mounts = [args[i + 1] for i, arg in enumerate(args) if arg == "-v"]
+    assert f"{folders['demo-compute-0']}:{FACTS_DIR}:ro" in mounts
+    assert f"{state.munge_key}:{LOCAL_MUNGE_KEY}:ro" in mounts

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem
-from gpufleet.infra.local.cluster import LocalCluster
+from gpufleet.infra.local.cluster import LocalCluster, software_overrides
 from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import Reporter, SilentReporter
-from gpufleet.spec.model import ClusterSpec, LocalProvider
+from gpufleet.spec.model import ClusterSpec
 from gpufleet.state import ClusterState
 
 if TYPE_CHECKING:
@@ -36,9 +36,7 @@ class LocalBackend:
 
     def software_overrides(self, spec: ClusterSpec) -> dict[str, Any]:
         """No NVIDIA repository on a podman node: a local GPU stack always comes from PyPI."""
-        provider = spec.provider
-        assert isinstance(provider, LocalProvider)
-        return {"gpu_packages": "pypi"} if provider.gpu_stack else {}
+        return software_overrides(spec)
 
     def up(
         self,

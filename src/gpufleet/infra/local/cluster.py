@@ -33,6 +33,7 @@ from gpufleet.errors import ProvisionError
 from gpufleet.infra.local import bake
 from gpufleet.infra.local.image import ensure_node_image
 from gpufleet.infra.local.podman import Podman
+from gpufleet.inventory import node_facts
 from gpufleet.inventory.model import NCCL_TESTS_DIR, Connection, Host, Inventory
 from gpufleet.progress import Reporter
 from gpufleet.spec.model import ClusterSpec, LocalProvider, Role
@@ -50,6 +51,13 @@ _FIRST_HOST_OFFSET = 10
 class NodePlan:
     name: str
     roles: tuple[Role, ...]
+
+
+def software_overrides(spec: ClusterSpec) -> dict[str, Any]:
+    """No NVIDIA repository on a podman node: a local GPU stack always comes from PyPI."""
+    provider = spec.provider
+    assert isinstance(provider, LocalProvider)
+    return {"gpu_packages": "pypi"} if provider.gpu_stack else {}
 
 
 # enroot mounts squashfs images and overlays through FUSE (squashfuse, fuse-overlayfs); in a node
@@ -115,8 +123,10 @@ class LocalCluster:
                     "volume", "create", "--label", self.label, self.volume, what="creating the volume"
                 )
             addresses = self._addresses(subnet)
+            # A baked image's node configures itself at boot from its facts (docs/boot-configure.md).
+            boot = self._write_facts(addresses, digest) if digest is not None else {}
             baked = [
-                self._ensure_node(node, addresses[node.name], image, authorized, digest)
+                self._ensure_node(node, addresses[node.name], image, authorized, digest, boot.get(node.name))
                 for node in self.nodes
             ]
         # Side by side: the nodes boot at once, so waiting for each in turn added an SSH login per node.
@@ -129,7 +139,31 @@ class LocalCluster:
                 wait.result()  # the first node's failure, in node order
         # Nodes kept from an earlier up may come from another image: the hash holds only if all agree.
         common = set(baked)
-        return self.inventory(addresses, baked_hash=common.pop() if len(common) == 1 else None)
+        inventory = self.inventory(addresses, baked_hash=common.pop() if len(common) == 1 else None)
+        # The nodes configured themselves when every node has its facts and runs the image they name.
+        at_boot = bool(boot) and inventory.baked_image_hash == digest
+        return inventory.model_copy(update={"boot_configure": at_boot})
+
+    def _write_facts(self, addresses: dict[str, str], digest: str) -> dict[str, Path]:
+        """Each node's facts (``NodeFacts``) in the state folder, ``boot/<node>/node-facts.json``: the folder
+        is bind-mounted read-only at ``FACTS_DIR`` on the node, and the cluster's munge key, read-only, at
+        ``LOCAL_MUNGE_KEY``: the key is never in the facts."""
+        inventory = self.inventory(addresses, baked_hash=digest)
+        inventory = inventory.model_copy(
+            update={
+                "software": {**self.spec.software.model_dump(mode="json"), **software_overrides(self.spec)}
+            }
+        )
+        source = node_facts.MungeKeyFrom(kind="file", path=node_facts.LOCAL_MUNGE_KEY)
+        folders: dict[str, Path] = {}
+        for host in inventory.hosts:
+            group = next(g.name for g in self.spec.node_groups if host.name in self.spec.host_names(g))
+            facts = node_facts.facts_for(inventory, host, group=group, munge_key=source)
+            folder = self.state.root / "boot" / host.name
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "node-facts.json").write_text(facts.render() + "\n", encoding="utf-8")
+            folders[host.name] = folder
+        return folders
 
     def _node_image(self) -> str:
         """The plain node image (built once, then cached): what nodes boot when there is no baked image."""
@@ -173,7 +207,13 @@ class LocalCluster:
         return {node.name: str(hosts[_FIRST_HOST_OFFSET - 1 + i]) for i, node in enumerate(nodes)}
 
     def _ensure_node(
-        self, node: NodePlan, address: str, image: str, authorized: Path, digest: str | None
+        self,
+        node: NodePlan,
+        address: str,
+        image: str,
+        authorized: Path,
+        digest: str | None,
+        facts: Path | None = None,
     ) -> str | None:
         """Create or start the node; return the hash of the baked image it runs from (None: not baked)."""
         if self.podman.exists("container", node.name):
@@ -209,6 +249,9 @@ class LocalCluster:
         ]
         if digest is not None:
             args += ["--label", f"{bake.HASH_LABEL}={digest}"]
+        if facts is not None:  # read-only: the node reads its facts and the key, and changes neither
+            args += ["-v", f"{facts}:{node_facts.FACTS_DIR}:ro"]
+            args += ["-v", f"{self.state.ensure_munge_key()}:{node_facts.LOCAL_MUNGE_KEY}:ro"]
         if self.spec.filesystem.kind == "volume":
             args += ["-v", f"{self.volume}:{self.spec.filesystem.mount_point}"]
         if self.provider.net_admin:  # tc in the node's own namespace (gpufleet.infra.local.faults)

@@ -1,0 +1,383 @@
+"""``gpufleet configure`` for nodes that configure themselves: wait, read, check once, name (issue 34 item 5).
+
+Each node booted from the baked image runs the configure phase on itself (``gpufleet.node.boot_configure``)
+and writes its result to the shared filesystem; each compute node's slurmd registers with slurmctld,
+drained "gpufleet: not validated" (docs/slurm.md). ``gpufleet configure`` then pushes nothing. It polls,
+until every node has a result for this run and every compute node whose play passed has registered, or
+the deadline passes, with two commands on the controller per round whatever the node count:
+
+- ``sinfo -N -h -o '%N|%T|%E'``: the registrations, read by roles/slurm's own ``slurm_registrations``;
+- one listing of ``<mount point>/.gpufleet/configure/*.json``: every node's result (``node_result``).
+
+The cross-node checks the push play makes are made here, once: a compute node that registered has a munge
+key slurmctld's decodes (slurmd's registration is munge-authenticated), a result read from the controller's
+view of the shared filesystem was written by that node into the same filesystem, and every result names the
+cluster's image. Then it names every node whose play failed (a registered one is drained again with the
+failed task as its reason, so it stays out until it is repaired and validated) and every node that never
+showed up, with what was seen of it: no result and not registered (and what the node says of its unit, when
+it answers SSH: ``probe``), a result but no registration, a result of another run.
+
+A cluster without a shared filesystem has no listing: each node's ``RESULT_FILE`` is read over SSH
+(``PerNodeResults``), N calls per round (docs/boot-configure.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Protocol
+
+from gpufleet.configure.node_result import FailedTask, NodeResult, parse
+from gpufleet.configure.remote import SshExecutor
+from gpufleet.configure.runner import PlayResult
+from gpufleet.errors import ConfigureError, GpufleetError
+from gpufleet.inventory.model import Host, Inventory
+from gpufleet.inventory.node_facts import RESULT_FILE, shared_results_dir
+from gpufleet.paths import project_root
+from gpufleet.progress import Reporter
+
+RESULT_MARK = "GPUFLEET_RESULT "
+UNIT = "gpufleet-node-configure.service"
+# slurmctld's reason field: what scontrol keeps of a drain's reason (gpufleet's own words first).
+REASON_PREFIX = "gpufleet: configure failed: "
+REASON_LIMIT = 200
+
+
+class Executor(Protocol):
+    """Runs a shell command on a node (``configure.remote.SshExecutor``)."""
+
+    def run(self, command: str, timeout: float) -> tuple[int, str, str]: ...
+
+
+def _slurm_filters() -> ModuleType:
+    """roles/slurm's filter plugins (standard library only): the one reading of sinfo's registrations."""
+    path = project_root() / "roles" / "slurm" / "filter_plugins" / "slurm.py"
+    spec = importlib.util.spec_from_file_location("gpufleet_slurm_filters", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SINFO = "sinfo --noheader --Node --format='%N|%T|%E'"
+
+
+def listing_command(folder: str) -> str:
+    """One command that prints every result in ``folder``, one line each: ``GPUFLEET_RESULT <file> <json>``
+    (the controller's python3: every image gpufleet boots has one)."""
+    script = (
+        "import json, pathlib, sys\n"
+        "for path in sorted(pathlib.Path(sys.argv[1]).glob('*.json')):\n"
+        "    try:\n"
+        "        text = json.dumps(json.loads(path.read_text()), separators=(',', ':'))\n"
+        "    except (OSError, ValueError) as exc:\n"
+        "        text = json.dumps({'unreadable': str(exc)})\n"
+        f"    print({RESULT_MARK!r} + path.stem + ' ' + text)\n"
+    )
+    return shlex.join(["python3", "-c", script, folder])
+
+
+def read_listing(out: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in out.splitlines():
+        if line.startswith(RESULT_MARK):
+            name, _, text = line[len(RESULT_MARK) :].partition(" ")
+            found[name] = text
+    return found
+
+
+def drain_command(node: str, reason: str) -> str:
+    return shlex.join(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
+
+
+def probe_command() -> str:
+    """What a node that did not show up says of its unit (over SSH, only for those nodes)."""
+    return (
+        f"systemctl show -p ActiveState -p Result -p ExecMainStatus {UNIT} | tr '\\n' ' '; "
+        f"tail -n 2 {shlex.quote(RESULT_FILE.removesuffix('.json') + '.log')} 2>/dev/null | cut -c1-200"
+    )
+
+
+class ClusterView(Protocol):
+    """What the wait reads of the cluster, and the one thing it changes (a failed node's drain reason)."""
+
+    def results(self) -> dict[str, str]: ...
+
+    def registrations(self) -> str: ...
+
+    def drain(self, node: str, reason: str) -> None: ...
+
+    def probe(self, node: str) -> str: ...
+
+
+@dataclass
+class SlurmView:
+    """The cluster through its controller (``controller``) and, for the nodes that never showed up (and
+    every node's result where no shared filesystem is), each node itself (``node_executor``)."""
+
+    controller: Executor
+    node_executor: Callable[[str], Executor]
+    results_dir: str | None  # the shared filesystem's results folder; None: read each node's own file
+    nodes: list[str]
+    timeout: float = 60
+
+    def results(self) -> dict[str, str]:
+        if self.results_dir is None:
+            return self._each_node()
+        rc, out, _ = self.controller.run(listing_command(self.results_dir), self.timeout)
+        return read_listing(out) if rc == 0 else {}
+
+    def _each_node(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for node in self.nodes:
+            try:
+                rc, out, _ = self.node_executor(node).run(f"cat {shlex.quote(RESULT_FILE)}", 20)
+            except GpufleetError:  # not answering yet: no result yet
+                continue
+            if rc == 0 and out.strip():
+                found[node] = out
+        return found
+
+    def registrations(self) -> str:
+        rc, out, _ = self.controller.run(SINFO, self.timeout)
+        return out if rc == 0 else ""
+
+    def drain(self, node: str, reason: str) -> None:
+        rc, _, err = self.controller.run(drain_command(node, reason), self.timeout)
+        if rc != 0:
+            raise ConfigureError(
+                f"{node}: its play failed, and slurmctld refused to drain it: {err.strip()[:300]}",
+                hint=f"drain it by hand: {drain_command(node, reason)}",
+            )
+
+    def probe(self, node: str) -> str:
+        try:
+            rc, out, err = self.node_executor(node).run(probe_command(), 20)
+        except GpufleetError as exc:
+            return (
+                f"does not answer SSH ({exc.message.splitlines()[0][:200]}): it did not boot, or is cut off"
+            )
+        return " ".join(out.split()) or f"exit {rc}: {err.strip()[:200]}"
+
+
+@dataclass
+class BootReport:
+    """What the wait found: nodes configured (and registered, for compute nodes), failed (the failed task),
+    and missing (what was seen of each)."""
+
+    configured: list[str]
+    failed: dict[str, FailedTask]
+    missing: dict[str, str]
+    results: dict[str, NodeResult]
+    waited_s: float
+    drained: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.missing
+
+    def lines(self) -> list[str]:
+        out = [f"{node}: play failed at '{f.task}': {f.message}" for node, f in sorted(self.failed.items())]
+        out += [f"{node}: {seen}" for node, seen in sorted(self.missing.items())]
+        return out
+
+
+def _accepted(node: str, found: NodeResult | str | None, image: str | None, run: str | None) -> bool:
+    return (
+        isinstance(found, NodeResult)
+        and found.host == node
+        and found.image == image
+        and (run is None or found.run == run)
+    )
+
+
+def wait_for_nodes(
+    inventory: Inventory,
+    view: ClusterView,
+    *,
+    run: str | None,
+    deadline_s: float,
+    poll_s: float = 5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_round: Callable[[int, int, int], None] | None = None,
+) -> BootReport:
+    """Wait for every node's result (of ``run``; None: any run of the cluster's image) and every compute
+    node's registration, up to ``deadline_s``; then drain and name (see the module doc)."""
+    filters = _slurm_filters()
+    nodes = [host.name for host in inventory.hosts]
+    compute = [host.name for host in inventory.compute]
+    image = inventory.baked_image_hash
+    start = clock()
+    parsed: dict[str, NodeResult | str | None] = {}
+    unregistered: Mapping[str, str] = {}
+    while True:
+        raw = view.results()
+        parsed = {node: (parse(raw[node]) if node in raw else None) for node in nodes}
+        unregistered = filters.slurm_registrations(view.registrations(), compute)
+        accepted = {
+            n: r for n, r in parsed.items() if isinstance(r, NodeResult) and _accepted(n, r, image, run)
+        }
+        passed = {n for n, r in accepted.items() if r.ok}
+        waiting = [n for n in nodes if n not in accepted] + [
+            n for n in compute if n in passed and n in unregistered
+        ]
+        if on_round is not None:
+            on_round(len(accepted), len(nodes), len(compute) - len(unregistered))
+        if not waiting or clock() - start >= deadline_s:
+            break
+        sleep(poll_s)
+    return _report(nodes, compute, parsed, unregistered, view, image=image, run=run, waited=clock() - start)
+
+
+def _report(
+    nodes: list[str],
+    compute: list[str],
+    parsed: Mapping[str, NodeResult | str | None],
+    unregistered: Mapping[str, str],
+    view: ClusterView,
+    *,
+    image: str | None,
+    run: str | None,
+    waited: float,
+) -> BootReport:
+    report = BootReport(configured=[], failed={}, missing={}, results={}, waited_s=waited)
+    for node in nodes:
+        found = parsed.get(node)
+        registered = node not in unregistered
+        if _accepted(node, found, image, run):
+            assert isinstance(found, NodeResult)
+            report.results[node] = found
+            if found.failed is not None or not found.ok:
+                report.failed[node] = found.failed or FailedTask(task="ansible-playbook", message="failed")
+                if node in compute and registered:
+                    view.drain(node, (REASON_PREFIX + report.failed[node].task)[:REASON_LIMIT])
+                    report.drained.append(node)
+            elif node in compute and not registered:
+                report.missing[node] = f"its play passed, but {unregistered[node]}: {view.probe(node)}"
+            else:
+                report.configured.append(node)
+            continue
+        if isinstance(found, str):
+            seen = found
+        elif isinstance(found, NodeResult):
+            seen = (
+                f"its result is of run '{found.run}' (waited for '{run}')"
+                if found.image == image
+                else f"its result names the image {str(found.image)[:12]}, the cluster's is {str(image)[:12]}"
+            )
+        else:
+            seen = "no result"
+        if node in compute:
+            seen += "; registered" if registered else f"; not registered ({unregistered[node]})"
+        report.missing[node] = f"{seen}; on the node: {view.probe(node)}"
+    return report
+
+
+def result_summary(results: Mapping[str, NodeResult]) -> tuple[int, list[str]]:
+    """The changed count and the changed tasks, as a pushed play reports them (``PlayResult``)."""
+    changed = [f"{node}: {task}" for node, result in sorted(results.items()) for task in result.changed_tasks]
+    return len(changed), changed
+
+
+def trigger_command(run: str) -> str:
+    """What ``gpufleet configure`` runs on every node of a running cluster (one fan-out): the run id, then the
+    unit started again (a run in progress is stopped and started over: the roles are idempotent)."""
+    return (
+        f"mkdir -p /run/gpufleet && printf '%s\\n' {shlex.quote(run)} > /run/gpufleet/configure-run && "
+        f"systemctl restart --no-block {UNIT}"
+    )
+
+
+def dumps(report: BootReport) -> str:
+    return json.dumps(
+        {
+            "configured": report.configured,
+            "failed": {n: f.model_dump() for n, f in report.failed.items()},
+            "missing": report.missing,
+            "drained": report.drained,
+            "waited_s": round(report.waited_s, 1),
+        },
+        indent=1,
+    )
+
+
+# How long configure waits for every node: a cloud node's boot (a few minutes for a GPU instance) plus its
+# own configure (27.8 s of CPU measured on a local node, docs/benchmarks.md) and the wait for the munge
+# key's secret; a node past it is named, not waited for.
+DEADLINE_S = 1200.0
+# Nodes the re-run's fan-out reaches at once (each is one SSH command through the cluster's tunnel).
+FAN_OUT = 32
+
+
+def trigger(inventory: Inventory, run: str, reporter: Reporter) -> dict[str, str]:
+    """Start every node's unit again with ``run`` as its run id: one SSH command per node, ``FAN_OUT`` at a
+    time. The nodes that refused, with why (named again by the wait: they keep their old result)."""
+    refused: dict[str, str] = {}
+
+    def start(host: Host) -> None:
+        try:
+            rc, _, err = SshExecutor(inventory, host).run(trigger_command(run), 60)
+        except GpufleetError as exc:
+            refused[host.name] = exc.message.splitlines()[0]
+            return
+        if rc != 0:
+            refused[host.name] = f"exit {rc}: {err.strip()[:200]}"
+
+    with (
+        reporter.step(f"start the node's own configure on {len(inventory.hosts)} nodes (run {run})"),
+        ThreadPoolExecutor(max_workers=min(FAN_OUT, len(inventory.hosts))) as pool,
+    ):
+        list(pool.map(start, inventory.hosts))
+    return refused
+
+
+def configure_at_boot(
+    inventory: Inventory, reporter: Reporter, *, rerun: bool, deadline_s: float = DEADLINE_S
+) -> PlayResult:
+    """``gpufleet configure`` of nodes that configure themselves: after ``up``, wait for the boot's results;
+    on a running cluster (``rerun``), start every node's unit again first and wait for that run. A failed or
+    missing node is a ``ConfigureError`` naming each (the others stay configured; a failed compute node
+    stays drained with its failed task as the reason)."""
+    run = f"r-{uuid.uuid4().hex[:12]}" if rerun else None
+    refused = trigger(inventory, run, reporter) if run is not None else {}
+    mount = shared_results_dir(inventory.filesystem)
+    view = SlurmView(
+        controller=SshExecutor(inventory, inventory.controller),
+        node_executor=lambda name: SshExecutor(inventory, next(h for h in inventory.hosts if h.name == name)),
+        results_dir=mount,
+        nodes=[host.name for host in inventory.hosts],
+    )
+
+    def said(results: int, nodes: int, registered: int) -> None:
+        reporter.info(f"  {results}/{nodes} nodes have a result, {registered} compute nodes registered")
+
+    what = "their results" if run is None else f"run {run}"
+    with reporter.step(
+        f"wait for {len(inventory.hosts)} nodes' own configure ({what}), up to {deadline_s:.0f} s"
+    ):
+        report = wait_for_nodes(inventory, view, run=run, deadline_s=deadline_s, on_round=said)
+    for node, why in refused.items():
+        if node in report.missing:
+            report.missing[node] += f"; its unit could not be started: {why}"
+    changed, changed_tasks = result_summary(report.results)
+    if not report.ok:
+        lines = "\n".join(f"  - {line}" for line in report.lines())
+        raise ConfigureError(
+            f"{len(report.failed)} node(s) failed their own configure and {len(report.missing)} never "
+            f"showed up (waited {report.waited_s:.0f} s of {deadline_s:.0f}):\n{lines}",
+            hint="a failed node stays drained with its failed task as the reason: repair it (its log is "
+            f"{RESULT_FILE.removesuffix('.json')}.log on the node, 'journalctl -u {UNIT}'), then run "
+            "'gpufleet configure SPEC' again (it starts every node's unit again) and 'gpufleet validate "
+            "SPEC' (it releases the nodes that pass); a node that never booted: 'gpufleet up SPEC'",
+        )
+    return PlayResult(
+        ok=True, changed=changed, changed_tasks=changed_tasks, stats={"nodes": len(report.results)}
+    )

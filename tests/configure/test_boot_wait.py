@@ -1,0 +1,248 @@
+"""gpufleet configure for nodes that configure themselves (configure.boot_wait): it waits, reads, names.
+
+A stand-in controller answers the commands the wait sends (sinfo's registrations, the one listing of the
+results folder, scontrol's drain) from a simulated cluster whose nodes boot, write their result and
+register at given times on a fake clock; a node that never boots does not answer SSH."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gpufleet.configure import boot_wait, node_result
+from gpufleet.errors import ValidationRunError
+from gpufleet.inventory.model import Host, Inventory
+from gpufleet.spec.model import FabricKind, Role
+
+IMAGE = "ab" * 32
+RESULTS = "/shared/.gpufleet/configure"
+
+
+def inventory(compute: int) -> Inventory:
+    hosts = [
+        Host(
+            name="head",
+            roles=[Role.CONTROLLER],
+            address="10.0.0.1",
+            private_ip="10.0.0.1",
+            instance_type="local",
+            cpus=2,
+            memory_mb=1024,
+        )
+    ]
+    hosts += [
+        Host(
+            name=f"n{i}",
+            roles=[Role.COMPUTE],
+            address=f"10.0.1.{i}",
+            private_ip=f"10.0.1.{i}",
+            instance_type="local",
+            cpus=4,
+            memory_mb=2048,
+        )
+        for i in range(1, compute + 1)
+    ]
+    return Inventory(
+        cluster="c",
+        provider="local",
+        fabric=FabricKind.ETHERNET,
+        hosts=hosts,
+        baked_image_hash=IMAGE,
+        boot_configure=True,
+    )
+
+
+def result(host: str, *, failed: tuple[str, str] | None = None, run: str = "boot") -> dict[str, Any]:
+    """A node's result, in the shape gpufleet.node.boot_configure writes (tests/node/test_boot_configure.py
+    reads a real one back through node_result)."""
+    tasks = [
+        {"task": "munge : Install the cluster's munge key", "status": "ok"},
+        {"task": "slurm : Start slurmd", "status": "changed"},
+    ]
+    if failed:
+        tasks.append({"task": failed[0], "status": "failed"})
+    return {
+        "version": 1,
+        "host": host,
+        "run": run,
+        "image": IMAGE,
+        "started": 1.0,
+        "finished": 2.0,
+        "ok": failed is None,
+        "rc": 2 if failed else 0,
+        "tasks": tasks,
+        "failed": {"task": failed[0], "message": failed[1]} if failed else None,
+        "stats": {"changed": 1},
+    }
+
+
+@dataclass
+class Node:
+    result_at: float | None = 10.0  # when its result appears (None: never: it did not boot)
+    register_at: float | None = 12.0  # when its slurmd registers (None: never)
+    failed: tuple[str, str] | None = None
+    run: str = "boot"
+    unreadable: bool = False
+
+
+@dataclass
+class FakeCluster:
+    nodes: dict[str, Node]
+    now: float = 0.0
+    commands: list[str] = field(default_factory=list)
+    drains: dict[str, str] = field(default_factory=dict)
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    # the controller
+    def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+        self.commands.append(command)
+        argv = shlex.split(command)
+        if argv[0] == "sinfo":
+            lines = []
+            for name, node in self.nodes.items():
+                if name != "head" and node.register_at is not None and node.register_at <= self.now:
+                    reason = self.drains.get(name, "gpufleet: not validated")
+                    lines.append(f"{name}|drained|{reason}")
+            return 0, "\n".join(lines) + "\n", ""
+        if argv[:2] == ["python3", "-c"]:
+            assert argv[3] == RESULTS
+            lines = []
+            for name, node in self.nodes.items():
+                if node.result_at is not None and node.result_at <= self.now:
+                    text = (
+                        "{not json"
+                        if node.unreadable
+                        else json.dumps(result(name, failed=node.failed, run=node.run))
+                    )
+                    lines.append(f"{boot_wait.RESULT_MARK}{name} {text}")
+            return 0, "\n".join(lines) + "\n", ""
+        if argv[:2] == ["scontrol", "update"]:
+            node = argv[2].removeprefix("nodename=")
+            assert argv[3] == "state=drain"
+            self.drains[node] = argv[4].removeprefix("reason=")
+            return 0, "", ""
+        raise AssertionError(f"unexpected command {command}")
+
+    def node(self, name: str) -> NodeShell:
+        return NodeShell(self, name)
+
+
+@dataclass
+class NodeShell:
+    cluster: FakeCluster
+    name: str
+
+    def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+        node = self.cluster.nodes[self.name]
+        if node.result_at is None:
+            raise ValidationRunError(f"cannot reach {self.name} (10.0.1.9) over SSH: Connection timed out")
+        assert command == boot_wait.probe_command()
+        return 0, "ActiveState=failed\nResult=exit-code\nExecMainStatus=1\n", ""
+
+
+def wait(
+    cluster: FakeCluster, inv: Inventory, *, run: str | None = None, deadline: float = 300
+) -> boot_wait.BootReport:
+    view = boot_wait.SlurmView(
+        controller=cluster, node_executor=cluster.node, results_dir=RESULTS, nodes=[h.name for h in inv.hosts]
+    )
+    return boot_wait.wait_for_nodes(
+        inv, view, run=run, deadline_s=deadline, poll_s=5, clock=cluster.clock, sleep=cluster.sleep
+    )
+
+
+def test_every_node_configured_and_registered_ends_the_wait_without_a_drain() -> None:
+    inv = inventory(3)
+    cluster = FakeCluster({h.name: Node() for h in inv.hosts})
+    report = wait(cluster, inv)
+    assert report.ok and sorted(report.configured) == ["head", "n1", "n2", "n3"]
+    assert cluster.now == 15.0  # results at 10 s, registrations at 12 s, rounds every 5 s
+    assert cluster.drains == {}
+    assert boot_wait.result_summary(report.results)[0] == 4
+
+
+@pytest.mark.parametrize("compute", [2, 64])
+def test_each_round_is_two_commands_on_the_controller_whatever_the_node_count(compute: int) -> None:
+    inv = inventory(compute)
+    cluster = FakeCluster({h.name: Node() for h in inv.hosts})
+    assert wait(cluster, inv).ok
+    rounds = int(cluster.now / 5) + 1
+    assert len(cluster.commands) == 2 * rounds == 8
+
+
+def test_a_node_whose_play_failed_is_named_with_its_task_and_stays_drained_with_it_as_reason() -> None:
+    inv = inventory(2)
+    nodes = {h.name: Node() for h in inv.hosts}
+    nodes["n2"] = Node(
+        failed=("nccl_env : Write the NCCL environment", "Destination /etc/gpufleet not writable")
+    )
+    cluster = FakeCluster(nodes)
+    report = wait(cluster, inv)
+    assert not report.ok and report.missing == {}
+    assert report.failed["n2"].task == "nccl_env : Write the NCCL environment"
+    assert report.lines() == [
+        "n2: play failed at 'nccl_env : Write the NCCL environment': Destination /etc/gpufleet not writable"
+    ]
+    # Drained again, the failed task its reason: validate will not release it until it is repaired.
+    assert cluster.drains == {"n2": "gpufleet: configure failed: nccl_env : Write the NCCL environment"}
+    assert report.drained == ["n2"] and sorted(report.configured) == ["head", "n1"]
+    assert cluster.now == 15.0  # a failed node does not hold the wait for its registration
+
+
+def test_a_node_that_never_boots_is_named_after_the_deadline_with_what_was_seen() -> None:
+    inv = inventory(3)
+    nodes = {h.name: Node() for h in inv.hosts}
+    nodes["n3"] = Node(result_at=None, register_at=None)
+    cluster = FakeCluster(nodes)
+    report = wait(cluster, inv, deadline=120)
+    assert cluster.now == 120.0  # the whole deadline, then named
+    assert list(report.missing) == ["n3"]
+    seen = report.missing["n3"]
+    assert seen.startswith(
+        "no result; not registered (slurmctld does not know it (its slurmd never registered))"
+    )
+    assert "does not answer SSH (cannot reach n3" in seen and "it did not boot" in seen
+    assert cluster.drains == {}  # nothing to drain: slurmctld does not know it
+    assert sorted(report.configured) == ["head", "n1", "n2"]
+
+
+def test_a_node_whose_play_passed_but_never_registered_is_named_with_its_unit() -> None:
+    inv = inventory(2)
+    nodes = {h.name: Node() for h in inv.hosts}
+    nodes["n1"] = Node(register_at=None)
+    cluster = FakeCluster(nodes)
+    report = wait(cluster, inv, deadline=60)
+    assert report.missing["n1"].startswith("its play passed, but slurmctld does not know it")
+    assert "ActiveState=failed Result=exit-code" in report.missing["n1"]
+
+
+def test_a_rerun_waits_for_its_own_run_and_names_a_node_that_kept_the_old_one() -> None:
+    inv = inventory(2)
+    nodes = {h.name: Node(run="r-7") for h in inv.hosts}
+    nodes["n2"] = Node(run="boot")  # its unit was not started again
+    cluster = FakeCluster(nodes)
+    report = wait(cluster, inv, run="r-7", deadline=60)
+    assert report.missing["n2"].startswith("its result is of run 'boot' (waited for 'r-7'); registered")
+
+
+def test_an_unreadable_result_is_a_finding_about_its_node() -> None:
+    inv = inventory(1)
+    nodes = {h.name: Node() for h in inv.hosts}
+    nodes["n1"] = Node(unreadable=True)
+    report = wait(FakeCluster(nodes), inv, deadline=30)
+    assert report.missing["n1"].startswith("its result is not JSON")
+
+
+def test_the_typed_reader_refuses_a_result_of_another_shape() -> None:
+    said = node_result.parse(json.dumps({**result("n1"), "tasks": [{"task": "x", "status": "weird"}]}))
+    assert isinstance(said, str) and said.startswith("its result does not read as one: tasks.0.status")
+    assert isinstance(node_result.parse(json.dumps(result("n1"))), node_result.NodeResult)
