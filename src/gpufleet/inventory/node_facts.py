@@ -49,12 +49,13 @@ _NOT_ON_NODE = ("ansible_user", "ansible_ssh_private_key_file", "ansible_ssh_com
 
 class MungeKeyFrom(BaseModel):
     """Where the node reads the cluster's munge key: a file mounted read-only (local nodes), or an AWS
-    Secrets Manager secret the instance's role may read and nothing else may (``infra/aws/munge_secret.py``).
-    Never the key itself."""
+    Secrets Manager secret the instance's role may read and nothing else may (``infra/aws/munge_secret.py``);
+    ``push``: nowhere, the key comes with ``gpufleet configure``'s push, and the node's unit does not run
+    (GCP until its Secret Manager read is built: docs/boot-configure.md). Never the key itself."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["file", "aws-secretsmanager"]
+    kind: Literal["file", "aws-secretsmanager", "push"]
     path: str | None = None
     secret_arn: str | None = None
     region: str | None = None

@@ -43,6 +43,10 @@ class StackOutputs(BaseModel):
         default=None,
         description="the content hash of the baked image every node boots (gpufleet image build); null: none",
     )
+    boot_configure: bool = Field(
+        default=False,
+        description="every node has its facts and configures itself at boot (gpufleet.inventory.node_facts)",
+    )
 
 
 OUTPUT_KEYS: tuple[str, ...] = tuple(StackOutputs.model_fields)
@@ -68,4 +72,5 @@ def from_stack_outputs(
         connection=connection or Connection(),
         # configure skips the install phase while this is the hash of the roles and pins now.
         baked_image_hash=stack.baked_image_hash or None,
+        boot_configure=stack.boot_configure and bool(stack.baked_image_hash),
     )

@@ -399,8 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     except BootError as refused:
         print(f"gpufleet-node-configure: {refused.message}", file=sys.stderr)
         return 1 if args.check else 2
-    if args.check:
-        return 0
+    if args.check:  # facts whose munge key comes by push: gpufleet configure pushes to this node
+        return 1 if (facts.get("munge_key") or {}).get("kind") == "push" else 0
     result = configure(facts, args.site)
     paths = [facts.get("result_file", RESULT_FILE)]
     if facts.get("shared_results") and result.get("host"):

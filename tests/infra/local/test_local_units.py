@@ -110,10 +110,14 @@ def test_a_baked_node_gets_its_facts_and_the_munge_key_read_only_and_the_key_is_
         assert key.hex() not in text and str(state.private_key) not in text
     controller = NodeFacts.parse((folders["demo-controller"] / "node-facts.json").read_text())
     compute = NodeFacts.parse((folders["demo-compute-0"] / "node-facts.json").read_text())
-    assert controller.controller_address is None and compute.controller_address == addresses["demo-controller"]
+    assert (
+        controller.controller_address is None and compute.controller_address == addresses["demo-controller"]
+    )
     assert compute.shared_results == f"{spec.filesystem.mount_point}/.gpufleet/configure"
     authorized = tmp_path / "authorized_keys"
-    cluster._ensure_node(cluster.nodes[1], "10.0.0.3", "img", authorized, "ab" * 32, folders["demo-compute-0"])
+    cluster._ensure_node(
+        cluster.nodes[1], "10.0.0.3", "img", authorized, "ab" * 32, folders["demo-compute-0"]
+    )
     args = list(podman.calls[-1])
     mounts = [args[i + 1] for i, arg in enumerate(args) if arg == "-v"]
     assert f"{folders['demo-compute-0']}:{FACTS_DIR}:ro" in mounts

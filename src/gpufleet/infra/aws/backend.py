@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.errors import EnvironmentProblem, ProvisionError
 from gpufleet.infra.aws.fleet import REPLACING_FIELDS
 from gpufleet.infra.aws.images import AwsImages
-from gpufleet.infra.images import CloudImage
+from gpufleet.infra.images import BakedRecord, CloudImage
 from gpufleet.infra.leftovers import ExpiredCluster, Leftover
 from gpufleet.infra.plan import MockCloud
 from gpufleet.infra.pulumi_stack import PulumiBackend, known_hosts_args
 from gpufleet.infra.tags import AWS_CLUSTER_ID_TAG, AWS_CLUSTER_TAG, PLAN_CLUSTER_ID
 from gpufleet.infra.userdata import IMAGE_USER
 from gpufleet.inventory.model import Connection, Inventory
+from gpufleet.progress import Reporter
 from gpufleet.spec.model import AwsProvider, ClusterSpec
 from gpufleet.state import ClusterState
 
@@ -139,6 +141,30 @@ class AwsBackend(PulumiBackend):
             private_key_file=key,
             ssh_common_args=f'{known_hosts} -o ProxyCommand="{script} %h %p"',
         )
+
+    def up(
+        self,
+        spec: ClusterSpec,
+        state: ClusterState,
+        reporter: Reporter,
+        spec_path: Path | None,
+        baked: BakedRecord | None = None,
+    ) -> Inventory:
+        """The stack, then (nodes that configure themselves) the munge key put as its secret's value: never
+        through the program, so it is in no Pulumi state and no user data (``munge_secret.py``)."""
+        inventory = super().up(spec, state, reporter, spec_path, baked=baked)
+        cluster_id = state.cluster_id
+        if inventory.boot_configure and cluster_id is not None:
+            import boto3
+
+            from gpufleet.infra.aws.munge_secret import publish, secret_name
+
+            client = boto3.client("secretsmanager", region_name=_provider(spec).region)
+            if publish(client, spec.name, cluster_id, state.ensure_munge_key()):
+                reporter.info(
+                    f"munge key put in {secret_name(spec.name, cluster_id)} (the nodes read it at boot)"
+                )
+        return inventory
 
     def inventory_from_outputs(
         self, spec: ClusterSpec, state: ClusterState, outputs: dict[str, Any]

@@ -30,19 +30,19 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.catalog import Catalog, InstanceType, load_catalog
 from gpufleet.catalog import aws_interfaces as interfaces
-from gpufleet.catalog import load_catalog
 from gpufleet.catalog.images import load_image_manifests
 from gpufleet.errors import SpecError
 from gpufleet.infra import outputs, tags
-from gpufleet.infra.aws import capacity, fsx, iam, network, security
+from gpufleet.infra.aws import capacity, fsx, iam, munge_secret, network, security
 from gpufleet.infra.aws.ami import Images, family_for
 from gpufleet.infra.aws.fleet import build_fleet, fleet_hosts, launched_by_fleet
 from gpufleet.infra.aws.launch_template import build_launch_template
 from gpufleet.infra.images import CloudImage
-from gpufleet.infra.userdata import user_data
+from gpufleet.infra.userdata import node_facts_output, user_data
 from gpufleet.preflight import require_no_errors
-from gpufleet.spec.model import ClusterSpec, FsxLustreFilesystem, NodeGroup
+from gpufleet.spec.model import AwsProvider, ClusterSpec, FsxLustreFilesystem, NodeGroup
 
 TYPE_TOKEN = "gpufleet:aws:GpuCluster"
 
@@ -91,7 +91,18 @@ class GpuClusterAws(pulumi.ComponentResource):
         groups = security.build_security_groups(
             name, spec, net.vpc_id, fs_spec is not None, child, fsx_efa=fs_spec is not None and fs_spec.efa
         )
-        profile = iam.build_instance_profile(name, provider_spec.region, child) if provider_spec.ssm else None
+        # Nodes of a baked image configure themselves at boot from their facts (docs/boot-configure.md).
+        boot = args.baked is not None
+        profile = (
+            iam.build_instance_profile(name, provider_spec.region, child, ssm=provider_spec.ssm)
+            if provider_spec.ssm or boot
+            else None
+        )
+        self.munge_secret = (
+            munge_secret.build_munge_secret(name, spec.name, args.cluster_id, profile.role, child)
+            if boot and profile is not None
+            else None
+        )
         placement = None
         if capacity.needs_placement_group(spec):
             placement = capacity.build_placement_group(name, child)
@@ -103,69 +114,7 @@ class GpuClusterAws(pulumi.ComponentResource):
         )
         templates: list[aws.ec2.LaunchTemplate] = []
 
-        hosts: list[dict[str, Any]] = []
-        self.instances: dict[str, aws.ec2.Instance] = {}
-        self.fleets: dict[str, aws.ec2.Fleet] = {}
-        expires_at = tags.expires_at_text(spec, args.created_at)
-        invoke = pulumi.InvokeOptions(parent=self, provider=self.provider)
-        for group in spec.node_groups:
-            item = catalog.get(group.instance_type)
-            slots = interfaces.group_layout(spec, group, item)
-            fleet_group = launched_by_fleet(group)
-            template = build_launch_template(
-                name,
-                group,
-                image=images.for_type(item),
-                slots=slots,
-                subnet_id=net.subnet_id,
-                security_group_ids=[groups.nodes.id]
-                + ([groups.login.id] if groups.login is not None and group in spec.login_groups else []),
-                instance_profile_arn=profile.arn if profile is not None else None,
-                placement_group=capacity.placement_group_of(group, placement),
-                tags=cluster_tags,
-                opts=child,
-                fleet_user_data=user_data(spec, None, args.ssh_keys) if fleet_group else None,
-            )
-            templates.append(template)
-            version = template.latest_version.apply(str)
-            efa = sum(1 for slot in slots if slot.is_efa)
-            addresses: dict[str, pulumi.Output[str]] = {}
-            if fleet_group:
-                launched = build_fleet(
-                    name, group, template=template, version=version, subnet_id=net.subnet_id, opts=child
-                )
-                self.fleets[group.name] = launched
-                for fleet_host in fleet_hosts(
-                    launched,
-                    spec.host_names(group),
-                    expires_at=expires_at,
-                    opts=child,
-                    invoke=invoke,
-                    region=provider_spec.region,
-                ):
-                    addresses[fleet_host.name] = fleet_host.private_ip
-            else:
-                for host in spec.host_names(group):
-                    instance = self._instance(
-                        host, template, version, user_data(spec, host, args.ssh_keys), group, child
-                    )
-                    self.instances[host] = instance
-                    addresses[host] = instance.private_ip
-            for host, private_ip in addresses.items():
-                hosts.append(
-                    outputs.host_record(
-                        name=host,
-                        roles=list(group.roles),
-                        private_ip=private_ip,
-                        instance_type=group.instance_type,
-                        item=item,
-                        fabric_interfaces=efa,
-                        image=load_image_manifests().for_family(
-                            family_for(provider_spec.ami, item), item.cpu_arch if item else "x86_64"
-                        ),
-                    )
-                )
-
+        # The filesystem before the nodes: their facts name its mount.
         filesystem: dict[str, Any] = {"kind": "none"}
         self.filesystem: aws.fsx.LustreFileSystem | None = None
         if fs_spec is not None and groups.fsx is not None:
@@ -179,6 +128,85 @@ class GpuClusterAws(pulumi.ComponentResource):
                 "mount_name": self.filesystem.mount_name,
             }
 
+        hosts: list[dict[str, Any]] = []
+        self.instances: dict[str, aws.ec2.Instance] = {}
+        self.fleets: dict[str, aws.ec2.Fleet] = {}
+        expires_at = tags.expires_at_text(spec, args.created_at)
+        invoke = pulumi.InvokeOptions(parent=self, provider=self.provider)
+        controller = spec.host_names(spec.controller_group)[0]
+        controller_ip: pulumi.Output[str] | None = None
+        facts = (
+            _Facts(spec, catalog, controller, filesystem, baked, self.munge_secret.arn)
+            if boot and baked is not None and self.munge_secret is not None
+            else None
+        )
+        # The controller's group first: the other nodes' facts name its address.
+        ordered = [spec.controller_group] + [g for g in spec.node_groups if g is not spec.controller_group]
+        for group in ordered:
+            item = catalog.get(group.instance_type)
+            slots = interfaces.group_layout(spec, group, item)
+            fleet_group = launched_by_fleet(group)
+            efa = sum(1 for slot in slots if slot.is_efa)
+            image_key = _image_key(spec, item)
+
+            template = build_launch_template(
+                name,
+                group,
+                image=images.for_type(item),
+                slots=slots,
+                subnet_id=net.subnet_id,
+                security_group_ids=[groups.nodes.id]
+                + ([groups.login.id] if groups.login is not None and group in spec.login_groups else []),
+                instance_profile_arn=profile.arn if profile is not None else None,
+                placement_group=capacity.placement_group_of(group, placement),
+                tags=cluster_tags,
+                opts=child,
+                fleet_user_data=(
+                    user_data(spec, None, args.ssh_keys, _of(facts, group, None, controller_ip))
+                    if fleet_group
+                    else None
+                ),
+                metadata_tags=boot and fleet_group,
+            )
+            templates.append(template)
+            version = template.latest_version.apply(str)
+            addresses: dict[str, pulumi.Output[str]] = {}
+            if fleet_group:
+                launched = build_fleet(
+                    name, group, template=template, version=version, subnet_id=net.subnet_id, opts=child
+                )
+                self.fleets[group.name] = launched
+                for fleet_host in fleet_hosts(
+                    launched,
+                    spec.host_names(group),
+                    expires_at=expires_at,
+                    opts=child,
+                    invoke=invoke,
+                    region=provider_spec.region,
+                    name_tags=boot,
+                ):
+                    addresses[fleet_host.name] = fleet_host.private_ip
+            else:
+                for host in spec.host_names(group):
+                    data = user_data(spec, host, args.ssh_keys, _of(facts, group, host, controller_ip))
+                    instance = self._instance(host, template, version, data, group, child)
+                    self.instances[host] = instance
+                    addresses[host] = instance.private_ip
+            if controller in addresses:
+                controller_ip = addresses[controller]
+            for host, private_ip in addresses.items():
+                hosts.append(
+                    outputs.host_record(
+                        name=host,
+                        roles=list(group.roles),
+                        private_ip=private_ip,
+                        instance_type=group.instance_type,
+                        item=item,
+                        fabric_interfaces=efa,
+                        image=image_key,
+                    )
+                )
+
         self.stack_outputs = {
             "cluster": spec.name,
             "cluster_id": args.cluster_id,
@@ -191,6 +219,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             "hosts": hosts,
             "filesystem": filesystem,
             "baked_image_hash": _baked_hash(baked, templates),
+            "boot_configure": boot,
         }
         self.register_outputs(self.stack_outputs)
 
@@ -209,6 +238,65 @@ class GpuClusterAws(pulumi.ComponentResource):
             user_data=user_data,
             tags={"Name": host, "gpufleet:group": group.name},
             opts=opts,
+        )
+
+
+def _image_key(spec: ClusterSpec, item: InstanceType | None) -> str | None:
+    """The manifest key (catalog/images.yaml) of the image a group of ``item`` boots."""
+    provider = spec.provider
+    assert isinstance(provider, AwsProvider)
+    return load_image_manifests().for_family(
+        family_for(provider.ami, item), item.cpu_arch if item else "x86_64"
+    )
+
+
+def _of(
+    facts: _Facts | None, group: NodeGroup, host: str | None, controller_ip: pulumi.Output[str] | None
+) -> pulumi.Output[str] | None:
+    """The facts of ``host`` (None: a fleet's nodes, one user data for all), when nodes have facts."""
+    if facts is None:
+        return None
+    return facts.of(group, host or facts.spec.host_names(group)[0], host is not None, controller_ip)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """The facts of the nodes of a cluster that configure themselves (``userdata.node_facts_output``)."""
+
+    spec: ClusterSpec
+    catalog: Catalog
+    controller: str
+    filesystem: dict[str, Any]
+    baked: CloudImage
+    secret_arn: pulumi.Output[str]
+
+    def of(
+        self, group: NodeGroup, host: str, named: bool, controller_ip: pulumi.Output[str] | None
+    ) -> pulumi.Output[str]:
+        item = self.catalog.get(group.instance_type)
+        slots = interfaces.group_layout(self.spec, group, item)
+        record = outputs.host_record(
+            name=host,
+            roles=list(group.roles),
+            private_ip="0.0.0.0",  # the node reads its own address at boot
+            instance_type=group.instance_type,
+            item=item,
+            fabric_interfaces=sum(1 for slot in slots if slot.is_efa),
+            image=_image_key(self.spec, item),
+        )
+        region = self.spec.provider.region if isinstance(self.spec.provider, AwsProvider) else None
+        return node_facts_output(
+            self.spec,
+            record,
+            group=group.name,
+            controller=self.controller,
+            controller_ip=None if host == self.controller else controller_ip,
+            filesystem=self.filesystem,
+            image_hash=self.baked.digest,
+            secret_arn=self.secret_arn,
+            region=region,
+            named=named,
+            set_hostname=True,  # as AwsBackend.inventory_from_outputs sets it
         )
 
 

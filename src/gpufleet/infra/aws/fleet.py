@@ -339,6 +339,10 @@ def _address(ips: list[str] | None, host: str, fleet: str) -> str:
     return ""
 
 
+# The instance tag a fleet node reads its inventory name from at boot (gpufleet.node.boot_configure.HOST_TAG).
+HOST_TAG = "gpufleet:host"
+
+
 def fleet_hosts(
     fleet: aws.ec2.Fleet,
     hosts: list[str],
@@ -347,10 +351,12 @@ def fleet_hosts(
     opts: pulumi.ResourceOptions,
     invoke: pulumi.InvokeOptions,
     region: str,
+    name_tags: bool = False,
 ) -> list[FleetHost]:
-    """The fleet's instances as the group's hosts, in order, each tagged with the cluster's expiry; the
-    fleet's release (``fleet_release.py``) waits for them on a destroy or a replacement, after their
-    tags are deleted."""
+    """The fleet's instances as the group's hosts, in order, each tagged with the cluster's expiry (and,
+    ``name_tags``, with its host name as ``HOST_TAG``: a node that configures itself at boot reads its name
+    there, through IMDS's instance tags); the fleet's release (``fleet_release.py``) waits for them on a
+    destroy or a replacement, after their tags are deleted."""
     from gpufleet.infra.aws.fleet_release import fleet_release
 
     fleet_name = fleet.pulumi_resource_name
@@ -385,6 +391,8 @@ def fleet_hosts(
         aws.ec2.Tag(
             f"{host}-expires", resource_id=instance_id, key=AWS_EXPIRES_TAG, value=expires_at, opts=tag_opts
         )
+        if name_tags:
+            aws.ec2.Tag(f"{host}-host", resource_id=instance_id, key=HOST_TAG, value=host, opts=tag_opts)
         private_ip = aws.ec2.get_instances_output(
             filters=instance_id.apply(by_id),
             instance_state_names=["pending", "running"],

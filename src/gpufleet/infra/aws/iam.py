@@ -1,8 +1,9 @@
-"""The nodes' instance profile, for SSM Session Manager (no SSH from the internet is needed).
+"""The nodes' instance profile, for SSM Session Manager (no SSH from the internet is needed) and, on a cluster
+whose nodes configure themselves, their read of the munge key's secret (``munge_secret.py``).
 
-Creates, when ``provider.ssm`` is on (the default):
+Creates, when ``provider.ssm`` is on (the default) or the nodes boot a baked image:
 - ``<name>-node-role``: an EC2 role under the path ``/gpufleet/`` (the leftover finder lists that path)
-- ``<name>-node-ssm``: the AWS managed policy AmazonSSMManagedInstanceCore attached to it
+- ``<name>-node-ssm``: the AWS managed policy AmazonSSMManagedInstanceCore attached to it (with ``ssm``)
 - ``<name>-node-profile``: the instance profile every launch template names
 """
 
@@ -19,7 +20,9 @@ IAM_PATH = "/gpufleet/"
 SSM_DOC = "https://docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html"
 
 
-def build_instance_profile(name: str, region: str, opts: pulumi.ResourceOptions) -> aws.iam.InstanceProfile:
+def build_instance_profile(
+    name: str, region: str, opts: pulumi.ResourceOptions, *, ssm: bool = True
+) -> aws.iam.InstanceProfile:
     assume = {
         "Version": "2012-10-17",
         "Statement": [
@@ -30,13 +33,14 @@ def build_instance_profile(name: str, region: str, opts: pulumi.ResourceOptions)
         f"{name}-node-role",
         path=IAM_PATH,
         assume_role_policy=json.dumps(assume),
-        description="gpufleet node: SSM Session Manager",
+        description="gpufleet node: SSM Session Manager" if ssm else "gpufleet node",
         opts=opts,
     )
-    aws.iam.RolePolicyAttachment(
-        f"{name}-node-ssm",
-        role=role.name,
-        policy_arn=rules.managed_policy_arn(region, rules.SSM_POLICY),
-        opts=opts,
-    )
+    if ssm:
+        aws.iam.RolePolicyAttachment(
+            f"{name}-node-ssm",
+            role=role.name,
+            policy_arn=rules.managed_policy_arn(region, rules.SSM_POLICY),
+            opts=opts,
+        )
     return aws.iam.InstanceProfile(f"{name}-node-profile", path=IAM_PATH, role=role.name, opts=opts)

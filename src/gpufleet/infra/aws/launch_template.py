@@ -79,8 +79,11 @@ def build_launch_template(
     tags: dict[str, str],
     opts: pulumi.ResourceOptions,
     fleet_user_data: pulumi.Input[str] | None = None,
+    metadata_tags: bool = False,
 ) -> aws.ec2.LaunchTemplate:
-    """``fleet_user_data`` set: the template of a compute group's fleet (see the module doc)."""
+    """``fleet_user_data`` set: the template of a compute group's fleet (see the module doc).
+    ``metadata_tags``: the instances read their tags through IMDS (a fleet node of a cluster whose nodes
+    configure themselves reads its name from its ``gpufleet:host`` tag; the tags hold nothing secret)."""
     fleet = fleet_user_data is not None
     tagged = LAUNCH_TAGGED + (() if fleet else capacity.spot_tag_resource_types(group.capacity))
     tagged += ("instance",) if fleet else ()
@@ -99,7 +102,7 @@ def build_launch_template(
             http_endpoint="enabled",
             http_tokens="required",
             http_put_response_hop_limit=rules.IMDS_HOP_LIMIT,
-            instance_metadata_tags="disabled",
+            instance_metadata_tags="enabled" if metadata_tags else "disabled",
         ),
         block_device_mappings=[
             aws.ec2.LaunchTemplateBlockDeviceMappingArgs(

@@ -66,6 +66,7 @@ _EXTRAS = {
     "aws:ec2/instance:Instance": "_instance",
     "aws:ec2/fleet:Fleet": "_fleet",
     "aws:ec2/tag:Tag": "_tag",
+    "aws:secretsmanager/secret:Secret": "_secret",
     "aws:fsx/lustreFileSystem:LustreFileSystem": "_lustre_file_system",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "_data_repository_association",
 }
@@ -291,6 +292,13 @@ class AwsMockCloud:
             "fulfilledCapacity": float(count),
             "fulfilledOnDemandCapacity": float(count if lifecycle == "on-demand" else 0),
         }
+
+    def _secret(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
+        """Secrets Manager appends six random characters to a secret's name in its ARN (API_CreateSecret:
+        "Secrets Manager ... appends a hyphen and six random characters"); the id is the ARN."""
+        secret = str(inputs.get("name") or name)
+        arn = self.arn("secretsmanager", f"secret:{secret}-{self._suffix(name)[:6]}")
+        return {"id": arn, "arn": arn, "name": secret}
 
     def _tag(self, name: str, inputs: Mapping[str, Any], rid: str) -> dict[str, Any]:
         return {"id": f"{inputs.get('resourceId')},{inputs.get('key')}"}

@@ -153,6 +153,9 @@ class GpuClusterAzure(pulumi.ComponentResource):
             "hosts": hosts,
             "filesystem": filesystem.output,
             "baked_image_hash": None,
+            # Its nodes do not configure themselves yet: no read of the munge key at boot
+            # (docs/boot-configure.md).
+            "boot_configure": False,
         }
         self.register_outputs(self.stack_outputs)
 

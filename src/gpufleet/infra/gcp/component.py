@@ -128,6 +128,9 @@ class GpuClusterGcp(pulumi.ComponentResource):
             "hosts": hosts,
             "filesystem": filesystem.output,
             "baked_image_hash": _baked_hash(baked, baked_path, list(self.instances.values())),
+            # Its nodes do not configure themselves yet: no read of the munge key at boot
+            # (docs/boot-configure.md).
+            "boot_configure": False,
         }
         self.register_outputs(self.stack_outputs)
 

@@ -1,0 +1,132 @@
+"""The AWS program hands every node of a baked cluster its facts in its user data, and no secret: the munge
+key is a Secrets Manager secret with no value in the program, readable by the nodes' role alone, put by
+gpufleet up afterwards (moto). Under Pulumi's mocks (tests/infra/program_recording.py's run_offline)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import yaml
+from aws_specs import CREATED_AT, aws_spec
+from moto import mock_aws
+
+from gpufleet.bake.baker import spec_hash
+from gpufleet.infra.aws import munge_secret
+from gpufleet.infra.aws.mocks import AwsMockCloud
+from gpufleet.infra.images import CloudImage
+from gpufleet.infra.plan import Plan, run_offline
+from gpufleet.infra.program import pulumi_backend
+from gpufleet.inventory.node_facts import FACTS_FILE, NodeFacts
+from gpufleet.inventory.stack import from_stack_outputs
+
+FLEET = "aws:ec2/fleet:Fleet"
+TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+MUNGE_KEY = bytes(range(256)) * 4
+
+
+def plan(spec: Any, baked: bool) -> Plan:
+    image = None
+    if baked:
+        digest = spec_hash(spec)
+        assert digest is not None
+        image = CloudImage(id="ami-0baked", name="gpufleet-baked", digest=digest, base="ubuntu-22.04", created="")
+
+    def program() -> Any:
+        return pulumi_backend(spec).program(spec, CREATED_AT, ("ssh-ed25519 AAAAC3Nz cluster-key",), image)
+
+    return run_offline(program, AwsMockCloud(spec), stack=spec.name)
+
+
+def _facts_of(user_data: str) -> NodeFacts:
+    config = yaml.safe_load(user_data.removeprefix("#cloud-config\n"))
+    (written,) = [f for f in config["write_files"] if f["path"] == FACTS_FILE]
+    assert written["permissions"] == "0644" and written["owner"] == "root:root"
+    return NodeFacts.parse(written["content"])
+
+
+def _user_data(result: Plan) -> dict[str, str]:
+    """Each instance's user data and each fleet template's (base64 in the template, as EC2 takes it)."""
+    found = {r.name: r.inputs["userData"] for r in result.of_type(INSTANCE)}
+    for template in result.of_type(TEMPLATE):
+        if template.inputs.get("userData"):
+            found[template.name] = base64.b64decode(template.inputs["userData"]).decode()
+    return found
+
+
+def test_every_node_of_a_baked_cluster_gets_its_facts_in_its_user_data_and_no_secret() -> None:
+    spec = aws_spec(filesystem={"kind": "fsx_lustre", "size_gib": 1200, "mount_point": "/scratch"})
+    result = plan(spec, baked=True)
+    data = _user_data(result)
+    assert sorted(data) == ["fleet-gpu-lt", "fleet-head"], sorted(data)
+    secrets = result.of_type("aws:secretsmanager/secret:Secret")
+    assert len(secrets) == 1 and secrets[0].inputs["recoveryWindowInDays"] == 0
+    assert "secretString" not in secrets[0].inputs and "secretBinary" not in secrets[0].inputs
+    assert not result.of_type("aws:secretsmanager/secretVersion:SecretVersion")  # the value: not in Pulumi
+    head, gpu = _facts_of(data["fleet-head"]), _facts_of(data["fleet-gpu-lt"])
+    assert head.host == "fleet-head" and head.controller_address is None
+    assert head.groups == ["slurm_controller", "slurm_login"]
+    assert gpu.host is None and gpu.groups == ["compute"]  # a fleet's nodes read their name from a tag
+    assert gpu.controller == "fleet-head" and gpu.controller_address  # the head instance's private IP
+    assert gpu.host_vars["gpufleet_gpus"] == 8 and gpu.host_vars["gpufleet_fabric_interfaces"] == 32
+    assert gpu.fabric.value == "efa" and gpu.cluster_vars["gpufleet_configure_on_node"] is True
+    assert gpu.filesystem["mount_point"] == "/scratch" and gpu.filesystem["dns_name"]
+    assert gpu.shared_results == "/scratch/.gpufleet/configure"
+    assert gpu.baked_image_hash == spec_hash(spec)
+    assert gpu.munge_key.kind == "aws-secretsmanager" and gpu.munge_key.region == "us-east-1"
+    assert str(gpu.munge_key.secret_arn).startswith(
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:gpufleet/fleet-"
+    )
+    for text in data.values():
+        assert "PRIVATE KEY" not in text and "munge.key" not in text
+        assert "ansible_ssh_private_key_file" not in text
+    # The facts fit EC2's user data with room to spare.
+    assert max(len(text.encode()) for text in data.values()) < 8 * 1024
+    assert result.outputs["boot_configure"] is True
+    assert from_stack_outputs(result.outputs).boot_configure is True
+
+
+def test_the_nodes_role_reads_the_one_secret_and_a_fleet_names_each_instance() -> None:
+    spec = aws_spec()
+    result = plan(spec, baked=True)
+    (policy,) = result.of_type("aws:iam/rolePolicy:RolePolicy")
+    (secret,) = result.of_type("aws:secretsmanager/secret:Secret")
+    document = json.loads(policy.inputs["policy"])
+    (statement,) = document["Statement"]
+    assert statement["Effect"] == "Allow" and statement["Action"] == "secretsmanager:GetSecretValue"
+    resource = statement["Resource"]
+    assert resource.startswith("arn:aws:secretsmanager:") and secret.inputs["name"] in resource
+    assert "*" not in resource
+    tags = [r for r in result.of_type("aws:ec2/tag:Tag") if r.inputs["key"] == "gpufleet:host"]
+    assert sorted(t.inputs["value"] for t in tags) == ["fleet-gpu-0", "fleet-gpu-1"]
+    (gpu_template,) = [t for t in result.of_type(TEMPLATE) if t.name == "fleet-gpu-lt"]
+    assert gpu_template.inputs["metadataOptions"]["instanceMetadataTags"] == "enabled"
+    assert gpu_template.inputs["metadataOptions"]["httpTokens"] == "required"
+
+
+def test_a_cluster_not_booted_from_a_baked_image_is_configured_by_push_as_before() -> None:
+    result = plan(aws_spec(), baked=False)
+    for text in _user_data(result).values():
+        assert "write_files" not in text
+    assert not result.of_type("aws:secretsmanager/secret:Secret")
+    assert not result.of_type("aws:iam/rolePolicy:RolePolicy")
+    assert not [r for r in result.of_type("aws:ec2/tag:Tag") if r.inputs["key"] == "gpufleet:host"]
+    assert result.outputs["boot_configure"] is False
+
+
+@mock_aws
+def test_up_puts_the_munge_key_as_the_secrets_value_once(tmp_path: Path) -> None:
+    client = boto3.client("secretsmanager", region_name="us-east-1")
+    name = munge_secret.secret_name("fleet", "c0ffee")
+    client.create_secret(Name=name)
+    key = tmp_path / "munge.key"
+    key.write_bytes(MUNGE_KEY)
+    assert munge_secret.publish(client, "fleet", "c0ffee", key) is True
+    assert client.get_secret_value(SecretId=name)["SecretBinary"] == MUNGE_KEY
+    assert munge_secret.publish(client, "fleet", "c0ffee", key) is False  # the same value: nothing put
+    assert len(client.list_secret_version_ids(SecretId=name)["Versions"]) == 1
