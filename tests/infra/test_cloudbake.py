@@ -179,17 +179,31 @@ def test_the_install_phase_runs_bake_yml_on_the_builder_in_every_group(monkeypat
     """The inventory the builder gets: one host in every group, reached at its public address with the
     builder's key, the GPU group's facts from the catalog, and leave to reboot for a new driver."""
     calls: list[tuple[str, Path, str | None]] = []
+    extra: list[dict[str, str]] = []
+    probed: list[tuple[str, str, float]] = []
 
-    def run_playbook(playbook, inventory, artifacts, reporter, *, tags=None, **_):
+    def run_playbook(playbook, inventory, artifacts, reporter, *, tags=None, extravars=None, **_):
         calls.append((playbook, inventory, tags))
+        extra.append(extravars)
+
+    def bake_vars(inventory, digest, reporter, *, wait_s=0):
+        # The builder's python3 is probed over its SSH (configure.node_site; tests/configure cover it).
+        probed.append((inventory.controller.address, digest, wait_s))
+        return {"boot_configure_site_archive": "/cache/site.tar.gz", "boot_configure_image_hash": digest}
 
     monkeypatch.setattr("gpufleet.configure.runner.run_playbook", run_playbook)
+    monkeypatch.setattr("gpufleet.configure.node_site.bake_vars", bake_vars)
     request = cloudbake.request_for(AwsImages(), spec())
     state = ClusterState(name=request.name, root=tmp_path / request.name)
     state.ensure_ssh_key()
     made = {"instance_id": "i-0builder", "public_ip": "198.51.100.10", "private_ip": "10.0.0.7"}
     cloudbake._install_phase(request, state, made, SilentReporter())
     assert calls == [("bake.yml", state.inventory_file, "install")], calls
+    # The site the nodes configure themselves from, built for the builder's python3 (roles/boot_configure).
+    assert probed == [("198.51.100.10", request.digest, 900)]
+    assert extra == [
+        {"boot_configure_site_archive": "/cache/site.tar.gz", "boot_configure_image_hash": request.digest}
+    ]
     inventory = Inventory.read(state.inventory_file)
     (host,) = inventory.hosts
     assert host.address == "198.51.100.10" and host.name == f"{request.name}-builder", host

@@ -16,17 +16,19 @@ from moto import mock_aws
 
 from gpufleet.bake.baker import spec_hash
 from gpufleet.infra.aws import munge_secret
+from gpufleet.infra.aws.component import GpuClusterAws, GpuClusterAwsArgs
 from gpufleet.infra.aws.mocks import AwsMockCloud
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.plan import Plan, run_offline
-from gpufleet.infra.program import pulumi_backend
 from gpufleet.inventory.node_facts import FACTS_FILE, NodeFacts
 from gpufleet.inventory.stack import from_stack_outputs
 
 FLEET = "aws:ec2/fleet:Fleet"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
-PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+)
 MUNGE_KEY = bytes(range(256)) * 4
 
 
@@ -35,10 +37,19 @@ def plan(spec: Any, baked: bool) -> Plan:
     if baked:
         digest = spec_hash(spec)
         assert digest is not None
-        image = CloudImage(id="ami-0baked", name="gpufleet-baked", digest=digest, base="ubuntu-22.04", created="")
+        image = CloudImage(
+            id="ami-0baked", name="gpufleet-baked", digest=digest, base="ubuntu-22.04", created=""
+        )
 
     def program() -> Any:
-        return pulumi_backend(spec).program(spec, CREATED_AT, ("ssh-ed25519 AAAAC3Nz cluster-key",), image)
+        args = GpuClusterAwsArgs(
+            spec=spec,
+            created_at=CREATED_AT,
+            ssh_keys=("ssh-ed25519 AAAAC3Nz cluster-key",),
+            baked=image,
+            boot_configure=True,  # as AwsBackend.up sets it for a cluster made from the baked image
+        )
+        return GpuClusterAws(spec.name, args).stack_outputs
 
     return run_offline(program, AwsMockCloud(spec), stack=spec.name)
 
@@ -130,3 +141,57 @@ def test_up_puts_the_munge_key_as_the_secrets_value_once(tmp_path: Path) -> None
     assert client.get_secret_value(SecretId=name)["SecretBinary"] == MUNGE_KEY
     assert munge_secret.publish(client, "fleet", "c0ffee", key) is False  # the same value: nothing put
     assert len(client.list_secret_version_ids(SecretId=name)["Versions"]) == 1
+
+
+def test_up_configures_at_boot_a_new_cluster_and_one_that_did_never_one_made_before_the_bake(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The kept-image rule (tests/infra/aws/test_baked_up.py): nodes made before a bake keep their user
+    data."""
+    from gpufleet.infra.aws.backend import AwsBackend
+    from gpufleet.infra.pulumi_stack import PulumiBackend
+    from gpufleet.inventory.model import Host, Inventory
+    from gpufleet.progress import SilentReporter
+    from gpufleet.spec.model import FabricKind, Role
+    from gpufleet.state import ClusterState
+
+    seen: list[bool] = []
+
+    def up(self: Any, spec: Any, state: Any, reporter: Any, spec_path: Any, baked: Any = None) -> Inventory:
+        seen.append(self.boot_configure)
+        host = Host(
+            name="h",
+            roles=[Role.CONTROLLER, Role.COMPUTE],
+            address="a",
+            private_ip="a",
+            instance_type="m7i.xlarge",
+            cpus=2,
+            memory_mb=1024,
+        )
+        return Inventory(cluster="fleet", provider="aws", fabric=FabricKind.EFA, hosts=[host])
+
+    monkeypatch.setattr(PulumiBackend, "up", up)
+    backend = AwsBackend()
+    state = ClusterState(name="fleet", root=tmp_path)
+    backend.up(aws_spec(), state, SilentReporter(), None)  # new: no inventory yet
+    made_by_push = Inventory(
+        cluster="fleet",
+        provider="aws",
+        fabric=FabricKind.EFA,
+        hosts=[
+            Host(
+                name="h",
+                roles=[Role.CONTROLLER, Role.COMPUTE],
+                address="a",
+                private_ip="a",
+                instance_type="m7i.xlarge",
+                cpus=2,
+                memory_mb=1024,
+            )
+        ],
+    )
+    made_by_push.write(state.inventory_file)
+    backend.up(aws_spec(), state, SilentReporter(), None)
+    made_by_push.model_copy(update={"boot_configure": True}).write(state.inventory_file)
+    backend.up(aws_spec(), state, SilentReporter(), None)
+    assert seen == [True, False, True] and backend.boot_configure is False

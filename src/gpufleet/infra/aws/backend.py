@@ -50,6 +50,8 @@ def _provider(spec: ClusterSpec) -> AwsProvider:
 class AwsBackend(PulumiBackend):
     kind = "aws"
     replacing_fields = REPLACING_FIELDS
+    # Set by ``up`` while its program runs (see there); ``plan`` and the stacks/ program configure by push.
+    boot_configure = False
 
     def program(
         self,
@@ -62,7 +64,12 @@ class AwsBackend(PulumiBackend):
         from gpufleet.infra.aws.component import GpuClusterAws, GpuClusterAwsArgs
 
         args = GpuClusterAwsArgs(
-            spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked, cluster_id=cluster_id
+            spec=spec,
+            created_at=created_at,
+            ssh_keys=tuple(ssh_keys),
+            baked=baked,
+            cluster_id=cluster_id,
+            boot_configure=baked is not None and self.boot_configure,
         )
         return GpuClusterAws(spec.name, args).stack_outputs
 
@@ -152,7 +159,14 @@ class AwsBackend(PulumiBackend):
     ) -> Inventory:
         """The stack, then (nodes that configure themselves) the munge key put as its secret's value: never
         through the program, so it is in no Pulumi state and no user data (``munge_secret.py``)."""
-        inventory = super().up(spec, state, reporter, spec_path, baked=baked)
+        # A cluster made now from the baked image configures itself at boot, and one that did keeps doing
+        # so; nodes made before the bake keep their user data (and are configured by push).
+        before = Inventory.read(state.inventory_file) if state.inventory_file.exists() else None
+        self.boot_configure = before is None or before.boot_configure
+        try:
+            inventory = super().up(spec, state, reporter, spec_path, baked=baked)
+        finally:
+            self.boot_configure = False
         cluster_id = state.cluster_id
         if inventory.boot_configure and cluster_id is not None:
             import boto3

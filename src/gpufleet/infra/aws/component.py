@@ -59,6 +59,10 @@ class GpuClusterAwsArgs:
     # The cluster's id (gpufleet.state.new_cluster_id: made at the first up, kept in the state and the
     # stack), tagged on every resource; the offline plan's stands in where no cluster exists yet.
     cluster_id: str = tags.PLAN_CLUSTER_ID
+    # The nodes configure themselves at boot (with ``baked``): their facts in the user data, the munge key's
+    # secret. ``AwsBackend`` sets it for a cluster made from a baked image (and keeps it for one that was);
+    # never for nodes made before the bake, whose user data must not change (the kept-image rule).
+    boot_configure: bool = False
 
 
 class GpuClusterAws(pulumi.ComponentResource):
@@ -92,7 +96,7 @@ class GpuClusterAws(pulumi.ComponentResource):
             name, spec, net.vpc_id, fs_spec is not None, child, fsx_efa=fs_spec is not None and fs_spec.efa
         )
         # Nodes of a baked image configure themselves at boot from their facts (docs/boot-configure.md).
-        boot = args.baked is not None
+        boot = args.baked is not None and args.boot_configure
         profile = (
             iam.build_instance_profile(name, provider_spec.region, child, ssm=provider_spec.ssm)
             if provider_spec.ssm or boot
