@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.configure import relay
+from gpufleet.configure import node_result, relay
 from gpufleet.inventory import node_facts
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.node import boot_configure
@@ -136,6 +136,9 @@ def test_the_node_runs_the_configure_phase_on_itself_and_writes_every_tasks_stat
     # The same result on the shared filesystem, under the node's name: what gpufleet configure lists.
     shared = tmp_path / "shared" / ".gpufleet" / "configure" / "n1.json"
     assert json.loads(shared.read_text()) == result
+    # What gpufleet configure reads of it: the typed reader takes the node's own document.
+    read = node_result.parse(shared.read_text())
+    assert isinstance(read, node_result.NodeResult) and read.changed_tasks == ["Change something"]
     # The play's own output stays beside the result.
     assert "GPUFLEET_EVENT" in Path(facts["result_file"]).with_suffix(".log").read_text()
 
@@ -177,6 +180,9 @@ def test_check_says_whether_the_node_has_facts(tmp_path: Path, monkeypatch: pyte
     assert boot_configure.main(["--facts", str(tmp_path / "none.json"), "--check"]) == 1
     (tmp_path / "facts.json").write_text("{}")
     assert boot_configure.main(["--facts", str(tmp_path / "facts.json"), "--check"]) == 0
+    # Facts whose munge key comes by push (GCP today): the unit skips itself, configure pushes.
+    (tmp_path / "facts.json").write_text(json.dumps({"munge_key": {"kind": "push"}}))
+    assert boot_configure.main(["--facts", str(tmp_path / "facts.json"), "--check"]) == 1
 
 
 def test_the_node_and_gpufleet_name_the_same_paths() -> None:

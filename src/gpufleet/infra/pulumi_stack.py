@@ -108,6 +108,9 @@ class PulumiBackend(abc.ABC):
     kind = ""
     # The spec fields whose change replaces a group's nodes rather than updating them (gpufleet plan).
     replacing_fields: tuple[str, ...] = ()
+    # Whether the nodes ``up`` makes from a baked image get their facts to configure themselves at boot
+    # (docs/boot-configure.md): set by ``up`` while the program runs; ``plan`` and stacks/ push.
+    boot_configure = False
 
     # ---- what each cloud says -----------------------------------------------------------------------
 
@@ -318,7 +321,16 @@ class PulumiBackend(abc.ABC):
         """``deploy``, then the inventory of the stack's outputs. ``baked``: the cloud image the pipeline
         chose (``CloudBaker.newest``), which the cluster's nodes boot."""
         assert baked is None or isinstance(baked, CloudImage), f"a cloud boots a cloud image, not {baked!r}"
-        return self.inventory_from_outputs(spec, state, self.deploy(spec, state, reporter, baked=baked))
+        # A cluster made now from the baked image configures itself at boot, and one that did keeps doing
+        # so; nodes made before the bake keep their user data (the kept-image rule) and are configured by
+        # push.
+        before = Inventory.read(state.inventory_file) if state.inventory_file.exists() else None
+        self.boot_configure = before is None or before.boot_configure
+        try:
+            outputs = self.deploy(spec, state, reporter, baked=baked)
+        finally:
+            self.boot_configure = False
+        return self.inventory_from_outputs(spec, state, outputs)
 
     def status(self, spec: ClusterSpec, state: ClusterState) -> dict[str, Any]:
         from pulumi import automation as auto

@@ -157,7 +157,7 @@ def test_up_configures_at_boot_a_new_cluster_and_one_that_did_never_one_made_bef
 
     seen: list[bool] = []
 
-    def up(self: Any, spec: Any, state: Any, reporter: Any, spec_path: Any, baked: Any = None) -> Inventory:
+    def deploy(self: Any, spec: Any, state: Any, reporter: Any, baked: Any = None) -> Inventory:
         seen.append(self.boot_configure)
         host = Host(
             name="h",
@@ -170,7 +170,8 @@ def test_up_configures_at_boot_a_new_cluster_and_one_that_did_never_one_made_bef
         )
         return Inventory(cluster="fleet", provider="aws", fabric=FabricKind.EFA, hosts=[host])
 
-    monkeypatch.setattr(PulumiBackend, "up", up)
+    monkeypatch.setattr(PulumiBackend, "deploy", deploy)
+    monkeypatch.setattr(PulumiBackend, "inventory_from_outputs", lambda self, spec, state, outputs: outputs)
     backend = AwsBackend()
     state = ClusterState(name="fleet", root=tmp_path)
     backend.up(aws_spec(), state, SilentReporter(), None)  # new: no inventory yet

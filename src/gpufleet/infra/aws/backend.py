@@ -50,8 +50,6 @@ def _provider(spec: ClusterSpec) -> AwsProvider:
 class AwsBackend(PulumiBackend):
     kind = "aws"
     replacing_fields = REPLACING_FIELDS
-    # Set by ``up`` while its program runs (see there); ``plan`` and the stacks/ program configure by push.
-    boot_configure = False
 
     def program(
         self,
@@ -159,14 +157,7 @@ class AwsBackend(PulumiBackend):
     ) -> Inventory:
         """The stack, then (nodes that configure themselves) the munge key put as its secret's value: never
         through the program, so it is in no Pulumi state and no user data (``munge_secret.py``)."""
-        # A cluster made now from the baked image configures itself at boot, and one that did keeps doing
-        # so; nodes made before the bake keep their user data (and are configured by push).
-        before = Inventory.read(state.inventory_file) if state.inventory_file.exists() else None
-        self.boot_configure = before is None or before.boot_configure
-        try:
-            inventory = super().up(spec, state, reporter, spec_path, baked=baked)
-        finally:
-            self.boot_configure = False
+        inventory = super().up(spec, state, reporter, spec_path, baked=baked)
         cluster_id = state.cluster_id
         if inventory.boot_configure and cluster_id is not None:
             import boto3

@@ -65,7 +65,12 @@ class GcpBackend(PulumiBackend):
         from gpufleet.infra.gcp.component import GpuClusterGcp, GpuClusterGcpArgs
 
         args = GpuClusterGcpArgs(
-            spec=spec, created_at=created_at, ssh_keys=tuple(ssh_keys), baked=baked, cluster_id=cluster_id
+            spec=spec,
+            created_at=created_at,
+            ssh_keys=tuple(ssh_keys),
+            baked=baked,
+            cluster_id=cluster_id,
+            boot_configure=baked is not None and self.boot_configure,
         )
         return GpuClusterGcp(spec.name, args).stack_outputs
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pulumi
 
-from gpufleet.catalog import load_catalog
+from gpufleet.catalog import InstanceType, load_catalog
 from gpufleet.catalog.gcp import nic_layout
 from gpufleet.errors import SpecError
 from gpufleet.infra.gcp.compute import Images, image_manifest, instance, placement_policy
@@ -30,9 +30,10 @@ from gpufleet.infra.gcp.network import build_network
 from gpufleet.infra.images import CloudImage
 from gpufleet.infra.outputs import host_record
 from gpufleet.infra.tags import GCP_CLUSTER_LABEL, PLAN_CLUSTER_ID, expires_at_text, gcp_labels
-from gpufleet.infra.userdata import user_data
+from gpufleet.infra.userdata import node_facts_output, user_data
+from gpufleet.inventory.node_facts import METADATA_KEY
 from gpufleet.preflight import require_no_errors
-from gpufleet.spec.model import ClusterSpec
+from gpufleet.spec.model import ClusterSpec, NodeGroup
 
 if TYPE_CHECKING:
     import pulumi_gcp as gcp
@@ -52,6 +53,10 @@ class GpuClusterGcpArgs:
     # The cluster's id (gpufleet.state.new_cluster_id: made at the first up, kept in the state and the
     # stack), labelled on every resource that takes labels; the offline plan's where none exists yet.
     cluster_id: str = PLAN_CLUSTER_ID
+    # With ``baked``: each node's facts (gpufleet.inventory.node_facts) in its metadata, under
+    # ``METADATA_KEY``. GCP nodes do not read the munge key at boot yet (no Secret Manager read: the facts
+    # say ``push``), so their unit skips itself and configure pushes as before (docs/boot-configure.md).
+    boot_configure: bool = False
 
 
 class GpuClusterGcp(pulumi.ComponentResource):
@@ -80,7 +85,11 @@ class GpuClusterGcp(pulumi.ComponentResource):
 
         hosts: list[dict[str, Any]] = []
         self.instances: dict[str, gcp.compute.Instance] = {}
-        for group in spec.node_groups:
+        controller = spec.host_names(spec.controller_group)[0]
+        controller_ip: pulumi.Output[str] | None = None
+        # The controller's group first: the other nodes' facts name its address.
+        ordered = [spec.controller_group] + [g for g in spec.node_groups if g is not spec.controller_group]
+        for group in ordered:
             item = catalog.get(group.instance_type)
             policy = placement_policy(self, name, spec, group, marker)
             layout = layouts[group.name]
@@ -97,11 +106,18 @@ class GpuClusterGcp(pulumi.ComponentResource):
                     policy=policy,
                     labels=labels,
                     # Ubuntu's cloud-init reads the same cloud-config as on AWS from the user-data key.
-                    metadata={"user-data": user_data(spec, hostname, args.ssh_keys)},
+                    metadata={
+                        "user-data": user_data(spec, hostname, args.ssh_keys),
+                        **self._facts(
+                            args, group, item, hostname, controller, controller_ip, filesystem.output
+                        ),
+                    },
                     depends_on=[network.nat],
                     keep_image=provider.image is None,
                 )
                 self.instances[hostname] = vm
+                if hostname == controller:
+                    controller_ip = vm.network_interfaces.apply(lambda nics: str(nics[0].network_ip))
                 hosts.append(
                     host_record(
                         name=hostname,
@@ -133,6 +149,42 @@ class GpuClusterGcp(pulumi.ComponentResource):
             "boot_configure": False,
         }
         self.register_outputs(self.stack_outputs)
+
+    @staticmethod
+    def _facts(
+        args: GpuClusterGcpArgs,
+        group: NodeGroup,
+        item: InstanceType | None,
+        hostname: str,
+        controller: str,
+        controller_ip: pulumi.Output[str] | None,
+        filesystem: dict[str, Any],
+    ) -> dict[str, pulumi.Output[str]]:
+        """The node's facts as its metadata key ``METADATA_KEY`` (with a baked image), else nothing."""
+        if not args.boot_configure or args.baked is None:
+            return {}
+        spec = args.spec
+        record = host_record(
+            name=hostname,
+            roles=group.roles,
+            private_ip="0.0.0.0",  # the node reads its own address at boot
+            instance_type=group.instance_type,
+            item=item,
+            fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
+            image=image_manifest(spec, group.instance_type),
+        )
+        facts = node_facts_output(
+            spec,
+            record,
+            group=group.name,
+            controller=controller,
+            controller_ip=None if hostname == controller else controller_ip,
+            filesystem=filesystem,
+            image_hash=args.baked.digest,
+            secret_arn=None,  # no Secret Manager read yet: the munge key comes by push
+            named=True,
+        )
+        return {METADATA_KEY: facts}
 
 
 def _baked_hash(
