@@ -14,7 +14,7 @@ import pytest
 
 from gpufleet.configure import node_result, relay
 from gpufleet.inventory import node_facts
-from gpufleet.inventory.model import Host, Inventory
+from gpufleet.inventory.model import GROUP_OF_ROLE, Host, Inventory
 from gpufleet.node import boot_configure
 from gpufleet.spec.model import FabricKind, Role
 
@@ -224,3 +224,30 @@ def test_the_node_file_runs_on_the_oldest_python_gpufleet_boots() -> None:
     text = Path(boot_configure.__file__).read_text()
     tree = ast.parse(text, "boot_configure.py", feature_version=(3, 10))
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "UTC"]
+
+
+@pytest.mark.parametrize(
+    ("count", "roles"), [(1, ["compute"]), (12, ["compute"]), (1, ["controller", "login"])]
+)
+def test_the_node_and_gpufleet_rebuild_the_specs_host_names_alike(count: int, roles: list[str]) -> None:
+    from gpufleet.spec.model import ClusterSpec, NodeGroup
+
+    group = NodeGroup.model_validate(
+        {"name": "gpu", "roles": roles, "instance_type": "local", "count": count}
+    )
+    spec = ClusterSpec.model_construct(name="c")
+    peer = node_facts.PeerGroup(
+        base="c-gpu", count=count, groups=[GROUP_OF_ROLE[Role(r)] for r in roles], host_vars={}
+    )
+    assert peer.names() == ClusterSpec.host_names(spec, group) == boot_configure.peer_names(peer.model_dump())
+
+
+def test_the_controllers_play_lists_the_compute_nodes_it_never_connects_to(tmp_path: Path) -> None:
+    facts = _facts(tmp_path)
+    facts.update(host="ctl", groups=["slurm_controller", "slurm_login"], controller_address=None)
+    facts["peers"] = [{"base": "c-gpu", "count": 2, "groups": ["compute"], "host_vars": {"gpufleet_gpus": 8}}]
+    inventory = boot_configure.local_inventory(facts, "ctl", "10.0.0.1", "/usr/bin/python3")
+    children = inventory["all"]["children"]
+    assert sorted(children["compute"]["hosts"]) == ["c-gpu-0", "c-gpu-1"]
+    assert children["compute"]["hosts"]["c-gpu-1"] == {"gpufleet_gpus": 8}  # no address: never reached
+    assert children["slurm_controller"]["hosts"]["ctl"]["ansible_connection"] == "local"

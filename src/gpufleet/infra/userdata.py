@@ -93,13 +93,16 @@ def node_facts_output(
     region: str | None = None,
     named: bool,
     set_hostname: bool = False,
+    peers: dict[str, dict[str, Any]] | None = None,
 ) -> pulumi.Output[str]:
     """A cloud node's facts (``NodeFacts.render``) as the program knows them: the controller's address, the
     filesystem's names and the munge key's secret are the cloud's outputs. ``secret_arn`` None: the node
-    gets its munge key by push (``MungeKeyFrom`` kind ``push``), and its unit does not run."""
+    gets its munge key by push (``MungeKeyFrom`` kind ``push``), and its unit does not run. ``peers``: the
+    controller's, each compute group's host record (``infra.outputs.host_record``) by group name."""
     import pulumi
 
-    from gpufleet.inventory.node_facts import MungeKeyFrom, facts_for_record
+    from gpufleet.inventory.model import Host
+    from gpufleet.inventory.node_facts import MungeKeyFrom, facts_for_record, host_vars_on_node, peer_groups
 
     fs_keys = sorted(filesystem)
 
@@ -125,6 +128,14 @@ def node_facts_output(
             munge_key=munge,
             named=named,
             set_hostname=set_hostname,
+            peers=peer_groups(spec, peer_vars) if peers is not None else None,
         ).render()
+
+    peer_vars = {
+        group: host_vars_on_node(
+            Host.model_validate({**record, "address": "0.0.0.0", "private_ip": "0.0.0.0"})
+        )
+        for group, record in (peers or {}).items()
+    }
 
     return pulumi.Output.all(controller_ip, secret_arn, *(filesystem[key] for key in fs_keys)).apply(render)

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpufleet.inventory.model import GROUP_OF_ROLE, Host, Inventory
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
 # Where the node finds its facts (cloud-init writes it; the local backend mounts its folder read-only).
 FACTS_DIR = "/etc/gpufleet/boot"
@@ -69,6 +69,40 @@ class MungeKeyFrom(BaseModel):
         return self
 
 
+class PeerGroup(BaseModel):
+    """The compute nodes of one node group, as the controller's own play needs them: their names (the
+    spec's ``host_names``, rebuilt from ``base`` and ``count`` to keep the user data small) and their host
+    variables (slurm.conf's GresTypes, gres.conf's lines, MaxNodeCount, the roles' count checks), no
+    address: the controller never connects to them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: str
+    count: int = Field(ge=1)
+    groups: list[str]
+    host_vars: dict[str, Any]
+
+    def names(self) -> list[str]:
+        """``ClusterSpec.host_names``, rebuilt (``gpufleet.node.boot_configure.peer_names``: the node's)."""
+        if self.count == 1 and GROUP_OF_ROLE[Role.COMPUTE] not in self.groups:
+            return [self.base]
+        width = max(1, len(str(self.count - 1)))
+        return [f"{self.base}-{index:0{width}d}" for index in range(self.count)]
+
+
+def peer_groups(spec: ClusterSpec, host_vars: dict[str, dict[str, Any]]) -> list[PeerGroup]:
+    """The spec's compute groups as peers, each with the host variables ``host_vars`` has for its group."""
+    return [
+        PeerGroup(
+            base=f"{spec.name}-{group.name}",
+            count=group.count,
+            groups=[GROUP_OF_ROLE[role] for role in group.roles],
+            host_vars=host_vars[group.name],
+        )
+        for group in spec.compute_groups
+    ]
+
+
 class NodeFacts(BaseModel):
     """What one node needs to run the configure phase on itself (see the module doc)."""
 
@@ -103,6 +137,9 @@ class NodeFacts(BaseModel):
         "filesystem (gpufleet configure then reads each node's result_file over SSH)"
     )
     munge_key: MungeKeyFrom
+    peers: list[PeerGroup] = Field(
+        default_factory=list, description="the compute groups, on the controller only (its play reads them)"
+    )
 
     def render(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -133,8 +170,16 @@ def host_vars_on_node(host: Host) -> dict[str, Any]:
     return rendered
 
 
-def facts_for(inventory: Inventory, host: Host, *, group: str, munge_key: MungeKeyFrom) -> NodeFacts:
-    """The facts of ``host`` of a cluster whose inventory is known (the local backend)."""
+def facts_for(
+    inventory: Inventory,
+    host: Host,
+    *,
+    group: str,
+    munge_key: MungeKeyFrom,
+    peers: list[PeerGroup] | None = None,
+) -> NodeFacts:
+    """The facts of ``host`` of a cluster whose inventory is known (the local backend); ``peers`` for the
+    controller."""
     if inventory.baked_image_hash is None:
         raise ValueError(f"{host.name}: nodes configure themselves only from a baked image (no hash)")
     controller = inventory.controller
@@ -154,6 +199,7 @@ def facts_for(inventory: Inventory, host: Host, *, group: str, munge_key: MungeK
         baked_image_hash=inventory.baked_image_hash,
         shared_results=shared_results_dir(inventory.filesystem),
         munge_key=munge_key,
+        peers=peers or [],
     )
 
 
@@ -173,6 +219,7 @@ def facts_for_record(
     munge_key: MungeKeyFrom,
     named: bool = True,
     set_hostname: bool = False,
+    peers: list[PeerGroup] | None = None,
 ) -> NodeFacts:
     """The facts of a cloud node from its stack host record (``infra.outputs.host_record``, every value
     resolved) as a program knows it before the node exists: its own address is read on the node.
@@ -207,4 +254,5 @@ def facts_for_record(
         baked_image_hash=baked_image_hash,
         shared_results=shared_results_dir(filesystem),
         munge_key=munge_key,
+        peers=peers or [],
     )

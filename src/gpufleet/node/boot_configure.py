@@ -226,6 +226,10 @@ def local_inventory(facts: dict[str, Any], host: str, address: str, python: str)
         "gpufleet_private_ip": address,
     }
     children: dict[str, Any] = {group: {"hosts": {host: mine}} for group in facts["groups"]}
+    for peer in facts.get("peers") or []:  # the controller's: the compute nodes, never connected to
+        for name in peer_names(peer):
+            for group in peer["groups"]:
+                children.setdefault(group, {"hosts": {}})["hosts"].setdefault(name, dict(peer["host_vars"]))
     controller = facts["controller"]
     if controller != host:
         ctl = {
@@ -234,6 +238,14 @@ def local_inventory(facts: dict[str, Any], host: str, address: str, python: str)
         }
         children.setdefault("slurm_controller", {"hosts": {}})["hosts"][controller] = ctl
     return {"all": {"vars": facts["cluster_vars"], "children": children}}
+
+
+def peer_names(peer: dict[str, Any]) -> list[str]:
+    """A peer group's host names: gpufleet.inventory.node_facts.PeerGroup.names, on the node."""
+    if peer["count"] == 1 and "compute" not in peer["groups"]:
+        return [peer["base"]]
+    width = max(1, len(str(peer["count"] - 1)))
+    return [f"{peer['base']}-{index:0{width}d}" for index in range(peer["count"])]
 
 
 def failure_message(result: dict[str, Any]) -> str:

@@ -82,7 +82,14 @@ def test_every_node_of_a_baked_cluster_gets_its_facts_in_its_user_data_and_no_se
     head, gpu = _facts_of(data["fleet-head"]), _facts_of(data["fleet-gpu-lt"])
     assert head.host == "fleet-head" and head.controller_address is None
     assert head.groups == ["slurm_controller", "slurm_login"]
-    assert gpu.host is None and gpu.groups == ["compute"]  # a fleet's nodes read their name from a tag
+    # The head's own play reads the compute nodes (GresTypes, gres.conf): by name and host variables.
+    assert [n for peer in head.peers for n in peer.names()] == ["fleet-gpu-0", "fleet-gpu-1"]
+    assert (
+        head.peers[0].host_vars["gpufleet_gpus"] == 8 and "gpufleet_private_ip" not in head.peers[0].host_vars
+    )
+    assert (
+        gpu.peers == [] and gpu.host is None and gpu.groups == ["compute"]
+    )  # a fleet's nodes read their name from a tag
     assert gpu.controller == "fleet-head" and gpu.controller_address  # the head instance's private IP
     assert gpu.host_vars["gpufleet_gpus"] == 8 and gpu.host_vars["gpufleet_fabric_interfaces"] == 32
     assert gpu.fabric.value == "efa" and gpu.cluster_vars["gpufleet_configure_on_node"] is True

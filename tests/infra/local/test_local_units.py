@@ -110,9 +110,14 @@ def test_a_baked_node_gets_its_facts_and_the_munge_key_read_only_and_the_key_is_
         assert key.hex() not in text and str(state.private_key) not in text
     controller = NodeFacts.parse((folders["demo-controller"] / "node-facts.json").read_text())
     compute = NodeFacts.parse((folders["demo-compute-0"] / "node-facts.json").read_text())
-    assert (
-        controller.controller_address is None and compute.controller_address == addresses["demo-controller"]
-    )
+    assert controller.controller_address is None
+    assert compute.controller_address == addresses["demo-controller"]
+    # The controller's play sees the compute nodes (slurm.conf's and gres.conf's inputs), by name only.
+    assert [name for peer in controller.peers for name in peer.names()] == [
+        "demo-compute-0",
+        "demo-compute-1",
+    ]
+    assert compute.peers == []
     assert compute.shared_results == f"{spec.filesystem.mount_point}/.gpufleet/configure"
     authorized = tmp_path / "authorized_keys"
     cluster._ensure_node(

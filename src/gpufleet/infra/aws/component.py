@@ -274,12 +274,10 @@ class _Facts:
     baked: CloudImage
     secret_arn: pulumi.Output[str]
 
-    def of(
-        self, group: NodeGroup, host: str, named: bool, controller_ip: pulumi.Output[str] | None
-    ) -> pulumi.Output[str]:
+    def record(self, group: NodeGroup, host: str) -> dict[str, Any]:
         item = self.catalog.get(group.instance_type)
         slots = interfaces.group_layout(self.spec, group, item)
-        record = outputs.host_record(
+        return outputs.host_record(
             name=host,
             roles=list(group.roles),
             private_ip="0.0.0.0",  # the node reads its own address at boot
@@ -288,19 +286,31 @@ class _Facts:
             fabric_interfaces=sum(1 for slot in slots if slot.is_efa),
             image=_image_key(self.spec, item),
         )
+
+    def of(
+        self, group: NodeGroup, host: str, named: bool, controller_ip: pulumi.Output[str] | None
+    ) -> pulumi.Output[str]:
+        record = self.record(group, host)
+        is_controller = host == self.controller
+        peers = (
+            {g.name: self.record(g, self.spec.host_names(g)[0]) for g in self.spec.compute_groups}
+            if is_controller
+            else None
+        )
         region = self.spec.provider.region if isinstance(self.spec.provider, AwsProvider) else None
         return node_facts_output(
             self.spec,
             record,
             group=group.name,
             controller=self.controller,
-            controller_ip=None if host == self.controller else controller_ip,
+            controller_ip=None if is_controller else controller_ip,
             filesystem=self.filesystem,
             image_hash=self.baked.digest,
             secret_arn=self.secret_arn,
             region=region,
             named=named,
             set_hostname=True,  # as AwsBackend.inventory_from_outputs sets it
+            peers=peers,
         )
 
 

@@ -164,18 +164,27 @@ class GpuClusterGcp(pulumi.ComponentResource):
         if not args.boot_configure or args.baked is None:
             return {}
         spec = args.spec
-        record = host_record(
-            name=hostname,
-            roles=group.roles,
-            private_ip="0.0.0.0",  # the node reads its own address at boot
-            instance_type=group.instance_type,
-            item=item,
-            fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
-            image=image_manifest(spec, group.instance_type),
+
+        def record(group: NodeGroup, name: str) -> dict[str, Any]:
+            item = load_catalog().get(group.instance_type)
+            return host_record(
+                name=name,
+                roles=group.roles,
+                private_ip="0.0.0.0",  # the node reads its own address at boot
+                instance_type=group.instance_type,
+                item=item,
+                fabric_interfaces=nic_layout(spec, group, item).gpu_nics,
+                image=image_manifest(spec, group.instance_type),
+            )
+
+        peers = (
+            {g.name: record(g, spec.host_names(g)[0]) for g in spec.compute_groups}
+            if hostname == controller
+            else None
         )
         facts = node_facts_output(
             spec,
-            record,
+            record(group, hostname),
             group=group.name,
             controller=controller,
             controller_ip=None if hostname == controller else controller_ip,
@@ -183,6 +192,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
             image_hash=args.baked.digest,
             secret_arn=None,  # no Secret Manager read yet: the munge key comes by push
             named=True,
+            peers=peers,
         )
         return {METADATA_KEY: facts}
 

@@ -155,10 +155,20 @@ class LocalCluster:
             }
         )
         source = node_facts.MungeKeyFrom(kind="file", path=node_facts.LOCAL_MUNGE_KEY)
+        group_of = {name: g.name for g in self.spec.node_groups for name in self.spec.host_names(g)}
+        first = {group_of[host.name]: host for host in reversed(inventory.hosts)}
+        peers = node_facts.peer_groups(
+            self.spec, {group: node_facts.host_vars_on_node(host) for group, host in first.items()}
+        )
         folders: dict[str, Path] = {}
         for host in inventory.hosts:
-            group = next(g.name for g in self.spec.node_groups if host.name in self.spec.host_names(g))
-            facts = node_facts.facts_for(inventory, host, group=group, munge_key=source)
+            facts = node_facts.facts_for(
+                inventory,
+                host,
+                group=group_of[host.name],
+                munge_key=source,
+                peers=peers if host.name == inventory.controller.name else None,
+            )
             folder = self.state.root / "boot" / host.name
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "node-facts.json").write_text(facts.render() + "\n", encoding="utf-8")
