@@ -270,6 +270,7 @@ def test_extra_vars_never_carry_a_fact_that_has_a_field(field: str) -> None:
         ("nccl_tests", "nccl_tests_install_dir", "nccl_tests_dir", NCCL_TESTS_DIR),
         ("pytorch", "pytorch_venv", "torch_venv", TORCH_VENV),
         ("common", "common_set_hostname", "set_hostname", "False"),
+        ("slurm", "slurm_configure_on_node", "configure_on_node", "False"),
     ],
 )
 def test_each_role_reads_the_inventorys_fact_and_defaults_as_python_does(
@@ -279,3 +280,14 @@ def test_each_role_reads_the_inventorys_fact_and_defaults_as_python_does(
     render = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(str(template)).render
     assert render() == default
     assert render({CLUSTER_VARS[fact]: "/from/the/inventory"}) == "/from/the/inventory"
+
+
+def test_the_node_s_own_play_leaves_the_cross_node_checks_to_gpufleet_configure() -> None:
+    """munge's cross-node check runs in a push, not in a node's own play at boot (gpufleet_configure_on_node),
+    where gpufleet configure makes it once (configure/boot_wait.py)."""
+    template = yaml.safe_load((ROOT / "roles" / "munge" / "defaults" / "main.yml").read_text())["munge_verify"]
+    environment = jinja2.Environment(undefined=jinja2.ChainableUndefined)
+    environment.filters["bool"] = lambda value: str(value).lower() in ("1", "true", "yes", "on")  # Ansible's
+    render = environment.from_string(str(template)).render
+    assert render() == "True"
+    assert render({CLUSTER_VARS["configure_on_node"]: True}) == "False"
