@@ -105,6 +105,8 @@ class FakeCluster:
     # the controller
     def run(self, command: str, timeout: float) -> tuple[int, str, str]:
         self.commands.append(command)
+        if "configure-run" in command:  # the controller is a node that configures itself too
+            return self.node("head").run(command, timeout)
         argv = shlex.split(command)
         if argv[0] == "sinfo":
             lines = []
@@ -145,6 +147,11 @@ class NodeShell:
         node = self.cluster.nodes[self.name]
         if node.result_at is None:
             raise ValidationRunError(f"cannot reach {self.name} (10.0.1.9) over SSH: Connection timed out")
+        if "configure-run" in command:  # the re-run's trigger: a new run id, the unit started again
+            assert command == boot_wait.trigger_command(command.split("'%s\\n' ")[1].split(" ")[0])
+            node.run = command.split("'%s\\n' ")[1].split(" ")[0]
+            node.result_at = self.cluster.now + 10
+            return 0, "", ""
         assert command == boot_wait.probe_command()
         return 0, "ActiveState=failed\nResult=exit-code\nExecMainStatus=1\n", ""
 
@@ -246,3 +253,116 @@ def test_the_typed_reader_refuses_a_result_of_another_shape() -> None:
     said = node_result.parse(json.dumps({**result("n1"), "tasks": [{"task": "x", "status": "weird"}]}))
     assert isinstance(said, str) and said.startswith("its result does not read as one: tasks.0.status")
     assert isinstance(node_result.parse(json.dumps(result("n1"))), node_result.NodeResult)
+
+
+@pytest.mark.parametrize(
+    ("switch", "phases", "expect"),
+    [
+        (None, {"up": {"at": "2026-11-27T10:00:00+00:00"}}, ("wait", False)),  # right after up
+        (
+            None,
+            {"up": {"at": "2026-11-27T10:00:00+00:00"}, "configure": {"at": "2026-11-27T10:05:00+00:00"}},
+            ("wait", True),
+        ),  # a running cluster: every unit started again
+        (
+            None,
+            {"up": {"at": "2026-11-27T11:00:00+00:00"}, "configure": {"at": "2026-11-27T10:05:00+00:00"}},
+            ("wait", False),
+        ),  # up again since (nodes added): their boot's results
+        ("here", {}, ("push", None)),  # push stays when asked for
+        ("head", {}, ("push", None)),
+    ],
+)
+def test_gpufleet_configure_waits_for_nodes_that_configure_themselves_and_pushes_when_asked(
+    switch: str | None,
+    phases: dict[str, Any],
+    expect: tuple[str, bool | None],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import contextlib
+    from pathlib import Path
+
+    from gpufleet import pipeline
+    from gpufleet.bake import baker
+    from gpufleet.configure import relay, runner
+    from gpufleet.configure.runner import PlayResult
+    from gpufleet.progress import SilentReporter
+    from gpufleet.spec import load_spec
+
+    if switch is None:
+        monkeypatch.delenv(relay.SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(relay.SWITCH, switch)
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "local.yaml")
+    called: list[tuple[str, bool | None]] = []
+
+    class State:
+        logs_dir = tmp_path / "logs"
+        inventory_file = tmp_path / "inventory.yml"
+
+        def load(self) -> dict[str, Any]:
+            return {"phases": phases}
+
+        def ensure_munge_key(self) -> Path:
+            return tmp_path / "munge.key"
+
+        def mark(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    monkeypatch.setattr(pipeline, "load_inventory", lambda spec, command=None: (State(), inventory(2)))
+    monkeypatch.setattr(pipeline, "tracked", lambda state, phase: contextlib.nullcontext())
+    monkeypatch.setattr(baker, "baked_and_current", lambda spec, extra: IMAGE)
+
+    def at_boot(inv: Inventory, reporter: object, *, rerun: bool) -> PlayResult:
+        called.append(("wait", rerun))
+        return PlayResult(ok=True, changed=0)
+
+    def push(*args: object, **kwargs: object) -> PlayResult:
+        called.append(("push", None))
+        return PlayResult(ok=True, changed=0)
+
+    monkeypatch.setattr(boot_wait, "configure_at_boot", at_boot)
+    monkeypatch.setattr(runner, "run_playbook", push)
+    monkeypatch.setattr(relay, "configure_on_head", lambda *a, **k: push())
+    result = pipeline.configure(spec, SilentReporter())
+    assert called == [expect]
+    assert result.install_phase == f"skipped: baked image {IMAGE}"
+
+
+def test_a_rerun_starts_every_nodes_unit_with_a_new_run_id_and_fails_naming_the_failed_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpufleet.errors import ConfigureError
+    from gpufleet.progress import SilentReporter
+
+    inv = inventory(2).model_copy(update={"filesystem": {"kind": "volume", "mount_point": "/shared"}})
+    nodes = {h.name: Node(run="boot", result_at=0.0, register_at=0.0) for h in inv.hosts}
+    nodes["n2"] = Node(
+        run="boot", result_at=0.0, register_at=0.0, failed=("slurm : Start slurmd", "timed out")
+    )
+    cluster = FakeCluster(nodes)
+
+    def executor(inventory: Inventory, host: Host) -> Any:
+        return cluster if host.name == "head" else cluster.node(host.name)
+
+    monkeypatch.setattr(boot_wait, "SshExecutor", executor)
+    monkeypatch.setattr(boot_wait.time, "sleep", cluster.sleep)
+    monkeypatch.setattr(boot_wait.time, "monotonic", cluster.clock)
+    triggered: list[str] = []
+    original = NodeShell.run
+
+    def run(self: NodeShell, command: str, timeout: float) -> tuple[int, str, str]:
+        if "configure-run" in command:
+            triggered.append(self.name)
+        return original(self, command, timeout)
+
+    monkeypatch.setattr(NodeShell, "run", run)
+    with pytest.raises(ConfigureError) as failed:
+        boot_wait.configure_at_boot(inv, SilentReporter(), rerun=True, deadline_s=60)
+    assert sorted(triggered) == ["head", "n1", "n2"]
+    assert "n2: play failed at 'slurm : Start slurmd': timed out" in failed.value.message
+    assert {node.run for node in nodes.values()} == {nodes["n1"].run}  # one run id for all
+    assert nodes["n1"].run.startswith("r-") and cluster.now == 10.0  # results 10 s after the trigger
+    assert cluster.drains == {"n2": "gpufleet: configure failed: slurm : Start slurmd"}

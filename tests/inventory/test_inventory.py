@@ -285,7 +285,9 @@ def test_each_role_reads_the_inventorys_fact_and_defaults_as_python_does(
 def test_the_node_s_own_play_leaves_the_cross_node_checks_to_gpufleet_configure() -> None:
     """munge's cross-node check runs in a push, not in a node's own play at boot (gpufleet_configure_on_node),
     where gpufleet configure makes it once (configure/boot_wait.py)."""
-    template = yaml.safe_load((ROOT / "roles" / "munge" / "defaults" / "main.yml").read_text())["munge_verify"]
+    template = yaml.safe_load((ROOT / "roles" / "munge" / "defaults" / "main.yml").read_text())[
+        "munge_verify"
+    ]
     environment = jinja2.Environment(undefined=jinja2.ChainableUndefined)
     environment.filters["bool"] = lambda value: str(value).lower() in ("1", "true", "yes", "on")  # Ansible's
     render = environment.from_string(str(template)).render

@@ -205,12 +205,14 @@ def wait_for_nodes(
     run: str | None,
     deadline_s: float,
     poll_s: float = 5,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
     on_round: Callable[[int, int, int], None] | None = None,
 ) -> BootReport:
     """Wait for every node's result (of ``run``; None: any run of the cluster's image) and every compute
     node's registration, up to ``deadline_s``; then drain and name (see the module doc)."""
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
     filters = _slurm_filters()
     nodes = [host.name for host in inventory.hosts]
     compute = [host.name for host in inventory.compute]
