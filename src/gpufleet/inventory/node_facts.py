@@ -81,6 +81,9 @@ class PeerGroup(BaseModel):
     count: int = Field(ge=1)
     groups: list[str]
     host_vars: dict[str, Any]
+    addresses: list[str] | None = Field(
+        default=None, description="their private IPs in names() order, where known before they boot (local)"
+    )
 
     def names(self) -> list[str]:
         """``ClusterSpec.host_names``, rebuilt (``gpufleet.node.boot_configure.peer_names``: the node's)."""
@@ -90,14 +93,18 @@ class PeerGroup(BaseModel):
         return [f"{self.base}-{index:0{width}d}" for index in range(self.count)]
 
 
-def peer_groups(spec: ClusterSpec, host_vars: dict[str, dict[str, Any]]) -> list[PeerGroup]:
-    """The spec's compute groups as peers, each with the host variables ``host_vars`` has for its group."""
+def peer_groups(
+    spec: ClusterSpec, host_vars: dict[str, dict[str, Any]], addresses: dict[str, str] | None = None
+) -> list[PeerGroup]:
+    """The spec's compute groups as peers, each with the host variables ``host_vars`` has for its group
+    (and their ``addresses`` by host name, where known)."""
     return [
         PeerGroup(
             base=f"{spec.name}-{group.name}",
             count=group.count,
             groups=[GROUP_OF_ROLE[role] for role in group.roles],
             host_vars=host_vars[group.name],
+            addresses=[addresses[name] for name in spec.host_names(group)] if addresses else None,
         )
         for group in spec.compute_groups
     ]

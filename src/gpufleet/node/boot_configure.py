@@ -227,9 +227,12 @@ def local_inventory(facts: dict[str, Any], host: str, address: str, python: str)
     }
     children: dict[str, Any] = {group: {"hosts": {host: mine}} for group in facts["groups"]}
     for peer in facts.get("peers") or []:  # the controller's: the compute nodes, never connected to
-        for name in peer_names(peer):
+        addresses = peer.get("addresses") or []
+        for index, name in enumerate(peer_names(peer)):
+            known = {"gpufleet_private_ip": addresses[index]} if index < len(addresses) else {}
             for group in peer["groups"]:
-                children.setdefault(group, {"hosts": {}})["hosts"].setdefault(name, dict(peer["host_vars"]))
+                members = children.setdefault(group, {"hosts": {}})["hosts"]
+                members.setdefault(name, {**peer["host_vars"], **known})
     controller = facts["controller"]
     if controller != host:
         ctl = {

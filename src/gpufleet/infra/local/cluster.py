@@ -158,7 +158,7 @@ class LocalCluster:
         group_of = {name: g.name for g in self.spec.node_groups for name in self.spec.host_names(g)}
         first = {group_of[host.name]: host for host in reversed(inventory.hosts)}
         peers = node_facts.peer_groups(
-            self.spec, {group: node_facts.host_vars_on_node(host) for group, host in first.items()}
+            self.spec, {group: node_facts.host_vars_on_node(host) for group, host in first.items()}, addresses
         )
         folders: dict[str, Path] = {}
         for host in inventory.hosts:
