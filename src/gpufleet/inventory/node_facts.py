@@ -70,10 +70,11 @@ class MungeKeyFrom(BaseModel):
 
 
 class PeerGroup(BaseModel):
-    """The compute nodes of one node group, as the controller's own play needs them: their names (the
-    spec's ``host_names``, rebuilt from ``base`` and ``count`` to keep the user data small) and their host
-    variables (slurm.conf's GresTypes, gres.conf's lines, MaxNodeCount, the roles' count checks), no
-    address: the controller never connects to them."""
+    """The compute nodes of one node group, as a node's own play needs them: their names (the spec's
+    ``host_names``, rebuilt from ``base`` and ``count`` to keep the user data small: a compute node registers
+    after the one before it by name), their host variables (the controller's slurm.conf GresTypes, gres.conf's
+    lines, MaxNodeCount, the roles' count checks) and, where known before they boot, their addresses; the
+    play never connects to them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -144,9 +145,7 @@ class NodeFacts(BaseModel):
         "filesystem (gpufleet configure then reads each node's result_file over SSH)"
     )
     munge_key: MungeKeyFrom
-    peers: list[PeerGroup] = Field(
-        default_factory=list, description="the compute groups, on the controller only (its play reads them)"
-    )
+    peers: list[PeerGroup] = Field(default_factory=list, description="the cluster's compute groups")
 
     def render(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

@@ -226,7 +226,7 @@ def local_inventory(facts: dict[str, Any], host: str, address: str, python: str)
         "gpufleet_private_ip": address,
     }
     children: dict[str, Any] = {group: {"hosts": {host: mine}} for group in facts["groups"]}
-    for peer in facts.get("peers") or []:  # the controller's: the compute nodes, never connected to
+    for peer in facts.get("peers") or []:  # the compute nodes, never connected to
         addresses = peer.get("addresses") or []
         for index, name in enumerate(peer_names(peer)):
             known = {"gpufleet_private_ip": addresses[index]} if index < len(addresses) else {}

@@ -88,7 +88,7 @@ def test_every_node_of_a_baked_cluster_gets_its_facts_in_its_user_data_and_no_se
         head.peers[0].host_vars["gpufleet_gpus"] == 8 and "gpufleet_private_ip" not in head.peers[0].host_vars
     )
     assert (
-        gpu.peers == [] and gpu.host is None and gpu.groups == ["compute"]
+        gpu.peers == head.peers and gpu.host is None and gpu.groups == ["compute"]
     )  # a fleet's nodes read their name from a tag
     assert gpu.controller == "fleet-head" and gpu.controller_address  # the head instance's private IP
     assert gpu.host_vars["gpufleet_gpus"] == 8 and gpu.host_vars["gpufleet_fabric_interfaces"] == 32

@@ -292,11 +292,7 @@ class _Facts:
     ) -> pulumi.Output[str]:
         record = self.record(group, host)
         is_controller = host == self.controller
-        peers = (
-            {g.name: self.record(g, self.spec.host_names(g)[0]) for g in self.spec.compute_groups}
-            if is_controller
-            else None
-        )
+        peers = {g.name: self.record(g, self.spec.host_names(g)[0]) for g in self.spec.compute_groups}
         region = self.spec.provider.region if isinstance(self.spec.provider, AwsProvider) else None
         return node_facts_output(
             self.spec,

@@ -177,11 +177,7 @@ class GpuClusterGcp(pulumi.ComponentResource):
                 image=image_manifest(spec, group.instance_type),
             )
 
-        peers = (
-            {g.name: record(g, spec.host_names(g)[0]) for g in spec.compute_groups}
-            if hostname == controller
-            else None
-        )
+        peers = {g.name: record(g, spec.host_names(g)[0]) for g in spec.compute_groups}
         facts = node_facts_output(
             spec,
             record(group, hostname),

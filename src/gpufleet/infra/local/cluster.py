@@ -167,7 +167,7 @@ class LocalCluster:
                 host,
                 group=group_of[host.name],
                 munge_key=source,
-                peers=peers if host.name == inventory.controller.name else None,
+                peers=peers,
             )
             folder = self.state.root / "boot" / host.name
             folder.mkdir(parents=True, exist_ok=True)
