@@ -366,3 +366,34 @@ def test_a_rerun_starts_every_nodes_unit_with_a_new_run_id_and_fails_naming_the_
     assert {node.run for node in nodes.values()} == {nodes["n1"].run}  # one run id for all
     assert nodes["n1"].run.startswith("r-") and cluster.now == 10.0  # results 10 s after the trigger
     assert cluster.drains == {"n2": "gpufleet: configure failed: slurm : Start slurmd"}
+
+
+def test_the_image_s_user_drains_and_starts_the_unit_through_sudo() -> None:
+    """On the clouds gpufleet logs in as the image's user (ubuntu): scontrol's node update and the unit's
+    restart need root."""
+    assert boot_wait.as_root("scontrol update nodename=n1 state=drain reason=x", "root").startswith(
+        "scontrol"
+    )
+    said = boot_wait.as_root(boot_wait.trigger_command("r-1"), "ubuntu")
+    assert shlex.split(said)[:4] == ["sudo", "-n", "sh", "-c"]
+    assert shlex.split(said)[4] == boot_wait.trigger_command("r-1")
+    inv = inventory(1)
+    cluster = FakeCluster({h.name: Node(failed=("x : y", "z"), register_at=0.0) for h in inv.hosts})
+    sudo: list[str] = []
+
+    class Sudo:
+        def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+            if command.startswith("sudo -n"):
+                sudo.append(command)
+                command = shlex.split(command)[4]
+            return cluster.run(command, timeout)
+
+    view = boot_wait.SlurmView(
+        controller=Sudo(),
+        node_executor=cluster.node,
+        results_dir=RESULTS,
+        nodes=["head", "n1"],
+        user="ubuntu",
+    )
+    boot_wait.wait_for_nodes(inv, view, run=None, deadline_s=30, clock=cluster.clock, sleep=cluster.sleep)
+    assert cluster.drains == {"n1": "gpufleet: configure failed: x : y"} and len(sudo) == 1

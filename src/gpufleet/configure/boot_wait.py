@@ -97,6 +97,14 @@ def drain_command(node: str, reason: str) -> str:
     return shlex.join(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
 
 
+def as_root(command: str, user: str) -> str:
+    """``command`` as root: as it is for root; through ``sudo -n`` for the image's user on the clouds (it has
+    passwordless sudo; -n fails at once rather than waits for a password), as validation does
+    (``validate.slurm.SlurmRunner.as_admin``: scontrol's node update is refused to any user but an
+    operator)."""
+    return command if user == "root" else f"sudo -n sh -c {shlex.quote(command)}"
+
+
 def probe_command() -> str:
     """What a node that did not show up says of its unit (over SSH, only for those nodes)."""
     return (
@@ -127,6 +135,7 @@ class SlurmView:
     results_dir: str | None  # the shared filesystem's results folder; None: read each node's own file
     nodes: list[str]
     timeout: float = 60
+    user: str = "root"  # who the SSH connection logs in as (the drain runs as root: ``as_root``)
 
     def results(self) -> dict[str, str]:
         if self.results_dir is None:
@@ -150,7 +159,7 @@ class SlurmView:
         return out if rc == 0 else ""
 
     def drain(self, node: str, reason: str) -> None:
-        rc, _, err = self.controller.run(drain_command(node, reason), self.timeout)
+        rc, _, err = self.controller.run(as_root(drain_command(node, reason), self.user), self.timeout)
         if rc != 0:
             raise ConfigureError(
                 f"{node}: its play failed, and slurmctld refused to drain it: {err.strip()[:300]}",
@@ -326,7 +335,8 @@ def trigger(inventory: Inventory, run: str, reporter: Reporter) -> dict[str, str
 
     def start(host: Host) -> None:
         try:
-            rc, _, err = SshExecutor(inventory, host).run(trigger_command(run), 60)
+            command = as_root(trigger_command(run), inventory.connection.user)
+            rc, _, err = SshExecutor(inventory, host).run(command, 60)
         except GpufleetError as exc:
             refused[host.name] = exc.message.splitlines()[0]
             return
@@ -356,6 +366,7 @@ def configure_at_boot(
         node_executor=lambda name: SshExecutor(inventory, next(h for h in inventory.hosts if h.name == name)),
         results_dir=mount,
         nodes=[host.name for host in inventory.hosts],
+        user=inventory.connection.user,
     )
 
     def said(results: int, nodes: int, registered: int) -> None:
