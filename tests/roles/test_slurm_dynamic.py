@@ -134,6 +134,32 @@ def test_the_served_cgroup_plugin_is_the_nodes_one_choice_or_autodetect() -> Non
     assert one_or([], "autodetect") == "autodetect"
 
 
+def _stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, str]) -> None:
+    """``scripts`` (name: shell body) as programs in ``tmp_path/bin``, first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+
+
+def _inventory(compute: dict[str, dict]) -> dict:
+    """A controller ``head`` and ``compute``, every host this machine (connection local)."""
+    import sys
+
+    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    return {
+        "all": {
+            "vars": local,
+            "children": {
+                "slurm_controller": {"hosts": {"head": {}}},
+                "compute": {"hosts": compute},
+            },
+        }
+    }
+
+
 CHECK = "Assert that every compute node registered"
 
 
@@ -142,30 +168,13 @@ def test_configure_fails_naming_the_node_that_never_registered_and_what_it_says(
 ) -> None:
     """verify.yml against stand-ins on PATH: slurmctld's sinfo lists c-0 drained (registered, waiting for
     validate) and not c-1, whose slurmd is inactive with a line in its log: configure fails, and says so."""
-    import sys
-
     from playbook_json import run_playbook
 
-    bin_dir, log = tmp_path / "bin", tmp_path / "slurmd.log"
-    bin_dir.mkdir()
+    log = tmp_path / "slurmd.log"
     log.write_text("[2026-11-27T20:00:00] error: fetch_config: DNS SRV lookup failed\n")
-    for name, body in {
-        "sinfo": "echo 'c-0|drained|gpufleet: not validated'",
-        "systemctl": "echo inactive",
-    }.items():
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory = {
-        "all": {
-            "vars": local,
-            "children": {
-                "slurm_controller": {"hosts": {"head": {}}},
-                "compute": {"hosts": {"c-0": {}, "c-1": {}}},
-            },
-        }
-    }
+    stand_ins = {"sinfo": "echo 'c-0|drained|gpufleet: not validated'\n", "systemctl": "echo inactive\n"}
+    _stand_ins(tmp_path, monkeypatch, stand_ins)
+    inventory = _inventory({"c-0": {}, "c-1": {}})
     play = [
         {
             "name": "verify",
@@ -223,14 +232,10 @@ def test_a_new_machine_under_a_known_name_has_the_old_record_deleted_before_it_r
     record, released (create_dynamic_reg_node runs for unknown names only). c-0 is new and its name unknown,
     c-1 new with an old record (deleted), c-2 registered before (marker: left alone), c-3's old record is in
     use: configure fails naming it and what slurmctld said."""
-    import sys
-
     from playbook_json import run_playbook
 
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    bin_dir.mkdir()
-    (bin_dir / "scontrol").write_text(
-        "#!/bin/sh\n"
+    calls = tmp_path / "calls"
+    scontrol = (
         f'echo "$@" >> {calls}\n'
         'case "$2" in\n'
         "  nodename=c-1) exit 0 ;;\n"
@@ -238,27 +243,14 @@ def test_a_new_machine_under_a_known_name_has_the_old_record_deleted_before_it_r
         '  *) echo "delete_node $2: Invalid node name specified" >&2; exit 1 ;;\n'
         "esac\n"
     )
-    (bin_dir / "scontrol").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
+    _stand_ins(tmp_path, monkeypatch, {"scontrol": scontrol})
     spools = {node: tmp_path / node for node in ("c-0", "c-1", "c-2", "c-3")}
     for spool in spools.values():
         spool.mkdir()
     (spools["c-2"] / "gpufleet-registered").write_text("c-2\n")
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory = {
-        "all": {
-            "vars": local,
-            "children": {
-                "slurm_controller": {"hosts": {"head": {}}},
-                "compute": {
-                    "hosts": {
-                        node: {"slurm_config_overrides": {"SlurmdSpoolDir": str(spool)}}
-                        for node, spool in spools.items()
-                    }
-                },
-            },
-        }
-    }
+    inventory = _inventory(
+        {node: {"slurm_config_overrides": {"SlurmdSpoolDir": str(spool)}} for node, spool in spools.items()}
+    )
     task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "replaced"}}
     play = [{"name": "replaced", "hosts": "compute", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
     rc, results = run_playbook(tmp_path, inventory, play)
@@ -278,8 +270,6 @@ def test_new_dynamic_nodes_start_slurmd_one_at_a_time_in_name_order(tmp_path, mo
     inventory lists the nodes out of order; each slurmd starts only once slurmctld lists the node before it,
     by name (the stand-in scontrol lists a node from its second look on). c-2's slurmd does not start: the
     others go on without waiting for it (verify names it)."""
-    import sys
-
     from playbook_json import ROOT, run_playbook
 
     # service.yml leaves a dynamic node's slurmd to register.yml (before: started on every node at once)
@@ -290,34 +280,19 @@ def test_new_dynamic_nodes_start_slurmd_one_at_a_time_in_name_order(tmp_path, mo
         "__slurm_dynamic | bool and __slurm_compute_hosts | length > 0"
     ], service
 
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    calls.write_text("")
     # what ansible.builtin.systemd_service reads and runs: `systemctl show <unit>`, then `systemctl start`
-    (bin_dir / "systemctl").write_text(
-        "#!/bin/sh\n"
+    systemctl = (
         'case "$1" in\n'
         "  show) printf 'Id=slurmd.service\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\n"
         "UnitFileState=enabled\\n' ;;\n"
         f'  start) n=$(wc -l < {calls}); echo start >> {calls}; [ "$n" != 6 ] ;;\n'
         "esac\n"
     )
-    (bin_dir / "scontrol").write_text(
-        f'#!/bin/sh\necho "$@" >> {calls}\n[ "$(grep -c "^$*$" {calls})" -ge 2 ]\n'
-    )
-    for tool in ("systemctl", "scontrol"):
-        (bin_dir / tool).chmod(0o755)
-    calls.write_text("")
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
-    local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory = {
-        "all": {
-            "vars": local,
-            "children": {
-                "slurm_controller": {"hosts": {"head": {}}},
-                "compute": {"hosts": {node: {} for node in ("c-3", "c-1", "c-0", "c-2")}},
-            },
-        }
-    }
+    scontrol = f'echo "$@" >> {calls}\n[ "$(grep -c "^$*$" {calls})" -ge 2 ]\n'
+    _stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "scontrol": scontrol})
+    inventory = _inventory({node: {} for node in ("c-3", "c-1", "c-0", "c-2")})
     task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "register"}}
     play = [{"name": "register", "hosts": "all", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
     rc, results = run_playbook(tmp_path, inventory, play)
