@@ -5,6 +5,7 @@ tests hold the parsers and the judges to them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from gpufleet.node.node_health import judge, parse_driver_version
@@ -62,19 +63,29 @@ def test_the_driver_version_of_a_nix_built_open_module_is_read() -> None:
     }
 
 
-def test_the_training_job_on_one_h100_resumes_to_the_same_parameters() -> None:
+def test_the_training_job_on_one_h100_passes_and_resumes_to_the_same_parameters() -> None:
     first = (DATA / "training" / "h100-1gpu-nccl-60steps.log").read_text()
-    log = parse_training_log(first)
-    assert log.joins and sorted(log.joins) == [0]
     # Submitted by hand (no TRAIN_EVENT_PARTS, which `gpufleet validate` sets): srun forwarded the 2 KB
-    # summary in 1 KiB messages, each labelled, so the log holds it cut in two and it cannot be read (what
-    # the parts format exists for: tests/validate/data/training/local-cluster-cut-at-1k.log).
+    # summary in 1 KiB messages, each labelled, so the log holds it cut in two; the reader joins them.
     cut = [line for line in first.splitlines() if len(line) == len("0: ") + 1024]
-    assert len(cut) == 1 and cut[0].startswith('0: GPUFLEET_TRAIN {"allreduce"') and not log.summaries
-    resumed = parse_training_log((DATA / "training" / "h100-1gpu-nccl-resumed-at-60.log").read_text())
-    summary = resumed.summaries[0]
+    assert len(cut) == 1 and cut[0].startswith('0: GPUFLEET_TRAIN {"allreduce"')
+    log = parse_training_log(first)
+    summary = log.summaries[0]
     assert (summary["backend"], summary["device"], summary["last_step"]) == ("nccl", "cuda:0", 60)
-    result = judge_training(resumed, TrainingCheck(), nodes=["vm"], ranks_per_node=1, gpu=True, rc=0)
-    checks = {check.name: check for check in result.checks}
-    assert checks["parameters"].status.value == "pass" and "210aaf3e299708d8" in checks["parameters"].message
-    assert '"param_hash": "210aaf3e299708d8"' in first  # the same parameters as the uninterrupted 60 steps
+    result = judge_training(log, TrainingCheck(), nodes=["vm"], ranks_per_node=1, gpu=True, rc=0)
+    assert result.passed, [(check.name, check.message) for check in result.checks]
+    resumed = parse_training_log((DATA / "training" / "h100-1gpu-nccl-resumed-at-60.log").read_text())
+    assert resumed.summaries[0]["param_hash"] == summary["param_hash"] == "210aaf3e299708d8"
+
+
+def test_a_cut_event_takes_only_its_own_tasks_next_pieces() -> None:
+    whole = json.dumps({"kind": "summary", "rank": 1, "param_hash": "ab", "pad": "x" * 40})
+    lines = [
+        f"1: GPUFLEET_TRAIN {whole[:30]}",
+        '0: GPUFLEET_TRAIN {"kind": "resume", "rank": 0, "start_step": 0}',  # another task between
+        f"1: {whole[30:]}",
+        "1: ValueError: a line of its own",
+    ]
+    log = parse_training_log("\n".join(lines))
+    assert log.summaries[1]["param_hash"] == "ab"
+    assert list(log.errors.values()) == ["ValueError: a line of its own"]
