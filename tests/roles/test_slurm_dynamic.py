@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from path_stand_ins import stand_ins as put_stand_ins
 from test_gpu_templates import PLAYBOOK, _render
 from test_slurm_build_plan import slurm_filters
 
@@ -134,16 +135,6 @@ def test_the_served_cgroup_plugin_is_the_nodes_one_choice_or_autodetect() -> Non
     assert one_or([], "autodetect") == "autodetect"
 
 
-def _stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, str]) -> None:
-    """``scripts`` (name: shell body) as programs in ``tmp_path/bin``, first on PATH."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in scripts.items():
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
-
-
 def _inventory(compute: dict[str, dict]) -> dict:
     """A controller ``head`` and ``compute``, every host this machine (connection local)."""
     import sys
@@ -173,7 +164,7 @@ def test_configure_fails_naming_the_node_that_never_registered_and_what_it_says(
     log = tmp_path / "slurmd.log"
     log.write_text("[2026-11-27T20:00:00] error: fetch_config: DNS SRV lookup failed\n")
     stand_ins = {"sinfo": "echo 'c-0|drained|gpufleet: not validated'\n", "systemctl": "echo inactive\n"}
-    _stand_ins(tmp_path, monkeypatch, stand_ins)
+    put_stand_ins(tmp_path, monkeypatch, stand_ins)
     inventory = _inventory({"c-0": {}, "c-1": {}})
     play = [
         {
@@ -243,7 +234,7 @@ def test_a_new_machine_under_a_known_name_has_the_old_record_deleted_before_it_r
         '  *) echo "delete_node $2: Invalid node name specified" >&2; exit 1 ;;\n'
         "esac\n"
     )
-    _stand_ins(tmp_path, monkeypatch, {"scontrol": scontrol})
+    put_stand_ins(tmp_path, monkeypatch, {"scontrol": scontrol})
     spools = {node: tmp_path / node for node in ("c-0", "c-1", "c-2", "c-3")}
     for spool in spools.values():
         spool.mkdir()
@@ -299,7 +290,7 @@ def test_new_dynamic_nodes_start_slurmd_one_at_a_time_in_name_order(tmp_path, mo
         f'echo "$* $(cat {spool}/gpufleet-registered 2>/dev/null)" >> {calls}\n'
         f'[ "$(grep -c "^$* " {calls})" -ge 2 ]\n'
     )
-    _stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "scontrol": scontrol})
+    put_stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "scontrol": scontrol})
     inventory = _inventory({node: {} for node in ("c-3", "c-1", "c-0", "c-2")})
     inventory["all"]["vars"]["slurm_config_overrides"] = {"SlurmdSpoolDir": str(spool)}
     inventory["all"]["children"]["compute"]["hosts"]["c-1"]["__slurm_forgotten"] = {"changed": True}
