@@ -84,8 +84,9 @@ def emit(kind: str, **data: Any) -> None:
     a job that exited 0)."""
     sys.stdout.flush()
     text = json.dumps({"kind": kind, **data}, sort_keys=True)
-    # Run by hand, each event is one readable line; `gpufleet validate` sets TRAIN_EVENT_PARTS=1 and reads
-    # the parts back together.
+    # Run by hand, each event is one line (through srun, a line over 1 KiB reaches the job's log cut into
+    # labelled pieces: Slurm forwards output in 1 KiB messages); `gpufleet validate` sets TRAIN_EVENT_PARTS=1
+    # and reads the parts back together.
     if len(text) + len(MARKER) < PART_CHARS or os.environ.get("TRAIN_EVENT_PARTS") != "1":
         lines = [MARKER + text]
     else:

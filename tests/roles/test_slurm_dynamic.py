@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from path_stand_ins import stand_ins as put_stand_ins
 from test_gpu_templates import PLAYBOOK, _render
 from test_slurm_build_plan import slurm_filters
 
@@ -134,16 +135,6 @@ def test_the_served_cgroup_plugin_is_the_nodes_one_choice_or_autodetect() -> Non
     assert one_or([], "autodetect") == "autodetect"
 
 
-def _stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, str]) -> None:
-    """``scripts`` (name: shell body) as programs in ``tmp_path/bin``, first on PATH."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in scripts.items():
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
-
-
 def _inventory(compute: dict[str, dict]) -> dict:
     """A controller ``head`` and ``compute``, every host this machine (connection local)."""
     import sys
@@ -173,7 +164,7 @@ def test_configure_fails_naming_the_node_that_never_registered_and_what_it_says(
     log = tmp_path / "slurmd.log"
     log.write_text("[2026-11-27T20:00:00] error: fetch_config: DNS SRV lookup failed\n")
     stand_ins = {"sinfo": "echo 'c-0|drained|gpufleet: not validated'\n", "systemctl": "echo inactive\n"}
-    _stand_ins(tmp_path, monkeypatch, stand_ins)
+    put_stand_ins(tmp_path, monkeypatch, stand_ins)
     inventory = _inventory({"c-0": {}, "c-1": {}})
     play = [
         {
@@ -243,7 +234,7 @@ def test_a_new_machine_under_a_known_name_has_the_old_record_deleted_before_it_r
         '  *) echo "delete_node $2: Invalid node name specified" >&2; exit 1 ;;\n'
         "esac\n"
     )
-    _stand_ins(tmp_path, monkeypatch, {"scontrol": scontrol})
+    put_stand_ins(tmp_path, monkeypatch, {"scontrol": scontrol})
     spools = {node: tmp_path / node for node in ("c-0", "c-1", "c-2", "c-3")}
     for spool in spools.values():
         spool.mkdir()
@@ -268,8 +259,10 @@ def test_new_dynamic_nodes_start_slurmd_one_at_a_time_in_name_order(tmp_path, mo
     node table when it first registers, and jobs list nodes (and place ranks) in that order; slurmd started
     on every node at once registered e2e-compute-1 before e2e-compute-0 on the cluster run of 22:58. The
     inventory lists the nodes out of order; each slurmd starts only once slurmctld lists the node before it,
-    by name (the stand-in scontrol lists a node from its second look on). c-2's slurmd does not start: the
-    others go on without waiting for it (verify names it)."""
+    by name (the stand-in scontrol lists a node from its second look on), and each listed node gets its
+    registration marker at once (the stand-in reads it at the next node's look). c-1's old record was
+    deleted just now (replaced.yml): its running slurmd is restarted, or it would never register again.
+    c-2's slurmd does not start: the others go on without waiting for it (verify names it)."""
     from playbook_json import ROOT, run_playbook
 
     # service.yml leaves a dynamic node's slurmd to register.yml (before: started on every node at once)
@@ -280,27 +273,35 @@ def test_new_dynamic_nodes_start_slurmd_one_at_a_time_in_name_order(tmp_path, mo
         "__slurm_dynamic | bool and __slurm_compute_hosts | length > 0"
     ], service
 
-    calls = tmp_path / "calls"
+    calls, spool = tmp_path / "calls", tmp_path / "spool"
     calls.write_text("")
-    # what ansible.builtin.systemd_service reads and runs: `systemctl show <unit>`, then `systemctl start`
+    spool.mkdir()
+    # what ansible.builtin.systemd_service reads and runs: `systemctl show <unit>`, then start or restart;
+    # c-1's slurmd runs (its show comes after c-0's three lines), the others' do not
     systemctl = (
+        f'[ "$(wc -l < {calls})" = 3 ] && active=active || active=inactive\n'
         'case "$1" in\n'
-        "  show) printf 'Id=slurmd.service\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\n"
-        "UnitFileState=enabled\\n' ;;\n"
-        f'  start) n=$(wc -l < {calls}); echo start >> {calls}; [ "$n" != 6 ] ;;\n'
+        "  show) printf 'Id=slurmd.service\\nLoadState=loaded\\nActiveState=%s\\nSubState=dead\\n"
+        "UnitFileState=enabled\\n' $active ;;\n"
+        f'  start|restart) n=$(wc -l < {calls}); echo "$1" >> {calls}; [ "$n" != 6 ] ;;\n'
         "esac\n"
     )
-    scontrol = f'echo "$@" >> {calls}\n[ "$(grep -c "^$*$" {calls})" -ge 2 ]\n'
-    _stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "scontrol": scontrol})
+    scontrol = (
+        f'echo "$* $(cat {spool}/gpufleet-registered 2>/dev/null)" >> {calls}\n'
+        f'[ "$(grep -c "^$* " {calls})" -ge 2 ]\n'
+    )
+    put_stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "scontrol": scontrol})
     inventory = _inventory({node: {} for node in ("c-3", "c-1", "c-0", "c-2")})
+    inventory["all"]["vars"]["slurm_config_overrides"] = {"SlurmdSpoolDir": str(spool)}
+    inventory["all"]["children"]["compute"]["hosts"]["c-1"]["__slurm_forgotten"] = {"changed": True}
     task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "register"}}
     play = [{"name": "register", "hosts": "all", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
     rc, results = run_playbook(tmp_path, inventory, play)
     assert rc == 0, results
-    looks = [f"show node c-{i}" for i in range(4)]
     assert calls.read_text().splitlines() == [
-        *("start", looks[0], looks[0]),
-        *("start", looks[1], looks[1]),
-        "start",  # c-2's slurmd did not start: no wait for it
-        *("start", looks[3], looks[3]),
+        *("start", "show node c-0 ", "show node c-0 "),
+        *("restart", "show node c-1 c-0", "show node c-1 c-0"),
+        "start",  # c-2's slurmd did not start: no wait for it, no marker
+        *("start", "show node c-3 c-1", "show node c-3 c-1"),
     ]
+    assert (spool / "gpufleet-registered").read_text() == "c-3\n"

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from path_stand_ins import stand_ins
 from playbook_json import run_playbook, software
 
 from gpufleet.catalog.slurm import DEFAULT_SLURM
@@ -31,16 +32,6 @@ NOBLE = "slurm-wlm 23.11.4"  # Ubuntu 24.04's own
 # Slurm's commands read slurm.conf even for -V (24.11.5 on the baked local node before configure: "sinfo:
 # fatal: Could not establish a configuration source"), so the stand-in does too.
 NEEDS_CONFIG = '[ -s "$SLURM_CONF" ] || { echo "fatal: no configuration source" >&2; exit 1; }\n'
-
-
-def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripts: dict[str, str]) -> None:
-    """Shell scripts (name -> body) first on PATH, in place of the node's binaries."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in scripts.items():
-        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin")
 
 
 def converge(

@@ -535,3 +535,12 @@ def test_nd_h100_nodes_run_the_nvlink_all_reduce_against_the_aznhc_floor(tmp_pat
     assert [c.status for c in node.checks if c.name == "nvlink"] == [PASS]
     plain = _fabric_host("p5.48xlarge")
     assert node_floor(plain) is None, "no floor where the catalog has none: nothing is run or judged"
+
+
+def test_without_systemd_munge_is_found_by_its_daemons_name(tmp_path):
+    # No systemctl; pgrep finds munged and slurmd (what a node that starts its daemons without systemd
+    # runs: munge.service's ExecStart is munged). Seen on a real H100 machine: munge was reported not
+    # running while munged ran, and the node check failed the node.
+    _tool(tmp_path, "pgrep", 'case "$2" in munged|slurmd) exit 0 ;; *) exit 1 ;; esac')
+    report = _run_script("ethernet", str(tmp_path))
+    assert report["services"] == {"munge": "running (no systemd)", "slurmd": "running (no systemd)"}

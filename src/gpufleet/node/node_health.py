@@ -569,13 +569,23 @@ def cpus() -> int | None:
 _UNIT_STATES = ("active", "inactive", "failed", "activating", "deactivating", "reloading")
 
 
+# The daemon each checked service runs, where its process is not named as its unit: munge.service starts
+# munged (munge's own src/munged; Debian's and Ubuntu's munge.service ExecStart=/usr/sbin/munged).
+_DAEMONS = {"munge": "munged"}
+
+
 def service(name: str) -> str:
-    """systemd's view of a service, else whether a process of that name runs; 'not present' if neither."""
+    """systemd's view of a service, else whether its daemon's process runs; 'not present' if neither.
+
+    Without systemd (a node image that runs its daemons another way, a container) the daemon's process
+    name is looked for: munge's is munged (seen on a real H100 machine without systemd, 2026-11-27: munged
+    ran and the check said munge was not running).
+    """
     rc, out = run(["systemctl", "is-active", name], timeout=15)
     state = out.strip().splitlines()[0] if out.strip() else ""
     if state in _UNIT_STATES:
         return state
-    rc, _ = run(["pgrep", "-x", name], timeout=15)
+    rc, _ = run(["pgrep", "-x", _DAEMONS.get(name, name)], timeout=15)
     if rc == 127:
         return "not present"
     return "running (no systemd)" if rc == 0 else "not running"

@@ -123,7 +123,7 @@ def parse_training_log(text: str) -> TrainingLog:
     parts: dict[str, _Pieces] = {}
     tasks: dict[str, str] = {}  # srun --label's task -> the node it ran on
     errors: dict[str, str] = {}  # task -> the last exception line it printed
-    for line in text.splitlines():
+    for line in _rejoin_cut_lines(text.splitlines(), decoder):
         labelled = _LABEL.match(line)
         said = labelled["text"].strip() if labelled else ""
         if labelled and _ERROR_LINE.match(said) and not _STOPPED_BY_OTHERS.search(said):
@@ -160,6 +160,45 @@ def parse_training_log(text: str) -> TrainingLog:
         else:
             _lose(log, ident, f"{len(group.chunks)} of its {group.count} parts are in the log")
     return log
+
+
+def _rejoin_cut_lines(lines: list[str], decoder: json.JSONDecoder) -> list[str]:
+    """Event lines that srun cut, put back together. srun forwards a task's output in 1 KiB messages and
+    ``--label`` prefixes each with the task, so an event printed as one longer line (the job run by hand,
+    without TRAIN_EVENT_PARTS) reaches the log as ``0: <first 1024 bytes>`` and ``0: <rest>`` (seen on a
+    real H100, tests/validate/data/training/h100-1gpu-nccl-60steps.log). A labelled event whose JSON does
+    not end on its line takes the next lines of the same task that start no new marker."""
+    out: list[str] = []
+    open_at: dict[str, int] = {}  # task -> index in out of its event line still missing its end
+    for line in lines:
+        labelled = _LABEL.match(line)
+        if labelled is None:
+            out.append(line)
+            continue
+        task, said = labelled["task"], labelled["text"]
+        if task in open_at and not said.lstrip().startswith("GPUFLEET_"):
+            at = open_at[task]
+            out[at] += said
+            if not _cut_event(out[at], decoder):
+                del open_at[task]
+            continue
+        open_at.pop(task, None)
+        out.append(line)
+        if _cut_event(line, decoder):
+            open_at[task] = len(out) - 1
+    return out
+
+
+def _cut_event(line: str, decoder: json.JSONDecoder) -> bool:
+    """A line whose ``GPUFLEET_TRAIN`` object is cut short (not a whole JSON object, no closing brace)."""
+    at = line.find(MARKER)
+    if at < 0 or line.rstrip().endswith("}"):
+        return False
+    try:
+        decoder.raw_decode(line, at + len(MARKER))
+    except json.JSONDecodeError:
+        return True
+    return False
 
 
 def _record(log: TrainingLog, data: dict[str, Any]) -> None:
