@@ -433,16 +433,22 @@ def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(clus
     """torchrun's rendezvous port blocked on the head node (iptables in its network namespace, from the
     host): the join check names the ranks, the nodes where torchrun ran without a worker starting, the
     rendezvous's node, and each node's own error from the job log (it named both nodes and hid the timeout,
-    quoting sbatch's stderr instead of the job log)."""
+    quoting sbatch's stderr instead of the job log). The head is the job's first node: dynamic nodes sit in
+    slurmctld's node table in the order they first registered, not by name (roles/slurm/tasks/register.yml),
+    and a job's node list follows that table, as `scontrol show node` lists it."""
     cli, spec, _state = cluster
-    c0 = f"{NAME}-compute-0"
+    table = [
+        line.split()[0].removeprefix("NodeName=")
+        for line in _sh(f"{NAME}-controller", "scontrol -o show node")
+    ]
+    head = next(node for node in table if node.startswith(f"{NAME}-compute-"))
     data = yaml.safe_load(spec.read_text())
     data["validation"].update(collectives=["all_reduce"], max_bytes="64K", gate_min_bytes="64K")
     data["validation"]["find_bad_nodes"] = False
     data["validation"]["training"].update(steps=10, join_timeout=15)  # seconds
     blocked = spec.with_name("blocked.yaml")
     blocked.write_text(yaml.safe_dump(data))
-    pid = podman("inspect", "-f", "{{.State.Pid}}", c0)[0]
+    pid = podman("inspect", "-f", "{{.State.Pid}}", head)[0]
     rule = ["INPUT", "-i", "eth0", "-p", "tcp", "--dport", "29500", "-j", "DROP"]
     subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-I", *rule], check=True)
     try:
@@ -454,7 +460,8 @@ def test_a_blocked_rendezvous_names_where_it_stalled_and_quotes_the_job_log(clus
     join = next(c for c in report["training"]["checks"] if c["name"] == "join")
     assert join["status"] == "fail", join
     assert join["message"].startswith("rank(s) 0-1 of 2 did not join; "), join
-    assert f"no worker started there (its rendezvous on {c0} did not complete)" in join["message"], join
+    assert f"its rendezvous on {head} did not complete" in join["message"], (table, join)
+    assert "no worker started there" in join["message"], join
     assert "; the job log says " in join["message"] and "Error" in join["message"], join
 
 

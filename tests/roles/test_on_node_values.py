@@ -25,7 +25,6 @@ PRINTED = {
     "stage": "{{ containers_stage_here }}",
     "verify_targets": "{{ monitoring_verify_targets }}",
     "scraped": "{{ __monitoring_targets.node }}",
-    "previous": "{{ __slurm_previous_node }}",
 }
 
 
@@ -76,14 +75,9 @@ def test_a_compute_node_s_own_play_asks_slurmctld_from_itself_and_waits_for_itse
         facts("c-gpu-1", ["compute"], PEERS), "c-gpu-1", "10.0.0.3", "python3"
     )
     got = values(tmp_path, inventory, "c-gpu-1")
-    assert got["previous"] == "c-gpu-0"  # it registers after the one before it by name
     assert got["client"] == "c-gpu-1" and got["env"] == {"SLURM_CONF_SERVER": "10.0.0.1:6817"}
     assert got["awaited"] == ["c-gpu-1"] and int(got["timeout"]) == 900
     assert got["munge_verify"] is False and got["stage"] is False
-    first = boot_configure.local_inventory(
-        facts("c-gpu-0", ["compute"], PEERS), "c-gpu-0", "10.0.0.2", "python3"
-    )
-    assert values(tmp_path, first, "c-gpu-0")["previous"] == ""
 
 
 def test_the_controller_s_own_play_sees_its_peers_and_scrapes_only_those_with_an_address(

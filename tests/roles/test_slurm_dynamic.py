@@ -254,18 +254,16 @@ def test_a_new_machine_under_a_known_name_has_the_old_record_deleted_before_it_r
     assert "c-3 is a new machine" in message and "Requested nodes are busy" in message, message
 
 
-def test_new_dynamic_nodes_start_slurmd_one_at_a_time_in_name_order(tmp_path, monkeypatch) -> None:
-    """tasks/register.yml against stand-ins: Slurm 24.11.5 puts a dynamic node in the first free slot of its
-    node table when it first registers, and jobs list nodes (and place ranks) in that order; slurmd started
-    on every node at once registered e2e-compute-1 before e2e-compute-0 on the cluster run of 22:58. The
-    inventory lists the nodes out of order; each slurmd starts only once slurmctld lists the node before it,
-    by name (the stand-in scontrol lists a node from its second look on), and each listed node gets its
-    registration marker at once (the stand-in reads it at the next node's look). c-1's old record was
-    deleted just now (replaced.yml): its running slurmd is restarted, or it would never register again.
-    c-2's slurmd does not start: the others go on without waiting for it (verify names it)."""
+def test_new_dynamic_nodes_start_slurmd_at_once_and_one_listing_waits_for_all(tmp_path, monkeypatch) -> None:
+    """tasks/register.yml against stand-ins: every new node's slurmd starts in one task, no node waiting for
+    another (the chain that kept the names' order cost about 1 s a node: 17 minutes for 1,000), then one
+    `sinfo` listing a second from the controller until every node started now is listed, whatever the node
+    count, and each listed node gets its registration marker at once. c-1's old record was deleted just now
+    (replaced.yml): its running slurmd is restarted, or it would never register again. c-2's slurmd does not
+    start: nothing waits for it and it gets no marker (verify names it)."""
     from playbook_json import ROOT, run_playbook
 
-    # service.yml leaves a dynamic node's slurmd to register.yml (before: started on every node at once)
+    # service.yml leaves a dynamic node's slurmd to register.yml
     service = yaml.safe_load((ROOT / "roles" / "slurm" / "tasks" / "service.yml").read_text())
     (slurmd,) = [t for t in service if t.get("ansible.builtin.systemd_service", {}).get("name") == "slurmd"]
     assert "omit if __slurm_dynamic" in slurmd["ansible.builtin.systemd_service"]["state"], slurmd
@@ -273,35 +271,38 @@ def test_new_dynamic_nodes_start_slurmd_one_at_a_time_in_name_order(tmp_path, mo
         "__slurm_dynamic | bool and __slurm_compute_hosts | length > 0"
     ], service
 
-    calls, spool = tmp_path / "calls", tmp_path / "spool"
+    calls = tmp_path / "calls"
     calls.write_text("")
-    spool.mkdir()
-    # what ansible.builtin.systemd_service reads and runs: `systemctl show <unit>`, then start or restart;
-    # c-1's slurmd runs (its show comes after c-0's three lines), the others' do not
+    # what ansible.builtin.systemd_service reads and runs: `systemctl show <unit>`, then start or restart
+    # (one host at a time: --forks 1, c-0 to c-3); c-1's slurmd runs (a stopped unit is started, not
+    # restarted), and the third start, c-2's, fails
+    shows = tmp_path / "shows"
     systemctl = (
-        f'[ "$(wc -l < {calls})" = 3 ] && active=active || active=inactive\n'
         'case "$1" in\n'
-        "  show) printf 'Id=slurmd.service\\nLoadState=loaded\\nActiveState=%s\\nSubState=dead\\n"
+        f'  show) echo >> {shows}; [ "$(wc -l < {shows})" = 2 ] && active=active || active=inactive\n'
+        "    printf 'Id=slurmd.service\\nLoadState=loaded\\nActiveState=%s\\nSubState=dead\\n"
         "UnitFileState=enabled\\n' $active ;;\n"
-        f'  start|restart) n=$(wc -l < {calls}); echo "$1" >> {calls}; [ "$n" != 6 ] ;;\n'
+        f'  start|restart) echo "$1" >> {calls}; [ "$(grep -c start {calls})" != 3 ] ;;\n'
         "esac\n"
     )
-    scontrol = (
-        f'echo "$* $(cat {spool}/gpufleet-registered 2>/dev/null)" >> {calls}\n'
-        f'[ "$(grep -c "^$* " {calls})" -ge 2 ]\n'
+    # slurmctld lists the started nodes from its second listing on
+    sinfo = (
+        f'echo "sinfo $*" >> {calls}\n[ "$(grep -c ^sinfo {calls})" -lt 2 ] || printf "c-0\\nc-1\\nc-3\\n"\n'
     )
-    put_stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "scontrol": scontrol})
-    inventory = _inventory({node: {} for node in ("c-3", "c-1", "c-0", "c-2")})
-    inventory["all"]["vars"]["slurm_config_overrides"] = {"SlurmdSpoolDir": str(spool)}
+    put_stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "sinfo": sinfo})
+    spools = {node: tmp_path / node for node in ("c-0", "c-1", "c-2", "c-3")}
+    for spool in spools.values():
+        spool.mkdir()
+    inventory = _inventory(
+        {node: {"slurm_config_overrides": {"SlurmdSpoolDir": str(spool)}} for node, spool in spools.items()}
+    )
     inventory["all"]["children"]["compute"]["hosts"]["c-1"]["__slurm_forgotten"] = {"changed": True}
     task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "register"}}
     play = [{"name": "register", "hosts": "all", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
-    rc, results = run_playbook(tmp_path, inventory, play)
+    rc, results = run_playbook(tmp_path, inventory, play, "--forks", "1")
     assert rc == 0, results
-    assert calls.read_text().splitlines() == [
-        *("start", "show node c-0 ", "show node c-0 "),
-        *("restart", "show node c-1 c-0", "show node c-1 c-0"),
-        "start",  # c-2's slurmd did not start: no wait for it, no marker
-        *("start", "show node c-3 c-1", "show node c-3 c-1"),
-    ]
-    assert (spool / "gpufleet-registered").read_text() == "c-3\n"
+    listing = "sinfo --noheader --Node --format=%N"
+    assert calls.read_text().splitlines() == ["start", "restart", "start", "start", listing, listing]
+    marked = sorted(node for node, spool in spools.items() if (spool / "gpufleet-registered").exists())
+    assert marked == ["c-0", "c-1", "c-3"]
+    assert (spools["c-3"] / "gpufleet-registered").read_text() == "c-3\n"

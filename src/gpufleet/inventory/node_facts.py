@@ -71,10 +71,9 @@ class MungeKeyFrom(BaseModel):
 
 class PeerGroup(BaseModel):
     """The compute nodes of one node group, as a node's own play needs them: their names (the spec's
-    ``host_names``, rebuilt from ``base`` and ``count`` to keep the user data small: a compute node registers
-    after the one before it by name), their host variables (the controller's slurm.conf GresTypes, gres.conf's
-    lines, MaxNodeCount, the roles' count checks) and, where known before they boot, their addresses; the
-    play never connects to them."""
+    ``host_names``, rebuilt from ``base`` and ``count`` to keep the user data small), their host variables
+    (the controller's slurm.conf GresTypes, gres.conf's lines, MaxNodeCount, the roles' count checks) and,
+    where known before they boot, their addresses; the play never connects to them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

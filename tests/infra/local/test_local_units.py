@@ -117,7 +117,7 @@ def test_a_baked_node_gets_its_facts_and_the_munge_key_read_only_and_the_key_is_
         "demo-compute-0",
         "demo-compute-1",
     ]
-    assert compute.peers == controller.peers  # a compute node registers after the one before it by name
+    assert compute.peers == controller.peers
     assert controller.peers[0].addresses == [addresses["demo-compute-0"], addresses["demo-compute-1"]]
     assert compute.shared_results == f"{spec.filesystem.mount_point}/.gpufleet/configure"
     authorized = tmp_path / "authorized_keys"
