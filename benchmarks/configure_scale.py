@@ -3,22 +3,28 @@
 For each size (1 controller + N compute nodes, from the baked image) and each design, it brings the
 cluster up, runs ``gpufleet configure`` once (the baked configure: the install phase skipped), and records:
 
-- **wall**: the configure's wall time;
+- **up**, **configure**, and their sum: wall times. In the boot design the nodes configure themselves from
+  their boot, during ``up``, and configure waits for their results: only the sum compares the designs;
 - **control CPU**: user + system seconds of the process tree on the machine that runs gpufleet (gpufleet,
   ansible-runner, ansible-playbook and its forked workers, ssh): ``RUSAGE_CHILDREN`` of this process
   around the ``gpufleet configure`` child;
-- **node CPU**: what the cluster's containers used (their cgroups' ``cpu.stat`` / ``cpuacct.usage``);
+- **node CPU**: what the cluster's containers used since they started (their cgroups' ``cpu.stat`` /
+  ``cpuacct.usage``), and of it the controller's;
 - **module runs per node**: from the run's ansible events (the artifacts folder of the last run on this
-  machine, or the head node's recap), the task results per host whose action runs on the node (not the
-  actions that run on the control side: assert, set_fact, include_vars, ...).
+  machine), the task results per host whose action runs on the node (not the actions that run on the
+  control side: assert, set_fact, include_vars, ...); a play that ran on the head or on the nodes keeps
+  its events there (not counted).
 
 Then it fits a line (least squares) to each column against N: the slope is the cost per added node.
-Designs (``--designs``): ``push`` (today: gpufleet's machine runs Ansible over one connection per node)
-and ``head`` (``GPUFLEET_CONFIGURE_FROM=head``: gpufleet ships the playbooks to the controller node,
-which runs Ansible over the cluster's network; docs/architecture.md "Configure at fleet scale").
+Designs (``--designs``): ``push`` (``GPUFLEET_CONFIGURE_FROM=here``: gpufleet's machine runs Ansible over
+one connection per node), ``head`` (``GPUFLEET_CONFIGURE_FROM=head``: gpufleet ships the playbooks to the
+controller node, which runs Ansible over the cluster's network; docs/architecture.md "Configure at fleet
+scale") and ``boot`` (the default on a baked cluster: each node runs its own configure phase at boot and
+``gpufleet configure`` waits for the results; docs/boot-configure.md). Each run checks that its configure
+went the design's way (the state's ``at_boot``).
 
-    sudo flock /tmp/gpufleet-cluster.lock .venv/bin/python benchmarks/configure_scale.py \
-        [--sizes 2 4 8 15] [--designs push head] [--prefix cs]
+    sudo flock /work/cluster.lock .venv/bin/python benchmarks/configure_scale.py \
+        [--sizes 2 4 8 15] [--designs push boot] [--prefix cs]
     .venv/bin/python benchmarks/configure_scale.py --count <job_events folder of a run made already>
 
 The nodes are the plain local ones minus the PyTorch payload (``software.pytorch`` and the training
@@ -113,37 +119,49 @@ def spec_for(size: int, prefix: str, workdir: Path) -> tuple[str, Path]:
     return spec["name"], path
 
 
+# GPUFLEET_CONFIGURE_FROM per design (None: unset, auto: a local cluster of baked nodes configures at boot).
+SWITCH = {"push": "here", "head": "head", "boot": None}
+
+
 def measure(size: int, design: str, workdir: Path, prefix: str) -> dict[str, float]:
     name, path = spec_for(size, prefix, workdir)
     state_dir = workdir / "state"
     env = {**os.environ, "GPUFLEET_STATE_DIR": str(state_dir), "GPUFLEET_HOME": str(ROOT)}
-    if design == "head":
-        env["GPUFLEET_CONFIGURE_FROM"] = "head"
-    else:
-        env.pop("GPUFLEET_CONFIGURE_FROM", None)
+    env.pop("GPUFLEET_CONFIGURE_FROM", None)
+    if SWITCH[design]:
+        env["GPUFLEET_CONFIGURE_FROM"] = str(SWITCH[design])
     gpufleet(["image", "build", str(path)], env, workdir)  # reuses the baked image when podman has it
     try:
         up, _ = gpufleet(["up", str(path)], env, workdir)
-        nodes_before, control_before = node_cpu_seconds(name), children_cpu_seconds()
+        control_before = children_cpu_seconds()
         wall, result = gpufleet(["configure", str(path)], env, workdir)
-        node_cpu = node_cpu_seconds(name) - nodes_before
         control_cpu = children_cpu_seconds() - control_before
-        events = newest_events(state_dir, name)  # before down, which removes the state folder
-        runs = remote_runs_per_host(events) if events else {}  # none for head: the events stay there
+        # Since the nodes started: in the boot design each node's own play runs from its boot, during up.
+        node_cpu = node_cpu_seconds(name)
+        controller_cpu = node_cpu_seconds(name, f"{name}-controller")
+        record = json.loads((state_dir / name / "state.json").read_text())  # before down removes it
+        at_boot = bool(record.get("phases", {}).get("configure", {}).get("at_boot"))
+        events = newest_events(state_dir, name)
+        runs = remote_runs_per_host(events) if events else {}  # none for head and boot: they stay there
     finally:
         try:
             gpufleet(["down", str(path)], env, workdir)
         except SystemExit as failed:  # keeps the error of the step that failed, if one did
             print(f"# {name}: {failed}", flush=True)
-    if not str(result.get("install_phase", "")).startswith("skipped"):
-        raise SystemExit(f"{name}: the configure was not the baked one: {result.get('install_phase')}")
+    phase = str(result.get("install_phase", ""))
+    if not phase.startswith("skipped"):
+        raise SystemExit(f"{name}: the configure was not the baked one: {phase}")
+    if (design == "boot") != at_boot:
+        raise SystemExit(f"{name}: the {design} design's configure {'did not' if at_boot else 'did'} push")
     compute = [count for host, count in runs.items() if "-compute-" in host]
     return {
         "size": size,
         "up": up,
         "wall": wall,
+        "total": up + wall,
         "control_cpu": control_cpu,
         "node_cpu": node_cpu,
+        "controller_cpu": controller_cpu,
         "runs_per_compute": sum(compute) / len(compute) if compute else float("nan"),
         "runs_controller": float(sum(c for h, c in runs.items() if "-compute-" not in h)),
         "load": os.getloadavg()[0],
@@ -171,7 +189,7 @@ def main() -> None:
         default=[2, 4, 8, 15],
         help="compute nodes (the local backend runs at most 16 containers)",
     )
-    parser.add_argument("--designs", nargs="+", default=["push", "head"], choices=["push", "head"])
+    parser.add_argument("--designs", nargs="+", default=["push", "boot"], choices=sorted(SWITCH))
     parser.add_argument("--prefix", default="cs", help="cluster names: PREFIX2, PREFIX4, ...")
     parser.add_argument(
         "--count",
@@ -198,27 +216,31 @@ def main() -> None:
                 rows.append((design, row))
                 print(f"# {design} {json.dumps({k: round(v, 2) for k, v in row.items()})}", flush=True)
     print(
-        "| design | compute nodes | load | wall | control CPU | node CPU | module runs per compute node "
-        "| on the controller |"
+        "| design | compute nodes | load | up | configure | up + configure | control CPU (configure) "
+        "| node CPU | of it, the controller | module runs per compute node |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for design, r in rows:
         print(
-            f"| {design} | {r['size']:.0f} | {r['load']:.1f} | {r['wall']:.1f} s | {r['control_cpu']:.1f} s "
-            f"| {r['node_cpu']:.1f} s | {r['runs_per_compute']:.1f} | {r['runs_controller']:.0f} |"
+            f"| {design} | {r['size']:.0f} | {r['load']:.1f} | {r['up']:.1f} s | {r['wall']:.1f} s "
+            f"| {r['total']:.1f} s | {r['control_cpu']:.1f} s | {r['node_cpu']:.1f} s "
+            f"| {r['controller_cpu']:.1f} s | {r['runs_per_compute']:.1f} |"
         )
-    print("\n| design | per added node: wall | control CPU | node CPU | fixed part: wall | control CPU |")
-    print("|---|---:|---:|---:|---:|---:|")
+    columns = ("total", "wall", "control_cpu", "node_cpu", "controller_cpu")
+    print(
+        "\n| design | per added node: up + configure | configure | control CPU | node CPU | controller CPU "
+        "| fixed part: up + configure | control CPU |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for design in options.designs:
         mine = [r for d, r in rows if d == design]
         if len(mine) < 2:
             continue
-        wall = slope([(r["size"], r["wall"]) for r in mine])
-        control = slope([(r["size"], r["control_cpu"]) for r in mine])
-        node = slope([(r["size"], r["node_cpu"]) for r in mine])
+        fit = {column: slope([(r["size"], r[column]) for r in mine]) for column in columns}
         print(
-            f"| {design} | {wall[0]:.2f} s | {control[0]:.2f} s | {node[0]:.2f} s | {wall[1]:.1f} s "
-            f"| {control[1]:.1f} s |"
+            f"| {design} | {fit['total'][0]:.2f} s | {fit['wall'][0]:.2f} s | {fit['control_cpu'][0]:.2f} s "
+            f"| {fit['node_cpu'][0]:.2f} s | {fit['controller_cpu'][0]:.2f} s | {fit['total'][1]:.1f} s "
+            f"| {fit['control_cpu'][1]:.1f} s |"
         )
 
 

@@ -56,10 +56,12 @@ def remove_images(kind: str) -> None:
         subprocess.run(["podman", "rmi", image], capture_output=True, check=True)
 
 
-def node_cpu_seconds(cluster: str) -> float:
-    """CPU time the cluster's nodes have used since they started (their cgroups' accounting)."""
+def node_cpu_seconds(cluster: str, node: str | None = None) -> float:
+    """CPU time the cluster's nodes (or its one ``node``) have used since they started (their cgroups'
+    accounting)."""
+    only = ["--filter", f"name=^{node}$"] if node else []
     ids = subprocess.run(
-        ["podman", "ps", "-q", "--no-trunc", "--filter", f"label=gpufleet.cluster={cluster}"],
+        ["podman", "ps", "-q", "--no-trunc", "--filter", f"label=gpufleet.cluster={cluster}", *only],
         capture_output=True,
         text=True,
         check=True,

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.configure import relay
 from gpufleet.errors import ProvisionError, StateError
 from gpufleet.infra import outputs as stack_outputs
 from gpufleet.infra.images import BakedRecord, BakeSource, CloudImage
@@ -321,11 +322,11 @@ class PulumiBackend(abc.ABC):
         """``deploy``, then the inventory of the stack's outputs. ``baked``: the cloud image the pipeline
         chose (``CloudBaker.newest``), which the cluster's nodes boot."""
         assert baked is None or isinstance(baked, CloudImage), f"a cloud boots a cloud image, not {baked!r}"
-        # A cluster made now from the baked image configures itself at boot, and one that did keeps doing
-        # so; nodes made before the bake keep their user data (the kept-image rule) and are configured by
-        # push.
+        # A cluster made now from the baked image configures itself at boot (unless GPUFLEET_CONFIGURE_FROM
+        # asks for a push: here or head), and one that did keeps doing so; nodes made before the bake keep
+        # their user data (the kept-image rule) and are configured by push.
         before = Inventory.read(state.inventory_file) if state.inventory_file.exists() else None
-        self.boot_configure = before is None or before.boot_configure
+        self.boot_configure = relay.chosen() == "auto" if before is None else before.boot_configure
         try:
             outputs = self.deploy(spec, state, reporter, baked=baked)
         finally:

@@ -203,3 +203,11 @@ def test_up_configures_at_boot_a_new_cluster_and_one_that_did_never_one_made_bef
     made_by_push.model_copy(update={"boot_configure": True}).write(state.inventory_file)
     backend.up(aws_spec(), state, SilentReporter(), None)
     assert seen == [True, False, True] and backend.boot_configure is False
+    # GPUFLEET_CONFIGURE_FROM=here or head asks for a push: a new cluster gets no facts; one that configures
+    # at boot keeps its user data (a change would replace its instances).
+    monkeypatch.setenv("GPUFLEET_CONFIGURE_FROM", "here")
+    state.inventory_file.unlink()
+    backend.up(aws_spec(), state, SilentReporter(), None)
+    made_by_push.model_copy(update={"boot_configure": True}).write(state.inventory_file)
+    backend.up(aws_spec(), state, SilentReporter(), None)
+    assert seen[3:] == [False, True]

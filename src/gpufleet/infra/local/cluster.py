@@ -29,6 +29,7 @@ from typing import Any
 
 from gpufleet.cache import cache_dir
 from gpufleet.catalog.images import component_modes, manifest
+from gpufleet.configure import relay
 from gpufleet.errors import ProvisionError
 from gpufleet.infra.local import bake
 from gpufleet.infra.local.image import ensure_node_image
@@ -123,8 +124,11 @@ class LocalCluster:
                     "volume", "create", "--label", self.label, self.volume, what="creating the volume"
                 )
             addresses = self._addresses(subnet)
-            # A baked image's node configures itself at boot from its facts (docs/boot-configure.md).
-            boot = self._write_facts(addresses, digest) if digest is not None else {}
+            # A baked image's node configures itself at boot from its facts (docs/boot-configure.md), unless
+            # GPUFLEET_CONFIGURE_FROM asks configure to push (here or head): then no node has facts, and
+            # its unit skips itself.
+            wanted = digest is not None and relay.chosen() == "auto"
+            boot = self._write_facts(addresses, digest) if wanted and digest is not None else {}
             baked = [
                 self._ensure_node(node, addresses[node.name], image, authorized, digest, boot.get(node.name))
                 for node in self.nodes
