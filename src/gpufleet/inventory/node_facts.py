@@ -30,7 +30,11 @@ from gpufleet.inventory.model import GROUP_OF_ROLE, Host, Inventory
 from gpufleet.spec.model import ClusterSpec, FabricKind, Role
 
 # Where the node finds its facts (cloud-init writes it; the local backend mounts its folder read-only).
-FACTS_DIR = "/etc/gpufleet/boot"
+# Outside /etc/gpufleet: every job's container gets that folder (roles/containers' enroot fstab, a plain
+# bind), and enroot as a user cannot bind a folder that holds a mount made outside its user namespace
+# ("enroot-mount: failed to mount: /etc/gpufleet ...: Invalid argument": the local cluster run of
+# 2026-11-28 02:20, with the facts and the munge key mounted there).
+FACTS_DIR = "/var/lib/gpufleet/boot"
 FACTS_FILE = f"{FACTS_DIR}/node-facts.json"
 # GCP: the instance metadata key the facts are under (the node reads it from the metadata server).
 METADATA_KEY = "gpufleet-node-facts"
@@ -39,7 +43,7 @@ RESULT_FILE = "/var/lib/gpufleet/configure-result.json"
 SHARED_RESULTS = ".gpufleet/configure"
 # Where a local node's munge key is mounted (read-only, from the cluster's state folder; outside FACTS_DIR,
 # whose read-only mount could not hold its mount point).
-LOCAL_MUNGE_KEY = "/etc/gpufleet/cluster-munge.key"
+LOCAL_MUNGE_KEY = "/var/lib/gpufleet/cluster-munge.key"
 # EC2's user data limit (16 KB before base64): the facts must leave room for the cloud-config around them.
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/user-data.html, read 2026-11-27.
 USER_DATA_LIMIT = 16 * 1024

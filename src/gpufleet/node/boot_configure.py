@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 # The same paths as gpufleet.inventory.node_facts (tests/node/test_boot_configure.py holds them equal).
-FACTS_FILE = "/etc/gpufleet/boot/node-facts.json"
+FACTS_FILE = "/var/lib/gpufleet/boot/node-facts.json"
 METADATA_KEY = "gpufleet-node-facts"
 RESULT_FILE = "/var/lib/gpufleet/configure-result.json"
 SITE = "/opt/gpufleet/site"  # the baked playbooks, roles, ansible-core (roles/boot_configure)

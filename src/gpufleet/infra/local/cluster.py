@@ -288,14 +288,20 @@ class LocalCluster:
                 hint=f"look at 'podman logs {name}'; then re-run up, or run down",
             )
         remaining = max(5.0, deadline - time.monotonic())
-        result = subprocess.run(
-            ["ssh", *self.ssh_options(key), f"root@{address}", "systemctl is-system-running --wait"],
-            stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
-            capture_output=True,
-            text=True,
-            timeout=remaining + 10,
-            check=False,
-        )
+        try:
+            result = subprocess.run(
+                ["ssh", *self.ssh_options(key), f"root@{address}", "systemctl is-system-running --wait"],
+                stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
+                capture_output=True,
+                text=True,
+                timeout=remaining + 10,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise ProvisionError(
+                f"node {name} did not finish booting within {timeout:.0f} s (a start job still runs)",
+                hint=f"look at 'podman exec {name} systemctl list-jobs'; then re-run up, or run down",
+            ) from None
         status = result.stdout.strip()
         if status not in ("running", "degraded"):
             raise ProvisionError(
