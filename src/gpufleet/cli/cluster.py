@@ -116,7 +116,7 @@ def render_configure(spec: ClusterSpec, result: PlayResult, json_out: bool) -> N
                 "changed": result.changed,
                 "changed_tasks": result.changed_tasks,
                 "install_phase": result.install_phase,
-                "artifacts": str(result.artifacts),
+                "artifacts": str(result.artifacts) if result.artifacts else None,
             }
         )
         return
