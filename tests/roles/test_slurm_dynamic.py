@@ -306,3 +306,33 @@ def test_new_dynamic_nodes_start_slurmd_at_once_and_one_listing_waits_for_all(tm
     marked = sorted(node for node, spool in spools.items() if (spool / "gpufleet-registered").exists())
     assert marked == ["c-0", "c-1", "c-3"]
     assert (spools["c-3"] / "gpufleet-registered").read_text() == "c-3\n"
+
+
+def test_the_listing_wait_ends_by_the_clock_when_each_sinfo_is_slow(tmp_path, monkeypatch) -> None:
+    """Against a slurmctld that is down each sinfo takes about 10 s (Slurm 24.11.5 _open_controller), so a
+    count of tries a second apart stretches tenfold: the wait ends at its deadline, whatever each try took.
+    Here each sinfo takes 2 s and never lists the node, the timeout is 4 s: one or two tries (the
+    machine's load decides), not a count's five."""
+    from playbook_json import run_playbook
+
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    systemctl = (
+        'case "$1" in\n'
+        "  show) printf 'Id=slurmd.service\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\n"
+        "UnitFileState=enabled\\n' ;;\n"
+        "esac\n"
+    )
+    sinfo = f"echo sinfo >> {calls}\nsleep 2\n"
+    put_stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "sinfo": sinfo})
+    spool = tmp_path / "c-0"
+    spool.mkdir()
+    inventory = _inventory(
+        {"c-0": {"slurm_config_overrides": {"SlurmdSpoolDir": str(spool)}, "slurm_verify_timeout": 4}}
+    )
+    task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "register"}}
+    play = [{"name": "register", "hosts": "all", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
+    rc, results = run_playbook(tmp_path, inventory, play)
+    assert rc == 0, results
+    assert 1 <= len(calls.read_text().splitlines()) <= 2, (calls.read_text(), results)
+    assert not (spool / "gpufleet-registered").exists()  # never listed: no marker (verify names it)

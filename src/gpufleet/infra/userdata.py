@@ -91,13 +91,15 @@ def node_facts_output(
     image_hash: str,
     secret_arn: pulumi.Input[str] | None,
     region: str | None = None,
+    endpoint: str | None = None,
     named: bool,
     set_hostname: bool = False,
     peers: dict[str, dict[str, Any]] | None = None,
 ) -> pulumi.Output[str]:
     """A cloud node's facts (``NodeFacts.render``) as the program knows them: the controller's address, the
     filesystem's names and the munge key's secret are the cloud's outputs. ``secret_arn`` None: the node
-    gets its munge key by push (``MungeKeyFrom`` kind ``push``), and its unit does not run. ``peers``: the
+    gets its munge key by push (``MungeKeyFrom`` kind ``push``), and its unit does not run; ``endpoint``: the
+    Secrets Manager endpoint the node calls for it (``MungeKeyFrom.endpoint``). ``peers``: the
     controller's, each compute group's host record (``infra.outputs.host_record``) by group name."""
     import pulumi
 
@@ -111,7 +113,7 @@ def node_facts_output(
         munge = (
             MungeKeyFrom(kind="push")
             if arn is None
-            else MungeKeyFrom(kind="aws-secretsmanager", secret_arn=arn, region=region)
+            else MungeKeyFrom(kind="aws-secretsmanager", secret_arn=arn, region=region, endpoint=endpoint)
         )
         return facts_for_record(
             record,
