@@ -305,10 +305,10 @@ def munge_key(source: dict[str, Any], wait_s: float = WAIT_S) -> str:
             raise BootError("munge key", f"{source['path']} is not there (the local backend mounts it)")
         return str(source["path"])
     deadline = time.monotonic() + wait_s
-    while True:
+    data: bytes | None = None
+    while data is None:
         try:
             data = _secret_value(source)
-            break
         except NotYet as problem:
             print(f"gpufleet-node-configure: munge key not readable yet: {problem.message}", file=sys.stderr)
             if time.monotonic() > deadline:
@@ -317,7 +317,7 @@ def munge_key(source: dict[str, Any], wait_s: float = WAIT_S) -> str:
                     f"cannot read {source['secret_arn']} within {wait_s:.0f} s; the last try: "
                     f"{problem.message}; {problem.fix}",
                 ) from None
-        time.sleep(RETRY_S)
+            time.sleep(RETRY_S)
     Path(RUN_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
     path = f"{RUN_DIR}/munge.key"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
