@@ -248,9 +248,18 @@ def test_a_failed_up_still_puts_the_munge_key_when_its_secret_exists(
     assert client.get_secret_value(SecretId=name)["SecretBinary"] == state.munge_key.read_bytes()
 
 
-def test_the_facts_name_the_secrets_endpoint_boto3_resolves_for_the_region() -> None:
+def test_the_facts_name_the_secrets_endpoint_boto3_resolves_for_the_region(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     """Not secretsmanager.<region>.amazonaws.com everywhere: aws-cn's is amazonaws.com.cn, aws-eusc's
-    amazonaws.eu; the node calls and signs for the facts' endpoint (gpufleet.node.boot_configure)."""
+    amazonaws.eu, and the user's FIPS choice holds; the node calls and signs for the facts' endpoint
+    (gpufleet.node.boot_configure)."""
+    for name in ("AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
+    assert munge_secret.endpoint("us-east-1") == "https://secretsmanager-fips.us-east-1.amazonaws.com"
+    monkeypatch.delenv("AWS_USE_FIPS_ENDPOINT")
     assert munge_secret.endpoint("us-east-1") == "https://secretsmanager.us-east-1.amazonaws.com"
     assert munge_secret.endpoint("cn-north-1") == "https://secretsmanager.cn-north-1.amazonaws.com.cn"
     assert munge_secret.endpoint("eusc-de-east-1") == "https://secretsmanager.eusc-de-east-1.amazonaws.eu"
