@@ -251,3 +251,194 @@ def test_the_controllers_play_lists_the_compute_nodes_it_never_connects_to(tmp_p
     assert sorted(children["compute"]["hosts"]) == ["c-gpu-0", "c-gpu-1"]
     assert children["compute"]["hosts"]["c-gpu-1"] == {"gpufleet_gpus": 8}  # no address: never reached
     assert children["slurm_controller"]["hosts"]["ctl"]["ansible_connection"] == "local"
+
+
+# ---- the munge key's secret: its endpoint and its errors (a local server answers as Secrets Manager does)
+
+ARN = "arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:gpufleet/c/munge-key-AbCdEf"
+
+
+def test_the_request_goes_to_the_facts_endpoint_and_signs_its_host() -> None:
+    """Another partition's domain (aws-cn: amazonaws.com.cn), as boto3 resolves it at gpufleet up: the URL and
+    the SigV4 host are the endpoint's, not secretsmanager.<region>.amazonaws.com."""
+    now = datetime.datetime(2026, 11, 28, 2, 0, 0, tzinfo=datetime.UTC)
+    creds = {"AccessKeyId": "AKIDEXAMPLE", "SecretAccessKey": "secret"}
+    endpoint = "https://secretsmanager.cn-north-1.amazonaws.com.cn"
+    url, headers, _ = boot_configure.secretsmanager_request("cn-north-1", ARN, creds, now, endpoint)
+    assert url == endpoint + "/" and headers["host"] == "secretsmanager.cn-north-1.amazonaws.com.cn"
+    assert "/cn-north-1/secretsmanager/aws4_request" in headers["authorization"]
+
+
+class _SecretsManager:
+    """A local HTTP server answering each POST with the next (status, body) of ``answers``."""
+
+    def __init__(self, answers: list[tuple[int, dict[str, Any]]]) -> None:
+        import http.server
+        import threading
+
+        self.answers, self.asked = answers, 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                status, body = outer.answers[min(outer.asked, len(outer.answers) - 1)]
+                outer.asked += 1
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/x-amz-json-1.1")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.source = {
+            "kind": "aws-secretsmanager",
+            "secret_arn": ARN,
+            "region": "cn-north-1",
+            "endpoint": f"http://127.0.0.1:{self.server.server_address[1]}",
+        }
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    monkeypatch.setattr(boot_configure, "RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(boot_configure, "RETRY_S", 0.01)
+    monkeypatch.setattr(
+        boot_configure, "_role_credentials", lambda: {"AccessKeyId": "AKID", "SecretAccessKey": "s"}
+    )
+    made: list[_SecretsManager] = []
+
+    def make(answers: list[tuple[int, dict[str, Any]]]) -> _SecretsManager:
+        made.append(_SecretsManager(answers))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+NOT_FOUND = (
+    400,
+    {
+        "__type": "ResourceNotFoundException",
+        "message": "Secrets Manager can't find the specified secret value for staging label: AWSCURRENT",
+    },
+)
+
+
+def test_a_secret_with_no_value_yet_is_waited_for_then_read(secrets: Any) -> None:
+    import base64
+
+    server = secrets([NOT_FOUND, NOT_FOUND, (200, {"SecretBinary": base64.b64encode(b"k" * 1024).decode()})])
+    path = boot_configure.munge_key(server.source, wait_s=30)
+    assert Path(path).read_bytes() == b"k" * 1024 and server.asked == 3
+
+
+def test_a_secret_that_never_gets_its_value_says_the_last_error_and_who_puts_it(secrets: Any) -> None:
+    server = secrets([NOT_FOUND])
+    with pytest.raises(boot_configure.BootError) as refused:
+        boot_configure.munge_key(server.source, wait_s=0.05)
+    message = refused.value.message
+    assert "ResourceNotFoundException" in message and "AWSCURRENT" in message, message
+    assert "gpufleet up puts the value" in message, message
+
+
+def test_access_denied_ends_the_wait_at_once_and_names_the_nodes_policy(secrets: Any) -> None:
+    """AccessDeniedException is the role's policy: no retry mends it (urllib says only "HTTP Error 400")."""
+    denied = {
+        "__type": "AccessDeniedException",
+        "Message": "User: arn:aws-cn:sts::1:assumed-role/n/i is not authorized to perform: "
+        "secretsmanager:GetSecretValue",
+    }
+    server = secrets([(400, denied)])
+    with pytest.raises(boot_configure.BootError) as refused:
+        boot_configure.munge_key(server.source, wait_s=30)
+    message = refused.value.message
+    assert server.asked == 1, "access denied was retried"
+    assert "AccessDeniedException" in message and "not authorized" in message, message
+    assert "the node role's inline policy" in message, message
+
+
+def test_an_endpoint_out_of_reach_says_a_private_subnet_needs_nat_or_an_endpoint(secrets: Any) -> None:
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    source = {"kind": "aws-secretsmanager", "secret_arn": ARN, "region": "cn-north-1"}
+    source["endpoint"] = f"http://127.0.0.1:{port}"
+    with pytest.raises(boot_configure.BootError) as refused:
+        boot_configure.munge_key(source, wait_s=0.05)
+    message = refused.value.message
+    assert "cannot reach" in message and "needs NAT or a secretsmanager VPC endpoint" in message, message
+
+
+# ---- facts that do not parse: the unit fails, it is not skipped
+
+
+def test_check_fails_the_unit_on_facts_that_do_not_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ExecCondition: 1-254 skip the unit "successfully", 255 fails it (systemd.service(5))."""
+    broken = tmp_path / "facts.json"
+    broken.write_text('{"host": "n1", ')  # cut short
+    assert boot_configure.main(["--facts", str(broken), "--check"]) == 255
+    assert str(broken) in capsys.readouterr().err
+    broken.write_text("[1, 2]")
+    assert boot_configure.main(["--facts", str(broken), "--check"]) == 255
+    # GCP: the metadata key answers something that is not JSON
+    monkeypatch.setattr(boot_configure, "_http", lambda *args, **kwargs: "<html>proxy error</html>")
+    assert boot_configure.main(["--facts", str(tmp_path / "none.json"), "--check"]) == 255
+    assert boot_configure.METADATA_KEY in capsys.readouterr().err
+
+
+# ---- the play's output as it runs, and systemd's stop
+
+
+def test_the_log_shows_the_play_as_it_runs_and_a_stop_writes_the_time_limit_result(
+    tmp_path: Path, node: Path
+) -> None:
+    """The log (what the local up's wait and journalctl show) has each task as it starts, not at the play's
+    end; SIGTERM (systemd at RuntimeMaxSec) ends the play and the result says why, with the tasks so far."""
+    import os
+    import signal
+    import threading
+    import time
+
+    facts = _facts(tmp_path)
+    facts["cluster_vars"]["step_command"] = "sleep 120"
+    log = Path(facts["result_file"]).with_suffix(".log")
+    seen: list[str] = []
+
+    def stop_when_the_last_task_runs() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if log.exists() and "Write the node's file" in log.read_text():
+                seen.append(log.read_text())
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=stop_when_the_last_task_runs, daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    rc, result = _run(tmp_path, facts, node)
+    watcher.join()
+    assert seen, "the log showed no task while the play ran"
+    assert time.monotonic() - started < 60  # the play was ended, not waited for
+    assert rc == 1 and result["failed"] == {"task": "boot: time limit", "message": boot_configure.TIME_LIMIT}
+    assert [t["task"] for t in result["tasks"]][:2] == [
+        "Read what the facts gave the play",
+        "Change something",
+    ]
+    assert signal.getsignal(signal.SIGTERM) is not boot_configure._stop  # main put the handler back

@@ -306,3 +306,59 @@ def test_new_dynamic_nodes_start_slurmd_at_once_and_one_listing_waits_for_all(tm
     marked = sorted(node for node, spool in spools.items() if (spool / "gpufleet-registered").exists())
     assert marked == ["c-0", "c-1", "c-3"]
     assert (spools["c-3"] / "gpufleet-registered").read_text() == "c-3\n"
+
+
+def test_the_listing_wait_ends_by_the_clock_when_each_sinfo_is_slow(tmp_path, monkeypatch) -> None:
+    """Against a slurmctld that is down each sinfo takes about 10 s (Slurm 24.11.5 _open_controller), so a
+    count of tries a second apart stretches tenfold: the wait ends at its deadline, whatever each try took.
+    Here each sinfo takes 2 s and never lists the node, the timeout is 4 s: one or two tries (the
+    machine's load decides), not a count's five."""
+    from playbook_json import run_playbook
+
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    systemctl = (
+        'case "$1" in\n'
+        "  show) printf 'Id=slurmd.service\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\n"
+        "UnitFileState=enabled\\n' ;;\n"
+        "esac\n"
+    )
+    sinfo = f"echo sinfo >> {calls}\nsleep 2\n"
+    put_stand_ins(tmp_path, monkeypatch, {"systemctl": systemctl, "sinfo": sinfo})
+    spool = tmp_path / "c-0"
+    spool.mkdir()
+    inventory = _inventory(
+        {"c-0": {"slurm_config_overrides": {"SlurmdSpoolDir": str(spool)}, "slurm_verify_timeout": 4}}
+    )
+    task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "register"}}
+    play = [{"name": "register", "hosts": "all", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
+    rc, results = run_playbook(tmp_path, inventory, play)
+    assert rc == 0, results
+    assert 1 <= len(calls.read_text().splitlines()) <= 2, (calls.read_text(), results)
+    assert not (spool / "gpufleet-registered").exists()  # never listed: no marker (verify names it)
+
+
+def test_a_new_machines_wait_for_slurmctld_ends_by_the_clock(tmp_path, monkeypatch) -> None:
+    """tasks/replaced.yml in a node's own play: scontrol against a slurmctld that is down takes seconds of its
+    own (about 10 s: Slurm 24.11.5 _open_controller), so the wait ends at its deadline, not after a count of
+    tries 5 s apart. Here each scontrol takes 4 s, the budget is 10 s: two tries, not a count's three."""
+    from playbook_json import run_playbook
+
+    calls = tmp_path / "calls"
+    scontrol = (
+        f'echo "$@" >> {calls}\nsleep 4\n'
+        'echo "Unable to contact slurm controller (connect failure)" >&2\nexit 1\n'
+    )
+    put_stand_ins(tmp_path, monkeypatch, {"scontrol": scontrol})
+    spool = tmp_path / "c-0"
+    spool.mkdir()
+    inventory = _inventory({"c-0": {"slurm_config_overrides": {"SlurmdSpoolDir": str(spool)}}})
+    inventory["all"]["vars"]["gpufleet_configure_on_node"] = True
+    inventory["all"]["children"]["slurm_controller"]["hosts"]["head"] = {"gpufleet_private_ip": "127.0.0.1"}
+    task = {"ansible.builtin.include_role": {"name": "slurm", "tasks_from": "replaced"}}
+    play = [{"name": "replaced", "hosts": "c-0", "gather_facts": False, "tasks": [{"name": "R", **task}]}]
+    rc, results = run_playbook(tmp_path, inventory, play, "-e", "__slurm_registration_timeout=10")
+    assert rc != 0, results  # the record was not deleted: the assert says so
+    assert calls.read_text().splitlines() == ["delete nodename=c-0"] * 2, (calls.read_text(), results)
+    check = "Assert that slurmctld keeps no record of the machine this one replaces"
+    assert "Unable to contact" in results["c-0"][check]["msg"], results

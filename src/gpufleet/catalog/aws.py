@@ -5,6 +5,7 @@ Pure data and functions: no cloud SDK is imported here, so ``gpufleet check`` st
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from gpufleet.spec.model import CapacityMode
@@ -193,14 +194,22 @@ def group_family(family: str, has_gpu: bool) -> str:
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 
 
+# AWS's partitions by their regions' names (the ARN's partition; each has its own domain, which boto3 knows:
+# ``MungeKeyFrom.endpoint``): botocore 1.44.8 botocore/data/endpoints.json, "partitions" (partition,
+# regionRegex), read 2026-11-28. A region matching none is in "aws", as botocore resolves it.
+PARTITIONS = (
+    ("aws-cn", r"^cn\-\w+\-\d+$"),
+    ("aws-us-gov", r"^us\-gov\-\w+\-\d+$"),
+    ("aws-iso", r"^us\-iso\-\w+\-\d+$"),
+    ("aws-iso-b", r"^us\-isob\-\w+\-\d+$"),
+    ("aws-iso-e", r"^eu\-isoe\-\w+\-\d+$"),
+    ("aws-iso-f", r"^us\-isof\-\w+\-\d+$"),
+    ("aws-eusc", r"^eusc\-(de)\-\w+\-\d+$"),
+)
+
+
 def partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if "-gov-" in region:
-        return "aws-us-gov"
-    if "-iso" in region:
-        return "aws-iso-b" if "-isob-" in region else "aws-iso"
-    return "aws"
+    return next((name for name, pattern in PARTITIONS if re.match(pattern, region)), "aws")
 
 
 def managed_policy_arn(region: str, policy: str) -> str:

@@ -1,10 +1,10 @@
 """The user data of a cloud node (AWS and GCP alike): only what Ansible needs to take over. Creates nothing.
 
-cloud-config that sets the host name from the spec (when one node boots from it), installs python3
-and authorizes the SSH public keys (the spec's ``access.ssh_public_key`` and the keys the caller adds,
-such as the cluster's own key that ``gpufleet up`` makes) for the image's default user (``IMAGE_USER``,
-which has passwordless sudo). Root takes no SSH login (``disable_root: true``): Ansible connects as the
-image's user and becomes root.
+cloud-config that sets the host name from the spec (when one node boots from it), installs python3 (not
+on a node of the baked image, which has it) and authorizes the SSH public keys (the spec's
+``access.ssh_public_key`` and the keys the caller adds, such as the cluster's own key that ``gpufleet up``
+makes) for the image's default user (``IMAGE_USER``, which has passwordless sudo). Root takes no SSH login
+(``disable_root: true``): Ansible connects as the image's user and becomes root.
 Drivers, EFA, Slurm and everything else are the Ansible roles' work.
 
 On a cluster whose nodes boot a baked image, the user data also carries the node's facts
@@ -41,9 +41,12 @@ def render_user_data(host: str | None, keys: list[str], facts: str | None = None
     name to Ansible (the inventory's ``set_hostname``: roles/common's ``common_set_hostname``). ``facts``:
     the node's facts (``NodeFacts.render``), written by cloud-init where the baked unit reads them."""
     named = {"hostname": host, "preserve_hostname": False, "manage_etc_hosts": True} if host else {}
+    # python3 for Ansible, from the image's archive: a node of the baked image (one with facts) has it, and
+    # installing it would cost every node an apt-get update through the NAT for nothing.
+    packages = {"packages": ["python3"]} if facts is None else {}
     config: dict[str, object] = {
         **named,
-        "packages": ["python3"],
+        **packages,
         "disable_root": True,
         "ssh_authorized_keys": keys,
     }
@@ -91,13 +94,15 @@ def node_facts_output(
     image_hash: str,
     secret_arn: pulumi.Input[str] | None,
     region: str | None = None,
+    endpoint: str | None = None,
     named: bool,
     set_hostname: bool = False,
     peers: dict[str, dict[str, Any]] | None = None,
 ) -> pulumi.Output[str]:
     """A cloud node's facts (``NodeFacts.render``) as the program knows them: the controller's address, the
     filesystem's names and the munge key's secret are the cloud's outputs. ``secret_arn`` None: the node
-    gets its munge key by push (``MungeKeyFrom`` kind ``push``), and its unit does not run. ``peers``: the
+    gets its munge key by push (``MungeKeyFrom`` kind ``push``), and its unit does not run; ``endpoint``: the
+    Secrets Manager endpoint the node calls for it (``MungeKeyFrom.endpoint``). ``peers``: the
     controller's, each compute group's host record (``infra.outputs.host_record``) by group name."""
     import pulumi
 
@@ -111,7 +116,7 @@ def node_facts_output(
         munge = (
             MungeKeyFrom(kind="push")
             if arn is None
-            else MungeKeyFrom(kind="aws-secretsmanager", secret_arn=arn, region=region)
+            else MungeKeyFrom(kind="aws-secretsmanager", secret_arn=arn, region=region, endpoint=endpoint)
         )
         return facts_for_record(
             record,

@@ -63,13 +63,19 @@ class MungeKeyFrom(BaseModel):
     path: str | None = None
     secret_arn: str | None = None
     region: str | None = None
+    # The Secrets Manager endpoint the node calls (its SigV4 host): boto3's for the region at gpufleet up
+    # (``infra/aws/munge_secret.endpoint``), so another partition's domain (amazonaws.com.cn, c2s.ic.gov,
+    # amazonaws.eu...) and the user's FIPS or dual-stack configuration hold on the node too.
+    endpoint: str | None = None
 
     @model_validator(mode="after")
     def _complete(self) -> MungeKeyFrom:
         if self.kind == "file" and not self.path:
             raise ValueError("munge key from a file: path is required")
-        if self.kind == "aws-secretsmanager" and not (self.secret_arn and self.region):
-            raise ValueError("munge key from AWS Secrets Manager: secret_arn and region are required")
+        if self.kind == "aws-secretsmanager" and not (self.secret_arn and self.region and self.endpoint):
+            raise ValueError(
+                "munge key from AWS Secrets Manager: secret_arn, region and endpoint are required"
+            )
         return self
 
 

@@ -31,11 +31,13 @@ import hashlib
 import hmac
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -52,17 +54,32 @@ EVENT_MARK = "GPUFLEET_EVENT "
 IMDS = "http://169.254.169.254"
 GCP_METADATA = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
 HOST_TAG = "gpufleet:host"
-# How long a node waits for what comes after it boots: its fleet tag, the munge key's secret value.
+# How long a node waits for what comes after it boots: its fleet tag, the munge key's secret value; and
+# how long between two tries.
 WAIT_S = 900.0
+RETRY_S = 10.0
+# The result's failure when systemd stops the unit at its RuntimeMaxSec (roles/boot_configure's unit).
+TIME_LIMIT = "the node's configure ran past its time limit (RuntimeMaxSec)"
 
 
 class BootError(Exception):
     """Configure cannot start on this node; the message goes into the result as its failed step."""
 
-    def __init__(self, step: str, message: str) -> None:
+    def __init__(self, step: str, message: str, broken: bool = False) -> None:
         super().__init__(message)
         self.step = step
         self.message = message
+        # Facts that are there but cannot be read: ``--check`` fails the unit (exit 255) instead of
+        # skipping it (exit 1: systemd.service(5), ExecCondition= "1 through 254 ... skipped").
+        self.broken = broken
+
+
+class TimeLimit(BaseException):
+    """systemd stops the unit (SIGTERM at RuntimeMaxSec): raised in the main thread by the handler."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise TimeLimit()
 
 
 # ---- facts, name, address --------------------------------------------------------------------------
@@ -76,14 +93,32 @@ def _http(
         return str(answer.read().decode())
 
 
+def _facts_object(text: str, where: str) -> dict[str, Any]:
+    try:
+        facts = json.loads(text)
+    except ValueError as exc:
+        facts, problem = None, f"not JSON ({exc})"
+    else:
+        problem = f"a JSON {type(facts).__name__}, not an object"
+    if not isinstance(facts, dict):
+        raise BootError(
+            "facts",
+            f"{where} is {problem}: the node cannot configure itself; gpufleet up writes it (run "
+            "'gpufleet up' again, or 'gpufleet configure' pushes to this node)",
+            broken=True,
+        )
+    return facts
+
+
 def read_facts(path: str = FACTS_FILE) -> dict[str, Any]:
     """The facts file, or GCP's instance metadata key where no file is (GCP nodes)."""
     if Path(path).exists():
-        return dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        return _facts_object(Path(path).read_text(encoding="utf-8", errors="replace"), path)
     try:
-        return dict(json.loads(_http(GCP_METADATA + METADATA_KEY, {"Metadata-Flavor": "Google"})))
-    except (OSError, ValueError) as exc:
+        answer = _http(GCP_METADATA + METADATA_KEY, {"Metadata-Flavor": "Google"})
+    except OSError as exc:
         raise BootError("facts", f"no {path} and no metadata key {METADATA_KEY}: {exc}") from None
+    return _facts_object(answer, f"the instance metadata key {METADATA_KEY}")
 
 
 def imds_token() -> str:
@@ -107,7 +142,7 @@ def host_name(facts: dict[str, Any], wait_s: float = WAIT_S) -> str:
                 raise BootError(
                     "host name", f"no instance tag {HOST_TAG} after {wait_s:.0f} s: {exc}"
                 ) from None
-        time.sleep(10)
+        time.sleep(RETRY_S)
 
 
 def own_address(controller_address: str | None) -> str:
@@ -128,11 +163,19 @@ def _sign(key: bytes, text: str) -> bytes:
 
 
 def secretsmanager_request(
-    region: str, secret_arn: str, credentials: dict[str, str], now: datetime.datetime
+    region: str,
+    secret_arn: str,
+    credentials: dict[str, str],
+    now: datetime.datetime,
+    endpoint: str | None = None,
 ) -> tuple[str, dict[str, str], bytes]:
     """A signed ``GetSecretValue`` request (AWS Signature Version 4, the JSON 1.1 protocol): URL, headers,
-    body. https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html, read 2026-11-27."""
-    host = f"secretsmanager.{region}.amazonaws.com"
+    body. https://docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html, read 2026-11-27.
+    ``endpoint``: the facts' (``MungeKeyFrom.endpoint``: boto3's for the region at gpufleet up, so another
+    partition's domain, FIPS or dual-stack as the user's configuration asks); facts written before it was
+    recorded name none, and only the aws partition's endpoint is assumed for them."""
+    endpoint = (endpoint or f"https://secretsmanager.{region}.amazonaws.com").rstrip("/")
+    host = urllib.parse.urlsplit(endpoint).netloc
     body = json.dumps({"SecretId": secret_arn}).encode()
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     headers = {
@@ -165,7 +208,7 @@ def secretsmanager_request(
         f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, SignedHeaders={signed}, "
         f"Signature={signature}"
     )
-    return f"https://{host}/", headers, body
+    return f"{endpoint}/", headers, body
 
 
 def _role_credentials() -> dict[str, str]:
@@ -176,17 +219,81 @@ def _role_credentials() -> dict[str, str]:
     return dict(json.loads(_http(base + role, headers)))
 
 
-def _secret_value(source: dict[str, Any]) -> bytes | None:
-    """The secret's value, or None while it cannot be read (no value put yet, credentials not there)."""
+class NotYet(Exception):
+    """The secret cannot be read now and may be later: why, and what makes it readable."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+
+# Secrets Manager's errors (the JSON body's ``__type``) that no retry mends: the role may not read it.
+# https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html#API_GetSecretValue_Errors
+# and CommonErrors.html, read 2026-11-28.
+DENIED = ("AccessDeniedException", "AccessDenied", "UnrecognizedClientException")
+
+
+def _aws_error(error: urllib.error.HTTPError) -> tuple[str, str]:
+    """The error's type and message from its JSON body (urllib says only "HTTP Error 400")."""
+    try:
+        answer = json.loads(error.read().decode(errors="replace") or "{}")
+    except (OSError, ValueError):
+        answer = {}
+    if not isinstance(answer, dict):
+        answer = {}
+    kind = str(answer.get("__type") or f"HTTP {error.code}").rsplit("#", 1)[-1]
+    message = str(answer.get("message") or answer.get("Message") or error.reason or "")
+    return kind, message
+
+
+def _secret_value(source: dict[str, Any]) -> bytes:
+    """The secret's value. ``NotYet`` while it cannot be read (no value put yet, no credentials yet, no
+    route to the endpoint); ``BootError`` when it never will be (the role may not read it)."""
+    arn, endpoint = str(source["secret_arn"]), source.get("endpoint")
     now = datetime.datetime.now(datetime.timezone.utc)  # noqa: UP017 (3.10 has no datetime.UTC)
     try:
-        url, headers, body = secretsmanager_request(
-            source["region"], source["secret_arn"], _role_credentials(), now
-        )
-        return base64.b64decode(json.loads(_http(url, headers, "POST", body))["SecretBinary"])
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"gpufleet-node-configure: munge key not readable yet: {exc}", file=sys.stderr)
-        return None
+        credentials = _role_credentials()
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise NotYet(
+            f"no instance role credentials from IMDS ({exc})",
+            "the node's instance profile gives them (infra/aws/component.py)",
+        ) from None
+    url, headers, body = secretsmanager_request(source["region"], arn, credentials, now, endpoint)
+    try:
+        answer = _http(url, headers, "POST", body)
+    except urllib.error.HTTPError as error:
+        kind, message = _aws_error(error)
+        said = f"{kind}: {message}".rstrip(": ")
+        if kind in DENIED:
+            raise BootError(
+                "munge key",
+                f"{url} refused GetSecretValue on {arn} ({said}): the node role's inline policy "
+                "(<cluster>-node-munge-read, infra/aws/munge_secret.py) must allow "
+                "secretsmanager:GetSecretValue on that ARN; run 'gpufleet up' again to restore it",
+            ) from None
+        if kind == "ResourceNotFoundException":
+            raise NotYet(
+                said, "gpufleet up puts the value once its stack is up: run 'gpufleet up' again"
+            ) from None
+        if "Signature" in kind or "expired" in message.lower():
+            raise NotYet(
+                said, "the node's clock must be within 5 minutes of AWS's (SigV4): check time sync"
+            ) from None
+        raise NotYet(said, "Secrets Manager answered an error; it is retried") from None
+    except OSError as exc:  # no route, no name, refused, timed out
+        raise NotYet(
+            f"cannot reach {url} ({exc})",
+            "a private subnet needs NAT or a secretsmanager VPC endpoint (interface endpoint "
+            f"com.amazonaws.{source['region']}.secretsmanager, private DNS on)",
+        ) from None
+    try:
+        return base64.b64decode(json.loads(answer)["SecretBinary"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NotYet(
+            f"the secret's value is no binary munge key ({type(exc).__name__}: {exc})",
+            "gpufleet up puts it as SecretBinary: run 'gpufleet up' again",
+        ) from None
 
 
 def munge_key(source: dict[str, Any], wait_s: float = WAIT_S) -> str:
@@ -198,12 +305,19 @@ def munge_key(source: dict[str, Any], wait_s: float = WAIT_S) -> str:
             raise BootError("munge key", f"{source['path']} is not there (the local backend mounts it)")
         return str(source["path"])
     deadline = time.monotonic() + wait_s
-    data = _secret_value(source)
+    data: bytes | None = None
     while data is None:
-        if time.monotonic() > deadline:
-            raise BootError("munge key", f"cannot read {source['secret_arn']} within {wait_s:.0f} s")
-        time.sleep(10)
-        data = _secret_value(source)
+        try:
+            data = _secret_value(source)
+        except NotYet as problem:
+            print(f"gpufleet-node-configure: munge key not readable yet: {problem.message}", file=sys.stderr)
+            if time.monotonic() > deadline:
+                raise BootError(
+                    "munge key",
+                    f"cannot read {source['secret_arn']} within {wait_s:.0f} s; the last try: "
+                    f"{problem.message}; {problem.fix}",
+                ) from None
+            time.sleep(RETRY_S)
     Path(RUN_DIR).mkdir(mode=0o700, parents=True, exist_ok=True)
     path = f"{RUN_DIR}/munge.key"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o400)
@@ -345,6 +459,50 @@ def write_result(result: dict[str, Any], paths: list[str]) -> list[str]:
     return problems
 
 
+def run_play(argv: list[str], env: dict[str, str], site: str, log: Path, lines: list[str]) -> int:
+    """Run the play, each line of its output into ``log`` (and the unit's journal) as it comes, and into
+    ``lines``; its exit code. Stopped (``TimeLimit``), it ends the play's whole process group first."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w", encoding="utf-8", buffering=1) as out:
+        play = subprocess.Popen(
+            argv,
+            env=env,
+            cwd=site,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            start_new_session=True,
+        )
+        assert play.stdout is not None
+        try:
+            for line in play.stdout:
+                out.write(line)
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                lines.append(line.rstrip("\n"))
+            return play.wait()
+        except BaseException:
+            _end(play)
+            raise
+        finally:
+            play.stdout.close()
+
+
+def _end(play: subprocess.Popen[str]) -> None:
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(play.pid, sent)
+        except OSError:
+            return
+        try:
+            play.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def run_id() -> str:
     try:
         return Path(RUN_DIR, RUN_NAME).read_text(encoding="utf-8").strip() or "boot"
@@ -386,16 +544,20 @@ def configure(facts: dict[str, Any], site: str = SITE) -> dict[str, Any]:
         Path(inventory).write_text(json.dumps(local_inventory(facts, host, address, sys.executable)))
         Path(extravars).write_text(json.dumps({"munge_key_file": key, "gpufleet_node_files": f"{site}/node"}))
         argv, env = play_command(site, inventory, extravars, host)
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=site)
         log = Path(facts.get("result_file", RESULT_FILE)).with_suffix(".log")
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(done.stdout + done.stderr, encoding="utf-8")
-        result.update(read_events(done.stdout.splitlines(), host), rc=done.returncode)
-        if done.returncode != 0 and result["failed"] is None:
-            tail = (done.stderr or done.stdout).strip()[-600:]
-            result["failed"] = {"task": "ansible-playbook", "message": f"exited {done.returncode}: {tail}"}
+        lines: list[str] = []
+        try:
+            rc = run_play(argv, env, site, log, lines)
+        finally:  # the tasks so far, also when the unit is stopped
+            result.update(read_events(lines, host))
+        result["rc"] = rc
+        if rc != 0 and result["failed"] is None:
+            tail = "".join(lines).strip()[-600:]
+            result["failed"] = {"task": "ansible-playbook", "message": f"exited {rc}: {tail}"}
     except BootError as refused:
         result["failed"] = {"task": f"boot: {refused.step}", "message": refused.message}
+    except TimeLimit:
+        result["failed"] = {"task": "boot: time limit", "message": TIME_LIMIT}
     result["finished"] = time.time()
     result["ok"] = result["failed"] is None
     return result
@@ -406,17 +568,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--facts", default=FACTS_FILE)
     parser.add_argument("--site", default=SITE)
     parser.add_argument(
-        "--check", action="store_true", help="exit 0 when the node has facts, 1 when not (ExecCondition)"
+        "--check",
+        action="store_true",
+        help="exit 0 when the node has facts, 1 when not, 255 when they do not parse (ExecCondition)",
     )
     args = parser.parse_args(argv)
     try:
         facts = read_facts(args.facts)
     except BootError as refused:
         print(f"gpufleet-node-configure: {refused.message}", file=sys.stderr)
+        if refused.broken:  # the unit fails (255), it is not skipped (1)
+            return 255
         return 1 if args.check else 2
     if args.check:  # facts whose munge key comes by push: gpufleet configure pushes to this node
         return 1 if (facts.get("munge_key") or {}).get("kind") == "push" else 0
-    result = configure(facts, args.site)
+    # systemd's stop (RuntimeMaxSec, or systemctl stop) ends the play and writes the result saying so.
+    before = signal.signal(signal.SIGTERM, _stop)
+    try:
+        result = configure(facts, args.site)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the result is written whatever comes now
+        return _finish(facts, result)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _finish(facts: dict[str, Any], result: dict[str, Any]) -> int:
     paths = [facts.get("result_file", RESULT_FILE)]
     if facts.get("shared_results") and result.get("host"):
         paths.append(f"{facts['shared_results']}/{result['host']}.json")

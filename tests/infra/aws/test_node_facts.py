@@ -102,6 +102,8 @@ def test_every_node_of_a_baked_cluster_gets_its_facts_in_its_user_data_and_no_se
     )
     for text in data.values():
         assert "PRIVATE KEY" not in text and "munge.key" not in text
+        # the baked image has python3: no apt-get update through the NAT on every node for it
+        assert "packages" not in yaml.safe_load(text), text
         assert "ansible_ssh_private_key_file" not in text
     # The facts fit EC2's user data with room to spare.
     assert max(len(text.encode()) for text in data.values()) < 8 * 1024
@@ -211,3 +213,68 @@ def test_up_configures_at_boot_a_new_cluster_and_one_that_did_never_one_made_bef
     made_by_push.model_copy(update={"boot_configure": True}).write(state.inventory_file)
     backend.up(aws_spec(), state, SilentReporter(), None)
     assert seen[3:] == [False, True]
+
+
+@mock_aws
+def test_a_failed_up_still_puts_the_munge_key_when_its_secret_exists(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """pulumi up failed after the secret was made (a fleet short of capacity): the nodes it launched wait for
+    the value, so it is put anyway, and the up's own failure is what is raised. No secret: nothing put."""
+    import pytest
+
+    from gpufleet.errors import ProvisionError
+    from gpufleet.infra.aws.backend import AwsBackend
+    from gpufleet.infra.pulumi_stack import PulumiBackend
+    from gpufleet.progress import SilentReporter
+    from gpufleet.state import ClusterState
+
+    def failed_up(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise ProvisionError("pulumi up failed: InsufficientInstanceCapacity")
+
+    monkeypatch.setattr(PulumiBackend, "up", failed_up)
+    state = ClusterState(name="fleet", root=tmp_path)
+    monkeypatch.setattr(ClusterState, "cluster_id", property(lambda self: "c0ffee"))
+    baked = CloudImage(
+        id="ami-0baked", name="gpufleet-baked", digest="ab" * 32, base="ubuntu-22.04", created=""
+    )
+    with pytest.raises(ProvisionError, match="InsufficientInstanceCapacity"):  # no secret yet: no other error
+        AwsBackend().up(aws_spec(), state, SilentReporter(), None, baked=baked)
+    client = boto3.client("secretsmanager", region_name="us-east-1")
+    name = munge_secret.secret_name("fleet", "c0ffee")
+    client.create_secret(Name=name)
+    with pytest.raises(ProvisionError, match="InsufficientInstanceCapacity"):
+        AwsBackend().up(aws_spec(), state, SilentReporter(), None, baked=baked)
+    assert client.get_secret_value(SecretId=name)["SecretBinary"] == state.munge_key.read_bytes()
+
+
+def test_the_facts_name_the_secrets_endpoint_boto3_resolves_for_the_region(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Not secretsmanager.<region>.amazonaws.com everywhere: aws-cn's is amazonaws.com.cn, aws-eusc's
+    amazonaws.eu, and the user's FIPS choice holds; the node calls and signs for the facts' endpoint
+    (gpufleet.node.boot_configure)."""
+    for name in ("AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
+    assert munge_secret.endpoint("us-east-1") == "https://secretsmanager-fips.us-east-1.amazonaws.com"
+    monkeypatch.delenv("AWS_USE_FIPS_ENDPOINT")
+    assert munge_secret.endpoint("us-east-1") == "https://secretsmanager.us-east-1.amazonaws.com"
+    assert munge_secret.endpoint("cn-north-1") == "https://secretsmanager.cn-north-1.amazonaws.com.cn"
+    assert munge_secret.endpoint("eusc-de-east-1") == "https://secretsmanager.eusc-de-east-1.amazonaws.eu"
+    gpu = _facts_of(_user_data(plan(aws_spec(), baked=True))["fleet-gpu-lt"])
+    assert gpu.munge_key.endpoint == "https://secretsmanager.us-east-1.amazonaws.com"
+
+
+def test_every_partition_botocore_knows_is_named_for_its_regions() -> None:
+    """catalog.aws.partition against botocore's own endpoints.json (the source it cites)."""
+    import botocore.loaders
+
+    from gpufleet.catalog.aws import partition
+
+    data = botocore.loaders.Loader().load_data("endpoints")
+    for known in data["partitions"]:
+        for region in known["regions"]:
+            assert partition(region) == known["partition"], region
+    assert partition("eusc-de-east-1") == "aws-eusc" and partition("eu-isoe-west-1") == "aws-iso-e"

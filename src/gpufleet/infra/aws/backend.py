@@ -156,20 +156,44 @@ class AwsBackend(PulumiBackend):
         baked: BakedRecord | None = None,
     ) -> Inventory:
         """The stack, then (nodes that configure themselves) the munge key put as its secret's value: never
-        through the program, so it is in no Pulumi state and no user data (``munge_secret.py``)."""
-        inventory = super().up(spec, state, reporter, spec_path, baked=baked)
-        cluster_id = state.cluster_id
-        if inventory.boot_configure and cluster_id is not None:
-            import boto3
-
-            from gpufleet.infra.aws.munge_secret import publish, secret_name
-
-            client = boto3.client("secretsmanager", region_name=_provider(spec).region)
-            if publish(client, spec.name, cluster_id, state.ensure_munge_key()):
-                reporter.info(
-                    f"munge key put in {secret_name(spec.name, cluster_id)} (the nodes read it at boot)"
-                )
+        through the program, so it is in no Pulumi state and no user data (``munge_secret.py``). Also when
+        ``pulumi up`` failed after the secret was made: the nodes it launched wait for that value (and
+        would wait their whole 900 s for nothing), and the next up would put it anyway."""
+        try:
+            inventory = super().up(spec, state, reporter, spec_path, baked=baked)
+        except BaseException:
+            if baked is not None:  # only a baked cluster's nodes configure themselves and have the secret
+                self._publish_munge_key(spec, state, reporter, after_failure=True)
+            raise
+        if inventory.boot_configure:
+            self._publish_munge_key(spec, state, reporter, after_failure=False)
         return inventory
+
+    def _publish_munge_key(
+        self, spec: ClusterSpec, state: ClusterState, reporter: Reporter, after_failure: bool
+    ) -> None:
+        """After a failed up: only when the secret exists (it may not have been made), and a problem is
+        said, not raised (the up's own failure is the one to report)."""
+        cluster_id = state.cluster_id
+        if cluster_id is None:
+            return
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from gpufleet.infra.aws.munge_secret import publish, secret_name
+
+        name = secret_name(spec.name, cluster_id)
+        client = boto3.client("secretsmanager", region_name=_provider(spec).region)
+        try:
+            if publish(client, spec.name, cluster_id, state.ensure_munge_key()):
+                reporter.info(f"munge key put in {name} (the nodes read it at boot)")
+        except client.exceptions.ResourceNotFoundException:
+            if not after_failure:
+                raise
+        except (BotoCoreError, ClientError, OSError) as exc:
+            if not after_failure:
+                raise
+            reporter.info(f"the munge key could not be put in {name} after the failed up ({exc})")
 
     def inventory_from_outputs(
         self, spec: ClusterSpec, state: ClusterState, outputs: dict[str, Any]

@@ -140,7 +140,15 @@ class GpuClusterAws(pulumi.ComponentResource):
         controller = spec.host_names(spec.controller_group)[0]
         controller_ip: pulumi.Output[str] | None = None
         facts = (
-            _Facts(spec, catalog, controller, filesystem, baked, self.munge_secret.arn)
+            _Facts(
+                spec,
+                catalog,
+                controller,
+                filesystem,
+                baked,
+                self.munge_secret.arn,
+                munge_secret.endpoint(provider_spec.region),
+            )
             if boot and baked is not None and self.munge_secret is not None
             else None
         )
@@ -273,6 +281,7 @@ class _Facts:
     filesystem: dict[str, Any]
     baked: CloudImage
     secret_arn: pulumi.Output[str]
+    endpoint: str  # the secret's Secrets Manager endpoint (munge_secret.endpoint): the node calls it
 
     def record(self, group: NodeGroup, host: str) -> dict[str, Any]:
         item = self.catalog.get(group.instance_type)
@@ -304,6 +313,7 @@ class _Facts:
             image_hash=self.baked.digest,
             secret_arn=self.secret_arn,
             region=region,
+            endpoint=self.endpoint,
             named=named,
             set_hostname=True,  # as AwsBackend.inventory_from_outputs sets it
             peers=peers,

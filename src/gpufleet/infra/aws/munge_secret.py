@@ -35,6 +35,16 @@ def secret_name(cluster: str, cluster_id: str) -> str:
     return f"gpufleet/{cluster}-{cluster_id}/munge-key"
 
 
+def endpoint(region: str) -> str:
+    """The Secrets Manager endpoint boto3 calls for ``region`` (its partition's domain; FIPS or dual-stack
+    where the user's configuration asks: AWS_USE_FIPS_ENDPOINT, use_dualstack_endpoint, endpoint_url_...),
+    which the node calls too (``gpufleet.node.boot_configure.secretsmanager_request``). Needs no
+    credentials."""
+    import boto3
+
+    return str(boto3.session.Session().client("secretsmanager", region_name=region).meta.endpoint_url)
+
+
 def read_policy(secret_arn: str) -> str:
     """The nodes' one permission on the secret."""
     return json.dumps(
