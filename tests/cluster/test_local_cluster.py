@@ -280,10 +280,12 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     _sh(c0, "rm -f /etc/gpufleet/nccl.env && mkdir /etc/gpufleet/nccl.env")
     broken = cli.json("configure", str(spec), expect=5)["error"]["message"]
     assert broken.startswith("1 node(s) failed their own configure and 0 never showed up"), broken
-    assert f"{c0}: play failed at 'Write the NCCL environment file'" in broken, broken
+    # (the template lands inside the folder; the role's check that a job sources the file fails)
+    failed_task = "Assert that a job sees exactly the settings the role chose"
+    assert f"{c0}: play failed at '{failed_task}': sourcing /etc/gpufleet/nccl.env" in broken, broken
     drained = _sh(ctl, f"sinfo -h -N -n {c0} -o '%T|%E'")[0]
-    assert drained == "drained|gpufleet: configure failed: Write the NCCL environment file", drained
-    _sh(c0, "rmdir /etc/gpufleet/nccl.env")
+    assert drained == f"drained|gpufleet: configure failed: {failed_task}", drained
+    _sh(c0, "rm -r /etc/gpufleet/nccl.env")
     assert cli.json("configure", str(spec))["ok"] is True
     assert podman("exec", c0, "test", "-s", "/etc/gpufleet/nccl.env") == []
 
