@@ -102,8 +102,14 @@ def configure(spec: ClusterSpec, reporter: Reporter) -> PlayResult:
     state, inventory = load_inventory(spec, "gpufleet configure")
     baked = baked_and_current(spec, inventory.baked_image_hash)
     if baked and inventory.boot_configure and choice == "auto":
-        # The nodes configured themselves at boot (docs/boot-configure.md): wait for them, push nothing.
-        return _configure_at_boot(state, inventory, reporter)
+        if not str(spec.software.container_image or "").startswith("/"):
+            # The nodes configured themselves at boot (docs/boot-configure.md): wait for them, push nothing.
+            return _configure_at_boot(state, inventory, reporter)
+        # A squashfs file on this machine: the controller's own play cannot copy it from here, a push can.
+        reporter.info(
+            f"configure: pushed, not waited for: software.container_image {spec.software.container_image} "
+            "is a file on this machine, which only a push copies to the cluster (docs/boot-configure.md)"
+        )
     on_head = relay.runs_on_head(choice, inventory, baked)
     if baked:
         reporter.info(f"nodes run the baked image {baked[:12]} of the current roles: install phase skipped")

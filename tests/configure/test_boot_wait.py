@@ -271,6 +271,7 @@ def test_the_typed_reader_refuses_a_result_of_another_shape() -> None:
         ),  # up again since (nodes added): their boot's results
         ("here", {}, ("push", None)),  # push stays when asked for
         ("head", {}, ("push", None)),
+        ("file-image", {}, ("push", None)),  # a squashfs file on this machine: only a push copies it
     ],
 )
 def test_gpufleet_configure_waits_for_nodes_that_configure_themselves_and_pushes_when_asked(
@@ -290,12 +291,15 @@ def test_gpufleet_configure_waits_for_nodes_that_configure_themselves_and_pushes
     from gpufleet.progress import SilentReporter
     from gpufleet.spec import load_spec
 
-    if switch is None:
+    if switch in (None, "file-image"):
         monkeypatch.delenv(relay.SWITCH, raising=False)
     else:
         monkeypatch.setenv(relay.SWITCH, switch)
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "local.yaml")
+    if switch == "file-image":
+        software = spec.software.model_copy(update={"container_image": "/srv/images/job.sqsh"})
+        spec = spec.model_copy(update={"software": software})
     called: list[tuple[str, bool | None]] = []
 
     class State:
