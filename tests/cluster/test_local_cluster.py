@@ -273,22 +273,6 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
     assert second["changed"] == 0, second["changed_tasks"]
     assert second["artifacts"] is None, second["artifacts"]
 
-    # A node whose own play fails (its NCCL environment file made a folder): configure names it with the
-    # failed task and drains it with that task as the reason; repaired, a re-run passes (it stays drained
-    # until a validation passes with it: validate/release.py).
-    c0, ctl = f"{NAME}-compute-0", f"{NAME}-controller"
-    _sh(c0, "rm -f /etc/gpufleet/nccl.env && mkdir /etc/gpufleet/nccl.env")
-    broken = cli.json("configure", str(spec), expect=5)["error"]["message"]
-    assert broken.startswith("1 node(s) failed their own configure and 0 never showed up"), broken
-    # (the template lands inside the folder; the role's check that a job sources the file fails)
-    failed_task = "Assert that a job sees exactly the settings the role chose"
-    assert f"{c0}: play failed at '{failed_task}': sourcing /etc/gpufleet/nccl.env" in broken, broken
-    drained = _sh(ctl, f"sinfo -h -N -n {c0} -o '%T|%E'")[0]
-    assert drained == f"drained|gpufleet: configure failed: {failed_task}", drained
-    _sh(c0, "rm -r /etc/gpufleet/nccl.env")
-    assert cli.json("configure", str(spec))["ok"] is True
-    assert podman("exec", c0, "test", "-s", "/etc/gpufleet/nccl.env") == []
-
     # A floor the cluster cannot reach fails the gate: exit 1, and the report says why.
     impossible = yaml.safe_load(spec.read_text())
     impossible["validation"]["min_busbw"] = {"all_reduce": 10_000.0, "all_gather": 10_000.0}
@@ -315,6 +299,48 @@ def test_up_configure_validate_reconfigure(cluster, baked_image: dict) -> None:
 
 
 # ---- the spec is the truth; the environment's refusals are named (issue 38, docs/reliability.md) ----------
+
+
+def test_a_node_whose_own_play_fails_is_named_drained_and_validated_again_before_it_takes_jobs(
+    cluster, tmp_path
+) -> None:
+    """Issue 34: a node whose own configure fails (its NCCL environment file made a folder) is named with the
+    failed task and drained with it as the reason; repaired, a re-run passes, and the node still takes no job
+    until a validation passes with it (validate/release.py), which then releases it."""
+    cli, spec, _state = cluster
+    c0, c1, ctl = f"{NAME}-compute-0", f"{NAME}-compute-1", f"{NAME}-controller"
+    _sh(c0, "rm -f /etc/gpufleet/nccl.env && mkdir /etc/gpufleet/nccl.env")
+    broken = cli.json("configure", str(spec), expect=5)["error"]["message"]
+    assert broken.startswith("1 node(s) failed their own configure and 0 never showed up"), broken
+    # (the template lands inside the folder; the role's check that a job sources the file fails)
+    failed_task = "Assert that a job sees exactly the settings the role chose"
+    assert f"{c0}: play failed at '{failed_task}': sourcing /etc/gpufleet/nccl.env" in broken, broken
+    reason = f"gpufleet: configure failed: {failed_task}"
+    assert _sh(ctl, f"sinfo -h -N -n {c0} -o '%T|%E'") == [f"drained|{reason}"]
+    _sh(c0, "rm -r /etc/gpufleet/nccl.env")
+    assert cli.json("configure", str(spec))["ok"] is True
+    assert podman("exec", c0, "test", "-s", "/etc/gpufleet/nccl.env") == []
+    # Repaired, but not yet proven: still drained, and a job on both nodes waits.
+    assert _sh(ctl, f"sinfo -h -N -n {c0} -o '%T|%E'") == [f"drained|{reason}"]
+    waiting = _sh(ctl, "sbatch --parsable -N2 --wrap 'hostname'")[0]
+    time.sleep(5)
+    assert _sh(ctl, f"squeue -h -j {waiting} -o '%T'") == ["PENDING"], waiting
+    data = yaml.safe_load(spec.read_text())
+    data["validation"].update(collectives=["all_reduce"], max_bytes="1M", find_bad_nodes=False)
+    data["validation"]["training"]["enabled"] = False
+    quick = tmp_path / "quick.yaml"
+    quick.write_text(yaml.safe_dump(data))
+    report = cli.json("validate", str(quick), "--out", str(tmp_path / "report"))
+    assert report["passed"] is True, json.dumps(report, indent=1)[:3000]
+    held = report["context"]["held for validation"]
+    assert held.startswith(f"{c0} (reservation gpufleet-validate-{NAME}); released: {c0}"), held
+    _wait(
+        f"job {waiting} to run once {c0} is released",
+        lambda: "JobState=COMPLETED" in " ".join(_sh(ctl, f"scontrol -o show job {waiting}")),
+        timeout=120,
+    )
+    states = _sh(ctl, f"sinfo -h -N -n {c0},{c1} -o '%T'")
+    assert all(state in ("idle", "mixed", "allocated") for state in states), states
 
 
 def test_another_spec_with_the_cluster_name_is_refused_and_a_small_disk_is_named(cluster, tmp_path) -> None:
