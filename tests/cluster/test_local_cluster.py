@@ -326,7 +326,7 @@ def test_a_node_whose_own_play_fails_is_named_drained_and_validated_again_before
     time.sleep(5)
     assert _sh(ctl, f"squeue -h -j {waiting} -o '%T'") == ["PENDING"], waiting
     data = yaml.safe_load(spec.read_text())
-    data["validation"].update(collectives=["all_reduce"], max_bytes="1M", find_bad_nodes=False)
+    data["validation"].update(collectives=["all_reduce"], max_bytes="16M", find_bad_nodes=False)
     data["validation"]["training"]["enabled"] = False
     quick = tmp_path / "quick.yaml"
     quick.write_text(yaml.safe_dump(data))
