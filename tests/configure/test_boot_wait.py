@@ -13,47 +13,20 @@ from typing import Any
 
 import pytest
 
+from factories import make_host, make_inventory
 from gpufleet.configure import boot_wait, node_result
 from gpufleet.errors import ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import Role
 
 IMAGE = "ab" * 32
 RESULTS = "/shared/.gpufleet/configure"
 
 
 def inventory(compute: int) -> Inventory:
-    hosts = [
-        Host(
-            name="head",
-            roles=[Role.CONTROLLER],
-            address="10.0.0.1",
-            private_ip="10.0.0.1",
-            instance_type="local",
-            cpus=2,
-            memory_mb=1024,
-        )
-    ]
-    hosts += [
-        Host(
-            name=f"n{i}",
-            roles=[Role.COMPUTE],
-            address=f"10.0.1.{i}",
-            private_ip=f"10.0.1.{i}",
-            instance_type="local",
-            cpus=4,
-            memory_mb=2048,
-        )
-        for i in range(1, compute + 1)
-    ]
-    return Inventory(
-        cluster="c",
-        provider="local",
-        fabric=FabricKind.ETHERNET,
-        hosts=hosts,
-        baked_image_hash=IMAGE,
-        boot_configure=True,
-    )
+    hosts = [make_host("head", [Role.CONTROLLER], ip="10.0.0.1", cpus=2)]
+    hosts += [make_host(f"n{i}", ip=f"10.0.1.{i}", cpus=4, memory_mb=2048) for i in range(1, compute + 1)]
+    return make_inventory(hosts, cluster="c", baked_image_hash=IMAGE, boot_configure=True)
 
 
 def result(host: str, *, failed: tuple[str, str] | None = None, run: str = "boot") -> dict[str, Any]:

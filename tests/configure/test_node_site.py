@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from factories import make_host, make_inventory
 from gpufleet.configure import head_ansible, node_site, relay
-from gpufleet.inventory.model import Connection, Host, Inventory
+from gpufleet.inventory.model import Connection, Inventory
 from gpufleet.progress import SilentReporter
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import Role
 
 
 def test_the_site_archive_holds_what_the_node_runs_with_ansible_for_its_python(tmp_path: Path) -> None:
@@ -54,18 +55,10 @@ def test_the_bake_probes_its_builder_and_names_the_archive_and_the_hash(
 
     monkeypatch.setattr(relay, "SshShell", Shell)
     monkeypatch.setattr(node_site, "cache_dir", lambda: tmp_path)
-    builder = Host(
-        name="builder",
-        roles=[Role.CONTROLLER, Role.LOGIN, Role.COMPUTE],
-        address="10.0.0.9",
-        private_ip="10.0.0.9",
-        instance_type="local",
-        cpus=2,
-        memory_mb=2048,
+    builder = make_host(
+        "builder", [Role.CONTROLLER, Role.LOGIN, Role.COMPUTE], ip="10.0.0.9", cpus=2, memory_mb=2048
     )
-    inventory = Inventory(
-        cluster="bake", provider="local", fabric=FabricKind.ETHERNET, hosts=[builder], connection=Connection()
-    )
+    inventory = make_inventory([builder], cluster="bake", connection=Connection())
     got = node_site.bake_vars(inventory, "ab" * 32, SilentReporter())
     assert got["boot_configure_image_hash"] == "ab" * 32
     assert Path(got["boot_configure_site_archive"]).parent == tmp_path / "node-site"

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from factories import make_host, make_inventory
 from gpufleet.configure import node_result, relay
 from gpufleet.inventory import node_facts
-from gpufleet.inventory.model import GROUP_OF_ROLE, Host, Inventory
+from gpufleet.inventory.model import GROUP_OF_ROLE
 from gpufleet.node import boot_configure
-from gpufleet.spec.model import FabricKind, Role
+from gpufleet.spec.model import Role
 
 HASH = "ab" * 32
 
@@ -64,30 +65,12 @@ def _site(tmp_path: Path) -> Path:
 def _facts(tmp_path: Path, **changes: Any) -> dict[str, Any]:
     key = tmp_path / "munge.key"
     key.write_bytes(b"k" * 1024)
-    inventory = Inventory(
-        cluster="c",
-        provider="local",
-        fabric=FabricKind.ETHERNET,
-        hosts=[
-            Host(
-                name="ctl",
-                roles=[Role.CONTROLLER],
-                address="127.0.0.1",
-                private_ip="127.0.0.1",
-                instance_type="local",
-                cpus=2,
-                memory_mb=1024,
-            ),
-            Host(
-                name="n1",
-                roles=[Role.COMPUTE],
-                address="127.0.0.2",
-                private_ip="127.0.0.2",
-                instance_type="local",
-                cpus=4,
-                memory_mb=2048,
-            ),
+    inventory = make_inventory(
+        [
+            make_host("ctl", [Role.CONTROLLER], ip="127.0.0.1", cpus=2),
+            make_host("n1", ip="127.0.0.2", cpus=4, memory_mb=2048),
         ],
+        cluster="c",
         filesystem={"kind": "volume", "mount_point": str(tmp_path / "shared")},
         baked_image_hash=HASH,
     )

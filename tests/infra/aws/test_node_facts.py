@@ -14,6 +14,7 @@ import yaml
 from aws_specs import CREATED_AT, aws_spec
 from moto import mock_aws
 
+from factories import make_host, make_inventory
 from gpufleet.bake.baker import spec_hash
 from gpufleet.infra.aws import munge_secret
 from gpufleet.infra.aws.component import GpuClusterAws, GpuClusterAwsArgs
@@ -159,47 +160,24 @@ def test_up_configures_at_boot_a_new_cluster_and_one_that_did_never_one_made_bef
     data."""
     from gpufleet.infra.aws.backend import AwsBackend
     from gpufleet.infra.pulumi_stack import PulumiBackend
-    from gpufleet.inventory.model import Host, Inventory
+    from gpufleet.inventory.model import Inventory
     from gpufleet.progress import SilentReporter
     from gpufleet.spec.model import FabricKind, Role
     from gpufleet.state import ClusterState
 
     seen: list[bool] = []
+    host = make_host("h", [Role.CONTROLLER, Role.COMPUTE], ip="a", instance_type="m7i.xlarge", cpus=2)
+    made_by_push = make_inventory([host], cluster="fleet", provider="aws", fabric=FabricKind.EFA)
 
     def deploy(self: Any, spec: Any, state: Any, reporter: Any, baked: Any = None) -> Inventory:
         seen.append(self.boot_configure)
-        host = Host(
-            name="h",
-            roles=[Role.CONTROLLER, Role.COMPUTE],
-            address="a",
-            private_ip="a",
-            instance_type="m7i.xlarge",
-            cpus=2,
-            memory_mb=1024,
-        )
-        return Inventory(cluster="fleet", provider="aws", fabric=FabricKind.EFA, hosts=[host])
+        return made_by_push
 
     monkeypatch.setattr(PulumiBackend, "deploy", deploy)
     monkeypatch.setattr(PulumiBackend, "inventory_from_outputs", lambda self, spec, state, outputs: outputs)
     backend = AwsBackend()
     state = ClusterState(name="fleet", root=tmp_path)
     backend.up(aws_spec(), state, SilentReporter(), None)  # new: no inventory yet
-    made_by_push = Inventory(
-        cluster="fleet",
-        provider="aws",
-        fabric=FabricKind.EFA,
-        hosts=[
-            Host(
-                name="h",
-                roles=[Role.CONTROLLER, Role.COMPUTE],
-                address="a",
-                private_ip="a",
-                instance_type="m7i.xlarge",
-                cpus=2,
-                memory_mb=1024,
-            )
-        ],
-    )
     made_by_push.write(state.inventory_file)
     backend.up(aws_spec(), state, SilentReporter(), None)
     made_by_push.model_copy(update={"boot_configure": True}).write(state.inventory_file)
