@@ -7,6 +7,10 @@ layer order)."""
 from __future__ import annotations
 
 import ast
+import functools
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -40,9 +44,26 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
     return {name for name in found if name in modules}
 
 
-def import_graph() -> dict[str, set[str]]:
+def graph_here() -> dict[str, set[str]]:
     paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     return {name: imports_of(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+@functools.cache
+def import_graph() -> dict[str, set[str]]:
+    """``graph_here`` in a fresh interpreter: CPython 3.11's ``ast`` keeps one recursion counter per
+    interpreter, and a parse in this worker that failed inside the AST constructor, or ran in another thread
+    at once, leaves it off, so that every later ``ast.parse`` here raises "SystemError: AST constructor
+    recursion depth mismatch" (python/cpython#106905; seen in CI on 3.11.7)."""
+    script = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_import_cycles import graph_here\n"
+        "print(json.dumps({k: sorted(v) for k, v in graph_here().items()}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return {name: set(imported) for name, imported in json.loads(done.stdout).items()}
 
 
 def room(module: str) -> str:

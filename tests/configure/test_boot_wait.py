@@ -60,6 +60,8 @@ class Node:
     failed: tuple[str, str] | None = None
     run: str = "boot"
     unreadable: bool = False
+    # from when a started, not finished result (the unit's ExecStartPre) is there until the result is
+    started_at: float | None = None
 
 
 @dataclass
@@ -99,6 +101,9 @@ class FakeCluster:
                         else json.dumps(result(name, failed=node.failed, run=node.run))
                     )
                     lines.append(f"{boot_wait.RESULT_MARK}{name} {text}")
+                elif node.started_at is not None and node.started_at <= self.now:
+                    started = {**result(name, run=node.run), "finished": None, "ok": False, "rc": None}
+                    lines.append(f"{boot_wait.RESULT_MARK}{name} {json.dumps(started)}")
             return 0, "\n".join(lines) + "\n", ""
         if argv[:2] == ["scontrol", "update"]:
             node = argv[2].removeprefix("nodename=")
@@ -212,6 +217,23 @@ def test_a_rerun_waits_for_its_own_run_and_names_a_node_that_kept_the_old_one() 
     cluster = FakeCluster(nodes)
     report = wait(cluster, inv, run="r-7", deadline=60)
     assert report.missing["n2"].startswith("its result is of run 'boot' (waited for 'r-7'); registered")
+
+
+def test_a_started_result_is_waited_for_and_a_play_that_never_ends_is_named_as_running() -> None:
+    """The unit's ExecStartPre replaces the last boot's result with a started one (a node stopped mid-play
+    wrote "stopped" as its result, and a re-run of up starts it again): the wait reads it as not done yet,
+    and names a play that is still running at the deadline as such, not as a node without a result."""
+    inv = inventory(2)
+    nodes = {h.name: Node() for h in inv.hosts}
+    nodes["n1"] = Node(started_at=0.0, result_at=40.0, register_at=41.0)
+    nodes["n2"] = Node(started_at=0.0, result_at=None, register_at=None)
+    cluster = FakeCluster(nodes)
+    report = wait(cluster, inv, deadline=60)
+    assert "n1" in report.configured and "n1" not in report.missing
+    assert cluster.now == 60.0
+    running = "its play (run 'boot') started at 00:00:01 UTC and had not finished"
+    assert report.missing["n2"].startswith(running), report.missing["n2"]
+    assert cluster.drains == {}
 
 
 def test_an_unreadable_result_is_a_finding_about_its_node() -> None:

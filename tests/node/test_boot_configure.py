@@ -93,11 +93,12 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return image
 
 
-def _run(tmp_path: Path, facts: dict[str, Any], image: Path) -> tuple[int, dict[str, Any]]:
+def _run(tmp_path: Path, facts: dict[str, Any], image: Path, *options: str) -> tuple[int, dict[str, Any]]:
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(facts))
     site = _site(tmp_path)
-    rc = boot_configure.main(["--facts", str(path), "--site", str(site)]) if image.exists() else -1
+    argv = ["--facts", str(path), "--site", str(site), *options]
+    rc = boot_configure.main(argv) if image.exists() else -1
     return rc, json.loads(Path(facts["result_file"]).read_text())
 
 
@@ -388,11 +389,17 @@ def test_check_fails_the_unit_on_facts_that_do_not_parse(
 # ---- the play's output as it runs, and systemd's stop
 
 
-def test_the_log_shows_the_play_as_it_runs_and_a_stop_writes_the_time_limit_result(
-    tmp_path: Path, node: Path
+@pytest.mark.parametrize(
+    ("limit", "task"),
+    [(None, "boot: time limit"), ("20", "boot: time limit"), ("1800", "boot: stopped")],
+)
+def test_the_log_shows_the_play_as_it_runs_and_a_stop_writes_why_it_stopped(
+    tmp_path: Path, node: Path, limit: str | None, task: str
 ) -> None:
     """The log (what the local up's wait and journalctl show) has each task as it starts, not at the play's
-    end; SIGTERM (systemd at RuntimeMaxSec) ends the play and the result says why, with the tasks so far."""
+    end; SIGTERM ends the play and the result says why, with the tasks so far: systemd at RuntimeMaxSec
+    (the unit passes it as --time-limit), or a stop long before it (the node shut down: CI saw a node
+    stopped 60 s into its play named "ran past its time limit")."""
     import os
     import signal
     import threading
@@ -415,13 +422,47 @@ def test_the_log_shows_the_play_as_it_runs_and_a_stop_writes_the_time_limit_resu
     watcher = threading.Thread(target=stop_when_the_last_task_runs, daemon=True)
     watcher.start()
     started = time.monotonic()
-    rc, result = _run(tmp_path, facts, node)
+    rc, result = _run(tmp_path, facts, node, *(["--time-limit", limit] if limit else []))
     watcher.join()
     assert seen, "the log showed no task while the play ran"
     assert time.monotonic() - started < 60  # the play was ended, not waited for
-    assert rc == 1 and result["failed"] == {"task": "boot: time limit", "message": boot_configure.TIME_LIMIT}
+    assert rc == 1 and result["failed"]["task"] == task
+    if task == "boot: time limit":
+        assert result["failed"]["message"] == boot_configure.TIME_LIMIT
+    else:
+        assert result["failed"]["message"].startswith("systemd stopped the node's configure after ")
+        assert "the node shut down or restarted" in result["failed"]["message"]
+    assert result["finished"] is not None
     assert [t["task"] for t in result["tasks"]][:2] == [
         "Read what the facts gave the play",
         "Change something",
     ]
     assert signal.getsignal(signal.SIGTERM) is not boot_configure._stop  # main put the handler back
+
+
+def test_begin_replaces_the_last_runs_result_with_a_started_one_before_the_play(
+    tmp_path: Path, node: Path
+) -> None:
+    """The unit's ExecStartPre (--begin): the last run's result, here the "stopped" of a node shut down
+    mid-play, is replaced by one that reads as started and not finished, on the node and on the shared
+    filesystem, so gpufleet configure waits for this run's; the shared copy only where its folder is."""
+    facts = _facts(tmp_path)
+    shared = Path(facts["shared_results"]) / "n1.json"
+    old = {"version": 1, "host": "n1", "run": "boot", "ok": False, "failed": {"task": "boot: stopped"}}
+    for path in (shared, Path(facts["result_file"])):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(old))
+    rc, local = _run(tmp_path, facts, node, "--begin")
+    assert rc == 0 and local["finished"] is None and local["failed"] is None and local["run"] == "boot"
+    assert json.loads(shared.read_text()) == local
+    read = node_result.parse(shared.read_text())
+    assert isinstance(read, node_result.NodeResult) and read.running and read.image == HASH
+    assert not Path(facts["result_file"]).with_suffix(".log").exists()  # no play ran
+
+    # A filesystem not mounted yet (a cloud node's play mounts it): no folder made under its mount point.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    unmounted = _facts(bare, shared_results=str(bare / "shared" / ".gpufleet" / "configure"))
+    rc, local = _run(bare, unmounted, node, "--begin")
+    assert rc == 0 and local["finished"] is None
+    assert not (bare / "shared").exists()

@@ -38,6 +38,10 @@ def test_the_unit_runs_after_the_boot_transaction_and_the_boot_does_not_wait_for
     assert service["Type"] == "exec", "a oneshot's start job lasts the whole play: the boot waits for it"
     assert service["ExecCondition"].endswith("--check")
     assert service["RuntimeMaxSec"] == "1800" and "TimeoutStartSec" not in service
+    # The play knows the limit, so a stop long before it (a node shut down) is not named the time limit;
+    # and the last run's result is replaced by a started one before the start job ends.
+    assert service["ExecStart"].endswith("--time-limit 1800")
+    assert service["ExecStartPre"].endswith("--begin")
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")

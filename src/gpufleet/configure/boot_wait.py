@@ -204,6 +204,7 @@ def _accepted(node: str, found: NodeResult | str | None, image: str | None, run:
         and found.host == node
         and found.image == image
         and (run is None or found.run == run)
+        and not found.running
     )
 
 
@@ -278,12 +279,13 @@ def _report(
             continue
         if isinstance(found, str):
             seen = found
+        elif isinstance(found, NodeResult) and found.image != image:
+            seen = f"its result names the image {str(found.image)[:12]}, the cluster's is {str(image)[:12]}"
+        elif isinstance(found, NodeResult) and run is not None and found.run != run:
+            seen = f"its result is of run '{found.run}' (waited for '{run}')"
         elif isinstance(found, NodeResult):
-            seen = (
-                f"its result is of run '{found.run}' (waited for '{run}')"
-                if found.image == image
-                else f"its result names the image {str(found.image)[:12]}, the cluster's is {str(image)[:12]}"
-            )
+            started = time.strftime("%H:%M:%S UTC", time.gmtime(found.started))
+            seen = f"its play (run '{found.run}') started at {started} and had not finished"
         else:
             seen = "no result"
         if node in compute:

@@ -38,12 +38,18 @@ class NodeResult(BaseModel):
     run: str = Field(description="'boot', or the run id gpufleet configure asked for")
     image: str | None = Field(description="the baked image hash the node's facts expect")
     started: float
-    finished: float
+    finished: float | None = Field(
+        description="None: the run has started and not finished (the unit's ExecStartPre wrote it)"
+    )
     ok: bool
     rc: int | None = Field(description="ansible-playbook's exit code; None when it did not run")
     tasks: list[TaskStatus]
     failed: FailedTask | None
     stats: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.finished is None
 
     @property
     def changed_tasks(self) -> list[str]:

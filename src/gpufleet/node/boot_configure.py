@@ -13,6 +13,8 @@ cloud-init or the local backend put there, or GCP's instance metadata). It
    address for the roles that name it) and runs ``ansible-playbook --skip-tags install --limit <node>`` on
    the baked copy of the playbooks and roles, with the ansible-core baked for this Python (the one the head
    relay ships: ``gpufleet.configure.head_ansible``) and the relay's event callback (``gpufleet_events``);
+0. (``--begin``, the unit's ExecStartPre) replaces the last run's result with one of this run, started and
+   not finished, so that nobody reads the last boot's result as this one's;
 5. writes the result (every task's status, the failed task and its message, the stats) as JSON to
    ``RESULT_FILE`` and to ``<shared filesystem>/.gpufleet/configure/<node>.json``, and exits 1 when the
    play failed, so systemd says so too.
@@ -60,6 +62,14 @@ WAIT_S = 900.0
 RETRY_S = 10.0
 # The result's failure when systemd stops the unit at its RuntimeMaxSec (roles/boot_configure's unit).
 TIME_LIMIT = "the node's configure ran past its time limit (RuntimeMaxSec)"
+# A stop well before the time limit is something else stopping the unit: the node shutting down or
+# restarting (a stopped or rebooted node), or 'systemctl stop'/'restart' (gpufleet configure's re-run).
+STOPPED = (
+    "systemd stopped the node's configure after {elapsed:.0f} s, before its play finished: the node shut "
+    "down or restarted, or the unit was stopped; its next start runs the play again"
+)
+# How close to the time limit a stop counts as the time limit (systemd's stop and the clock's reading).
+LIMIT_SLACK_S = 30.0
 
 
 class BootError(Exception):
@@ -510,20 +520,48 @@ def run_id() -> str:
         return "boot"
 
 
-def configure(facts: dict[str, Any], site: str = SITE) -> dict[str, Any]:
-    """Run the configure phase on this node; the result (see the module doc)."""
-    started = time.time()
-    result: dict[str, Any] = {
+def _new_result(facts: dict[str, Any], started: float) -> dict[str, Any]:
+    return {
         "version": 1,
         "host": facts.get("host"),
         "run": run_id(),
         "image": facts.get("baked_image_hash"),
         "started": started,
+        "finished": None,
+        "ok": False,
         "tasks": [],
         "failed": None,
         "stats": {},
         "rc": None,
     }
+
+
+def begin(facts: dict[str, Any]) -> list[str]:
+    """The unit's ExecStartPre: a result that says this run has started and not finished (``finished``
+    null), in place of the last run's, before the start job ends. A node stopped mid-play wrote "stopped"
+    as its result, and a node whose own play failed wrote that: without this, ``gpufleet configure`` after
+    the node's next boot (a re-run of ``up`` starts stopped nodes) would read the last boot's result as this
+    one's until the new play ends. The shared copy needs the node's name: from the facts, where they name
+    it (local, GCP); an AWS node learns it from its tag, so only its own file is replaced here (its shared
+    file is the old boot's until its play writes the new one). The shared copy only where its folder is
+    there already: a cloud node's play mounts the filesystem, and at boot it may not be mounted yet (nor
+    then can it hold an old result). The paths that could not be written."""
+    local, *shared = _result_paths(facts, facts.get("host"))
+    paths = [local] + [path for path in shared if Path(path).parent.is_dir()]
+    return write_result(_new_result(facts, time.time()), paths)
+
+
+def _result_paths(facts: dict[str, Any], host: str | None) -> list[str]:
+    paths = [facts.get("result_file", RESULT_FILE)]
+    if facts.get("shared_results") and host:
+        paths.append(f"{facts['shared_results']}/{host}.json")
+    return paths
+
+
+def configure(facts: dict[str, Any], site: str = SITE, time_limit: float | None = None) -> dict[str, Any]:
+    """Run the configure phase on this node; the result (see the module doc)."""
+    started = time.time()
+    result = _new_result(facts, started)
     try:
         host = host_name(facts)
         result["host"] = host
@@ -557,7 +595,11 @@ def configure(facts: dict[str, Any], site: str = SITE) -> dict[str, Any]:
     except BootError as refused:
         result["failed"] = {"task": f"boot: {refused.step}", "message": refused.message}
     except TimeLimit:
-        result["failed"] = {"task": "boot: time limit", "message": TIME_LIMIT}
+        elapsed = time.time() - started
+        if time_limit is None or elapsed >= time_limit - LIMIT_SLACK_S:
+            result["failed"] = {"task": "boot: time limit", "message": TIME_LIMIT}
+        else:
+            result["failed"] = {"task": "boot: stopped", "message": STOPPED.format(elapsed=elapsed)}
     result["finished"] = time.time()
     result["ok"] = result["failed"] is None
     return result
@@ -572,6 +614,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="exit 0 when the node has facts, 1 when not, 255 when they do not parse (ExecCondition)",
     )
+    parser.add_argument(
+        "--begin",
+        action="store_true",
+        help="write the result of a run that has started (ExecStartPre), replacing the last run's",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="the unit's RuntimeMaxSec: a stop well before it is named a stop, not the time limit",
+    )
     args = parser.parse_args(argv)
     try:
         facts = read_facts(args.facts)
@@ -582,10 +635,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if args.check else 2
     if args.check:  # facts whose munge key comes by push: gpufleet configure pushes to this node
         return 1 if (facts.get("munge_key") or {}).get("kind") == "push" else 0
+    if args.begin:  # never fails the unit: the play itself says what it cannot write
+        for problem in begin(facts):
+            print(f"gpufleet-node-configure: cannot write the started result {problem}", file=sys.stderr)
+        return 0
     # systemd's stop (RuntimeMaxSec, or systemctl stop) ends the play and writes the result saying so.
     before = signal.signal(signal.SIGTERM, _stop)
     try:
-        result = configure(facts, args.site)
+        result = configure(facts, args.site, args.time_limit)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the result is written whatever comes now
         return _finish(facts, result)
     finally:
@@ -593,10 +650,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _finish(facts: dict[str, Any], result: dict[str, Any]) -> int:
-    paths = [facts.get("result_file", RESULT_FILE)]
-    if facts.get("shared_results") and result.get("host"):
-        paths.append(f"{facts['shared_results']}/{result['host']}.json")
-    problems = write_result(result, paths)
+    problems = write_result(result, _result_paths(facts, result.get("host")))
     for problem in problems:
         print(f"gpufleet-node-configure: cannot write the result {problem}", file=sys.stderr)
     failed = result["failed"]
