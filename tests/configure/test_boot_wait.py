@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,10 +70,38 @@ class Node:
 
 @dataclass
 class FakeCluster:
+    """The controller runs the wait's real listing script (this machine's python3) against a real folder
+    that stands for the shared filesystem's results folder, where each node's file appears, is replaced
+    (only when its content changes, as a node's atomic write does) or is removed as the node says."""
+
     nodes: dict[str, Node]
     now: float = 0.0
     commands: list[str] = field(default_factory=list)
     drains: dict[str, str] = field(default_factory=dict)
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="boot-wait-")))
+    listed: list[str] = field(default_factory=list)  # every result line the listings printed
+
+    def write_results(self) -> Path:
+        folder = self.root / "results"
+        folder.mkdir(exist_ok=True)
+        for name, node in self.nodes.items():
+            if node.result_at is not None and node.result_at <= self.now:
+                text = (
+                    "{not json"
+                    if node.unreadable
+                    else json.dumps(result(name, failed=node.failed, run=node.run))
+                )
+            elif node.started_at is not None and node.started_at <= self.now:
+                text = json.dumps({**result(name, run=node.run), "finished": None, "ok": False, "rc": None})
+            else:
+                (folder / f"{name}.json").unlink(missing_ok=True)
+                continue
+            path = folder / f"{name}.json"
+            if not path.exists() or path.read_text() != text:
+                temporary = folder / f".{name}.tmp"
+                temporary.write_text(text)
+                temporary.replace(path)
+        return folder
 
     def clock(self) -> float:
         return self.now
@@ -91,20 +123,20 @@ class FakeCluster:
                     lines.append(f"{name}|drained|{reason}")
             return 0, "\n".join(lines) + "\n", ""
         if argv[:2] == ["python3", "-c"]:
-            assert argv[3] == RESULTS
-            lines = []
-            for name, node in self.nodes.items():
-                if node.result_at is not None and node.result_at <= self.now:
-                    text = (
-                        "{not json"
-                        if node.unreadable
-                        else json.dumps(result(name, failed=node.failed, run=node.run))
-                    )
-                    lines.append(f"{boot_wait.RESULT_MARK}{name} {text}")
-                elif node.started_at is not None and node.started_at <= self.now:
-                    started = {**result(name, run=node.run), "finished": None, "ok": False, "rc": None}
-                    lines.append(f"{boot_wait.RESULT_MARK}{name} {json.dumps(started)}")
-            return 0, "\n".join(lines) + "\n", ""
+            assert argv[3] == RESULTS and argv[4].startswith("~/.cache/gpufleet/wait-"), argv[3:]
+            state = str(self.root / argv[4].removeprefix("~/"))
+            done = subprocess.run(
+                [sys.executable, "-c", argv[2], str(self.write_results()), state, argv[5]],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            self.listed += [
+                line for line in done.stdout.splitlines() if line.startswith(boot_wait.RESULT_MARK)
+            ]
+            return 0, done.stdout, done.stderr
+        if argv[:3] == ["rm", "-f", "--"]:  # the wait's end: its state file
+            return 0, "", ""
         if argv[:2] == ["scontrol", "update"]:
             node = argv[2].removeprefix("nodename=")
             assert argv[3] == "state=drain"
@@ -217,6 +249,49 @@ def test_a_rerun_waits_for_its_own_run_and_names_a_node_that_kept_the_old_one() 
     cluster = FakeCluster(nodes)
     report = wait(cluster, inv, run="r-7", deadline=60)
     assert report.missing["n2"].startswith("its result is of run 'boot' (waited for 'r-7'); registered")
+
+
+def test_each_result_crosses_once_per_change_not_once_per_round() -> None:
+    """The listing sends a result when it changed since the last listing that arrived: over a wait of 17
+    rounds, 65 nodes' results (one of them started, then finished) are listed 66 times in all; listing
+    every result every round (the wait before) sent 537 result lines here, and grows with N times rounds."""
+    inv = inventory(64)
+    nodes = {h.name: Node(result_at=10.0 + i, register_at=12.0 + i) for i, h in enumerate(inv.hosts)}
+    nodes["n7"] = Node(started_at=0.0, result_at=30.0, register_at=31.0)
+    cluster = FakeCluster(nodes)
+    report = wait(cluster, inv)
+    assert report.ok and len(report.configured) == 65
+    rounds = int(cluster.now / 5) + 1
+    assert rounds == 17
+    assert sorted(line.split()[1] for line in cluster.listed) == sorted([*nodes, "n7"])
+
+
+def test_a_listing_whose_output_never_arrived_is_listed_again_from_the_last_that_did() -> None:
+    """The listing's state on the controller moves on only when the wait acknowledges a round (it sends the
+    last token it read): a round lost on the way (SSH dropped) loses no result."""
+    inv = inventory(3)
+    nodes = {h.name: Node(result_at=5.0 * i, register_at=5.0 * i + 1) for i, h in enumerate(inv.hosts)}
+    cluster = FakeCluster(nodes)
+    lost: list[str] = []
+
+    class Dropping:
+        def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+            rc, out, err = cluster.run(command, timeout)
+            if command.startswith("python3 -c") and boot_wait.RESULT_MARK in out and not lost:
+                lost.append(out)  # the controller listed it, the wait never read it
+                return 255, "", "Connection reset by peer"
+            return rc, out, err
+
+    view = boot_wait.SlurmView(
+        controller=Dropping(),
+        node_executor=cluster.node,
+        results_dir=RESULTS,
+        nodes=[h.name for h in inv.hosts],
+    )
+    report = boot_wait.wait_for_nodes(
+        inv, view, run=None, deadline_s=120, clock=cluster.clock, sleep=cluster.sleep
+    )
+    assert lost and report.ok and sorted(report.configured) == ["head", "n1", "n2", "n3"]
 
 
 def test_a_started_result_is_waited_for_and_a_play_that_never_ends_is_named_as_running() -> None:

@@ -7,7 +7,9 @@ until every node has a result for this run and every compute node whose play pas
 the deadline passes, with two commands on the controller per round whatever the node count:
 
 - ``sinfo -N -h -o '%N|%T|%E'``: the registrations, read by roles/slurm's own ``slurm_registrations``;
-- one listing of ``<mount point>/.gpufleet/configure/*.json``: every node's result (``node_result``).
+- one listing of ``<mount point>/.gpufleet/configure/*.json``: the results that changed since the last
+  round's listing (``listing_command``: the head stats every file and reads only the changed ones; each
+  result crosses SSH and is parsed, ``node_result``, once per change, not once per round).
 
 The cross-node checks the push play makes are made here, once: a compute node that registered has a munge
 key slurmctld's decodes (slurmd's registration is munge-authenticated), a result read from the controller's
@@ -23,6 +25,7 @@ A cluster without a shared filesystem has no listing: each node's ``RESULT_FILE`
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import shlex
@@ -69,28 +72,80 @@ def _slurm_filters() -> ModuleType:
 SINFO = "sinfo --noheader --Node --format='%N|%T|%E'"
 
 
-def listing_command(folder: str) -> str:
-    """One command that prints every result in ``folder``, one line each: ``GPUFLEET_RESULT <file> <json>``
-    (the controller's python3: every image gpufleet boots has one)."""
-    script = (
-        "import json, pathlib, sys\n"
-        "for path in sorted(pathlib.Path(sys.argv[1]).glob('*.json')):\n"
-        "    try:\n"
-        "        text = json.dumps(json.loads(path.read_text()), separators=(',', ':'))\n"
-        "    except (OSError, ValueError) as exc:\n"
-        "        text = json.dumps({'unreadable': str(exc)})\n"
-        f"    print({RESULT_MARK!r} + path.stem + ' ' + text)\n"
-    )
-    return shlex.join(["python3", "-c", script, folder])
+TOKEN_MARK = "GPUFLEET_LISTED "
+GONE_MARK = "GPUFLEET_GONE "
+
+# The listing's script (the controller's python3, 3.6 or later: every image gpufleet boots has one). Each
+# round it stats every result file and reads only those whose (inode, mtime, size) differ from what the
+# round ``ack`` saw: the signatures of each listing are kept in a state file of the SSH user's on the
+# controller, under a token the wait sends back with its next round (a round whose output never reached the
+# wait is listed again, as its token is never acknowledged). So a round costs the head N stats and the
+# runner a line for each result that changed, not every node's whole result (about 12 KB each) every 5 s.
+_LISTING = """\
+import json, os, pathlib, sys, uuid
+folder, state, ack = sys.argv[1], pathlib.Path(os.path.expanduser(sys.argv[2])), sys.argv[3]
+try:
+    saved = json.loads(state.read_text())
+except (OSError, ValueError):
+    saved = {}
+seen = saved.get(ack, {})
+now = {}
+for path in sorted(pathlib.Path(folder).glob('*.json')):
+    try:
+        st = path.stat()
+    except OSError:
+        continue
+    now[path.stem] = [st.st_ino, st.st_mtime_ns, st.st_size]
+    if seen.get(path.stem) == now[path.stem]:
+        continue
+    try:
+        text = json.dumps(json.loads(path.read_text()), separators=(',', ':'))
+    except (OSError, ValueError) as exc:
+        text = json.dumps({'unreadable': str(exc)})
+    print(RESULT_MARK + path.stem + ' ' + text)
+for name in sorted(set(seen) - set(now)):
+    print(GONE_MARK + name)
+token = uuid.uuid4().hex[:12]
+kept = {token: now}
+if ack in saved:
+    kept[ack] = saved[ack]
+state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+temporary = state.with_name(state.name + '.tmp')
+temporary.write_text(json.dumps(kept))
+temporary.replace(state)
+print(TOKEN_MARK + token)
+"""
 
 
-def read_listing(out: str) -> dict[str, str]:
-    found: dict[str, str] = {}
+def listing_command(folder: str, state: str, ack: str = "") -> str:
+    """One command that prints, one line each, every result in ``folder`` that changed since the listing
+    ``ack`` (``GPUFLEET_RESULT <node> <json>``; all of them when ``ack`` is empty or unknown), the results
+    gone since (``GPUFLEET_GONE <node>``), and this listing's token (``GPUFLEET_LISTED <token>``).
+    ``state``: the signatures' file on the controller (``~`` is the SSH user's home)."""
+    marks = f"RESULT_MARK, GONE_MARK, TOKEN_MARK = {RESULT_MARK!r}, {GONE_MARK!r}, {TOKEN_MARK!r}\n"
+    return shlex.join(["python3", "-c", marks + _LISTING, folder, state, ack])
+
+
+@dataclass
+class Listing:
+    """One round's listing: the results that changed, the ones gone, and its token (None: no listing)."""
+
+    changed: dict[str, str]
+    gone: list[str]
+    token: str | None
+
+
+def read_listing(out: str) -> Listing:
+    listing = Listing(changed={}, gone=[], token=None)
     for line in out.splitlines():
         if line.startswith(RESULT_MARK):
             name, _, text = line[len(RESULT_MARK) :].partition(" ")
-            found[name] = text
-    return found
+            listing.changed[name] = text
+        elif line.startswith(GONE_MARK):
+            listing.gone.append(line[len(GONE_MARK) :].strip())
+        elif line.startswith(TOKEN_MARK):
+            listing.token = line[len(TOKEN_MARK) :].strip()
+    return listing
 
 
 def drain_command(node: str, reason: str) -> str:
@@ -114,9 +169,11 @@ def probe_command() -> str:
 
 
 class ClusterView(Protocol):
-    """What the wait reads of the cluster, and the one thing it changes (a failed node's drain reason)."""
+    """What the wait reads of the cluster, and the one thing it changes (a failed node's drain reason).
+    ``results`` returns the results that changed since its last call (all of them the first time), and
+    None for a node whose result is gone."""
 
-    def results(self) -> dict[str, str]: ...
+    def results(self) -> dict[str, str | None]: ...
 
     def registrations(self) -> str: ...
 
@@ -136,12 +193,31 @@ class SlurmView:
     nodes: list[str]
     timeout: float = 60
     user: str = "root"  # who the SSH connection logs in as (the drain runs as root: ``as_root``)
+    # the listing's signatures on the controller (one file per wait), and the last listing that arrived
+    state: str = field(default_factory=lambda: f"~/.cache/gpufleet/wait-{uuid.uuid4().hex[:12]}.json")
+    _ack: str = field(default="", init=False)
 
-    def results(self) -> dict[str, str]:
+    def results(self) -> dict[str, str | None]:
         if self.results_dir is None:
-            return self._each_node()
-        rc, out, _ = self.controller.run(listing_command(self.results_dir), self.timeout)
-        return read_listing(out) if rc == 0 else {}
+            return dict(self._each_node())
+        rc, out, _ = self.controller.run(
+            listing_command(self.results_dir, self.state, self._ack), self.timeout
+        )
+        listing = read_listing(out)
+        if (
+            rc != 0 or listing.token is None
+        ):  # nothing arrived: the next round lists since the last one that did
+            return {}
+        self._ack = listing.token
+        return {**dict.fromkeys(listing.gone), **listing.changed}
+
+    def close(self) -> None:
+        """Remove the listing's state file on the controller (a leftover is a few KB in the user's cache)."""
+        if self.results_dir is not None:
+            home = "~/" if self.state.startswith("~/") else ""
+            path = home + shlex.quote(self.state.removeprefix("~/"))
+            with contextlib.suppress(GpufleetError):
+                self.controller.run(f"rm -f -- {path} {path}.tmp", self.timeout)
 
     def _each_node(self) -> dict[str, str]:
         found: dict[str, str] = {}
@@ -198,6 +274,18 @@ class BootReport:
         return out
 
 
+def _parse(text: str) -> NodeResult | str:
+    """A listed result: the listing turns a file the controller cannot read or parse into
+    ``{"unreadable": why}``."""
+    try:
+        said = json.loads(text)
+    except ValueError:
+        said = None
+    if isinstance(said, dict) and set(said) == {"unreadable"}:
+        return f"its result is not JSON or cannot be read (on the controller: {str(said['unreadable'])[:200]})"
+    return parse(text)
+
+
 def _accepted(node: str, found: NodeResult | str | None, image: str | None, run: str | None) -> bool:
     return (
         isinstance(found, NodeResult)
@@ -228,11 +316,12 @@ def wait_for_nodes(
     compute = [host.name for host in inventory.compute]
     image = inventory.baked_image_hash
     start = clock()
-    parsed: dict[str, NodeResult | str | None] = {}
+    parsed: dict[str, NodeResult | str | None] = dict.fromkeys(nodes)
     unregistered: Mapping[str, str] = {}
     while True:
-        raw = view.results()
-        parsed = {node: (parse(raw[node]) if node in raw else None) for node in nodes}
+        for node, text in view.results().items():  # only what changed since the last round
+            if node in parsed:
+                parsed[node] = None if text is None else _parse(text)
         unregistered = filters.slurm_registrations(view.registrations(), compute)
         accepted = {
             n: r for n, r in parsed.items() if isinstance(r, NodeResult) and _accepted(n, r, image, run)
@@ -378,7 +467,10 @@ def configure_at_boot(
     with reporter.step(
         f"wait for {len(inventory.hosts)} nodes' own configure ({what}), up to {deadline_s:.0f} s"
     ):
-        report = wait_for_nodes(inventory, view, run=run, deadline_s=deadline_s, on_round=said)
+        try:
+            report = wait_for_nodes(inventory, view, run=run, deadline_s=deadline_s, on_round=said)
+        finally:
+            view.close()
     for node, why in refused.items():
         if node in report.missing:
             report.missing[node] += f"; its unit could not be started: {why}"
