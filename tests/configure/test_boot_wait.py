@@ -11,6 +11,8 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +128,7 @@ class FakeCluster:
             assert argv[3] == RESULTS and argv[4].startswith("~/.cache/gpufleet/wait-"), argv[3:]
             state = str(self.root / argv[4].removeprefix("~/"))
             done = subprocess.run(
-                [sys.executable, "-c", argv[2], str(self.write_results()), state, argv[5]],
+                [sys.executable, "-c", argv[2], str(self.write_results()), state, *argv[5:]],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -292,6 +294,31 @@ def test_a_listing_whose_output_never_arrived_is_listed_again_from_the_last_that
         inv, view, run=None, deadline_s=120, clock=cluster.clock, sleep=cluster.sleep
     )
     assert lost and report.ok and sorted(report.configured) == ["head", "n1", "n2", "n3"]
+
+
+def test_the_listing_holds_until_a_result_changes_and_answers_at_once_when_one_does(tmp_path: Path) -> None:
+    """The long poll: with nothing new the listing answers after its hold, empty; a result written during
+    the hold is answered within about a second of landing, not at the hold's end."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "n1.json").write_text(json.dumps(result("n1")))
+    state = str(tmp_path / "state.json")
+
+    def listing(ack: str, hold: float) -> tuple[boot_wait.Listing, float]:
+        argv = shlex.split(boot_wait.listing_command(str(folder), state, ack, hold))
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, check=True)
+        return boot_wait.read_listing(done.stdout), time.monotonic() - started
+
+    first, _ = listing("", 30)  # nothing acknowledged: everything, at once
+    assert list(first.changed) == ["n1"] and first.token
+    quiet, took = listing(first.token, 1.5)
+    assert quiet.changed == {} and quiet.gone == [] and took >= 1.5
+    writer = threading.Timer(0.5, lambda: (folder / "n2.json").write_text(json.dumps(result("n2"))))
+    writer.start()
+    news, took = listing(quiet.token or "", 30)
+    writer.join()
+    assert list(news.changed) == ["n2"] and took < 15, took  # answered on the change, not after the hold
 
 
 def test_a_started_result_is_waited_for_and_a_play_that_never_ends_is_named_as_running() -> None:

@@ -82,27 +82,35 @@ GONE_MARK = "GPUFLEET_GONE "
 # wait is listed again, as its token is never acknowledged). So a round costs the head N stats and the
 # runner a line for each result that changed, not every node's whole result (about 12 KB each) every 5 s.
 _LISTING = """\
-import json, os, pathlib, sys, uuid
+import json, os, pathlib, sys, time, uuid
 folder, state, ack = sys.argv[1], pathlib.Path(os.path.expanduser(sys.argv[2])), sys.argv[3]
+hold = float(sys.argv[4])
 try:
     saved = json.loads(state.read_text())
 except (OSError, ValueError):
     saved = {}
 seen = saved.get(ack, {})
-now = {}
-for path in sorted(pathlib.Path(folder).glob('*.json')):
-    try:
-        st = path.stat()
-    except OSError:
+until = time.monotonic() + hold
+while True:
+    now = {}
+    for path in sorted(pathlib.Path(folder).glob('*.json')):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        now[path.stem] = [st.st_ino, st.st_mtime_ns, st.st_size]
+    if now != seen or time.monotonic() >= until:
+        break
+    time.sleep(1)
+for name in sorted(now):
+    if seen.get(name) == now[name]:
         continue
-    now[path.stem] = [st.st_ino, st.st_mtime_ns, st.st_size]
-    if seen.get(path.stem) == now[path.stem]:
-        continue
+    path = pathlib.Path(folder) / (name + '.json')
     try:
         text = json.dumps(json.loads(path.read_text()), separators=(',', ':'))
     except (OSError, ValueError) as exc:
         text = json.dumps({'unreadable': str(exc)})
-    print(RESULT_MARK + path.stem + ' ' + text)
+    print(RESULT_MARK + name + ' ' + text)
 for name in sorted(set(seen) - set(now)):
     print(GONE_MARK + name)
 token = uuid.uuid4().hex[:12]
@@ -117,13 +125,15 @@ print(TOKEN_MARK + token)
 """
 
 
-def listing_command(folder: str, state: str, ack: str = "") -> str:
+def listing_command(folder: str, state: str, ack: str = "", hold_s: float = 0.0) -> str:
     """One command that prints, one line each, every result in ``folder`` that changed since the listing
     ``ack`` (``GPUFLEET_RESULT <node> <json>``; all of them when ``ack`` is empty or unknown), the results
     gone since (``GPUFLEET_GONE <node>``), and this listing's token (``GPUFLEET_LISTED <token>``).
-    ``state``: the signatures' file on the controller (``~`` is the SSH user's home)."""
+    ``state``: the signatures' file on the controller (``~`` is the SSH user's home). ``hold_s``: when
+    nothing changed, look again each second for up to that long before answering (a long poll: the wait
+    hears of a node's result within about a second, with one command per ``hold_s`` while nothing comes)."""
     marks = f"RESULT_MARK, GONE_MARK, TOKEN_MARK = {RESULT_MARK!r}, {GONE_MARK!r}, {TOKEN_MARK!r}\n"
-    return shlex.join(["python3", "-c", marks + _LISTING, folder, state, ack])
+    return shlex.join(["python3", "-c", marks + _LISTING, folder, state, ack, f"{hold_s:g}"])
 
 
 @dataclass
@@ -195,19 +205,17 @@ class SlurmView:
     user: str = "root"  # who the SSH connection logs in as (the drain runs as root: ``as_root``)
     # the listing's signatures on the controller (one file per wait), and the last listing that arrived
     state: str = field(default_factory=lambda: f"~/.cache/gpufleet/wait-{uuid.uuid4().hex[:12]}.json")
+    hold_s: float = 0.0  # the listing's long poll (``listing_command``)
     _ack: str = field(default="", init=False)
 
     def results(self) -> dict[str, str | None]:
         if self.results_dir is None:
             return dict(self._each_node())
-        rc, out, _ = self.controller.run(
-            listing_command(self.results_dir, self.state, self._ack), self.timeout
-        )
+        command = listing_command(self.results_dir, self.state, self._ack, self.hold_s)
+        rc, out, _ = self.controller.run(command, self.timeout + self.hold_s)
         listing = read_listing(out)
-        if (
-            rc != 0 or listing.token is None
-        ):  # nothing arrived: the next round lists since the last one that did
-            return {}
+        if rc != 0 or listing.token is None:
+            return {}  # nothing arrived: the next round lists since the last one that did
         self._ack = listing.token
         return {**dict.fromkeys(listing.gone), **listing.changed}
 
@@ -282,7 +290,9 @@ def _parse(text: str) -> NodeResult | str:
     except ValueError:
         said = None
     if isinstance(said, dict) and set(said) == {"unreadable"}:
-        return f"its result is not JSON or cannot be read (on the controller: {str(said['unreadable'])[:200]})"
+        return (
+            f"its result is not JSON or cannot be read (on the controller: {str(said['unreadable'])[:200]})"
+        )
     return parse(text)
 
 
@@ -302,7 +312,7 @@ def wait_for_nodes(
     *,
     run: str | None,
     deadline_s: float,
-    poll_s: float = 5,
+    poll_s: float = 5,  # at least this long from one round's start to the next's
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], None] | None = None,
     on_round: Callable[[int, int, int], None] | None = None,
@@ -319,6 +329,7 @@ def wait_for_nodes(
     parsed: dict[str, NodeResult | str | None] = dict.fromkeys(nodes)
     unregistered: Mapping[str, str] = {}
     while True:
+        began = clock()
         for node, text in view.results().items():  # only what changed since the last round
             if node in parsed:
                 parsed[node] = None if text is None else _parse(text)
@@ -334,7 +345,7 @@ def wait_for_nodes(
             on_round(len(accepted), len(nodes), len(compute) - len(unregistered))
         if not waiting or clock() - start >= deadline_s:
             break
-        sleep(poll_s)
+        sleep(max(0.0, poll_s - (clock() - began)))
     return _report(nodes, compute, parsed, unregistered, view, image=image, run=run, waited=clock() - start)
 
 
@@ -415,6 +426,12 @@ def dumps(report: BootReport) -> str:
 # own configure (27.8 s of CPU measured on a local node, docs/benchmarks.md) and the wait for the munge
 # key's secret; a node past it is named, not waited for.
 DEADLINE_S = 1200.0
+# The listing's long poll, and the least time from one round's start to the next's: with a results folder,
+# a round answers within about a second of a node's result and makes two commands per HOLD_S while nothing
+# changes; reading each node's file over SSH (no shared filesystem), a round every POLL_S.
+HOLD_S = 5.0
+ROUND_S = 1.0
+POLL_S = 5.0
 # Nodes the re-run's fan-out reaches at once (each is one SSH command through the cluster's tunnel).
 FAN_OUT = 32
 
@@ -458,6 +475,7 @@ def configure_at_boot(
         results_dir=mount,
         nodes=[host.name for host in inventory.hosts],
         user=inventory.connection.user,
+        hold_s=HOLD_S if mount is not None else 0.0,
     )
 
     def said(results: int, nodes: int, registered: int) -> None:
@@ -468,7 +486,14 @@ def configure_at_boot(
         f"wait for {len(inventory.hosts)} nodes' own configure ({what}), up to {deadline_s:.0f} s"
     ):
         try:
-            report = wait_for_nodes(inventory, view, run=run, deadline_s=deadline_s, on_round=said)
+            report = wait_for_nodes(
+                inventory,
+                view,
+                run=run,
+                deadline_s=deadline_s,
+                poll_s=ROUND_S if mount is not None else POLL_S,
+                on_round=said,
+            )
         finally:
             view.close()
     for node, why in refused.items():
