@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import source_tree
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "gpufleet"
 
@@ -32,7 +34,7 @@ def module_name(path: Path) -> str:
 def imports_of(path: Path, modules: set[str]) -> set[str]:
     """The gpufleet modules ``path`` imports, at run time or for a type checker (``from a import b``:
     ``a.b`` if it is a module)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = source_tree.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -51,10 +53,10 @@ def graph_here() -> dict[str, set[str]]:
 
 @functools.cache
 def import_graph() -> dict[str, set[str]]:
-    """``graph_here`` in a fresh interpreter: CPython 3.11's ``ast`` keeps one recursion counter per
-    interpreter, and a parse in this worker that failed inside the AST constructor, or ran in another thread
-    at once, leaves it off, so that every later ``ast.parse`` here raises "SystemError: AST constructor
-    recursion depth mismatch" (python/cpython#106905; seen in CI on 3.11.7)."""
+    """``graph_here`` in a fresh interpreter, once: this parses every source file, and on CPython 3.11.7 a
+    parse that another conversion interleaves with (a finalizer run by the garbage collector inside it, or
+    another thread of the worker) raises "SystemError: AST constructor recursion depth mismatch"
+    (tests/source_tree.py; CI of 2026-11-28 hit it here)."""
     script = (
         "import json, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"

@@ -21,7 +21,7 @@ import pytest
 
 from factories import make_host, make_inventory
 from gpufleet.configure import boot_wait, node_result
-from gpufleet.errors import ValidationRunError
+from gpufleet.errors import ConfigureError, ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import Role
 
@@ -127,8 +127,9 @@ class FakeCluster:
         if argv[:2] == ["python3", "-c"]:
             assert argv[3] == RESULTS and argv[4].startswith("~/.cache/gpufleet/wait-"), argv[3:]
             state = str(self.root / argv[4].removeprefix("~/"))
+            # (the hold, argv[6], is real time inside the script: this cluster's time is its fake clock)
             done = subprocess.run(
-                [sys.executable, "-c", argv[2], str(self.write_results()), state, *argv[5:]],
+                [sys.executable, "-c", argv[2], str(self.write_results()), state, argv[5], "0"],
                 capture_output=True,
                 text=True,
                 check=True,
@@ -319,6 +320,63 @@ def test_the_listing_holds_until_a_result_changes_and_answers_at_once_when_one_d
     news, took = listing(quiet.token or "", 30)
     writer.join()
     assert list(news.changed) == ["n2"] and took < 15, took  # answered on the change, not after the hold
+
+
+def test_a_result_that_cannot_be_read_is_read_again_next_round(tmp_path: Path) -> None:
+    """A file the controller could not read or parse (a read error, a half-written copy) is listed as
+    unreadable and read again the next round, changed or not; once it reads, it is listed as the result."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "n1.json").write_text("{not json")
+    state = str(tmp_path / "state.json")
+
+    def listing(ack: str) -> boot_wait.Listing:
+        argv = shlex.split(boot_wait.listing_command(str(folder), state, ack, 0))
+        done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, check=True)
+        return boot_wait.read_listing(done.stdout)
+
+    first = listing("")
+    assert "unreadable" in first.changed["n1"]
+    again = listing(first.token or "")
+    assert "unreadable" in again.changed["n1"]  # the same file, listed again
+    (folder / "n1.json").write_text(json.dumps(result("n1")))
+    fixed = listing(again.token or "")
+    assert json.loads(fixed.changed["n1"])["host"] == "n1"
+    assert listing(fixed.token or "").changed == {}
+
+
+def test_the_controller_lost_mid_wait_is_tried_again_then_named() -> None:
+    """SSH to the controller failing for a round (a dropped connection) costs that round only; failing
+    FAILED_ROUNDS times in a row ends the wait naming what the controller's SSH said."""
+    inv = inventory(2)
+    cluster = FakeCluster({h.name: Node() for h in inv.hosts})
+    failing = {"left": 2}
+
+    class Flaky:
+        def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+            if failing["left"] > 0:
+                failing["left"] -= 1
+                raise ValidationRunError("cannot reach head (10.0.0.1) over SSH: Connection reset")
+            return cluster.run(command, timeout)
+
+    view = boot_wait.SlurmView(
+        controller=Flaky(), node_executor=cluster.node, results_dir=RESULTS, nodes=[h.name for h in inv.hosts]
+    )
+    report = boot_wait.wait_for_nodes(
+        inv, view, run=None, deadline_s=60, clock=cluster.clock, sleep=cluster.sleep
+    )
+    assert report.ok and "Connection reset" in str(view.last_error)
+
+    failing["left"] = 100
+    view = boot_wait.SlurmView(
+        controller=Flaky(), node_executor=cluster.node, results_dir=RESULTS, nodes=[h.name for h in inv.hosts]
+    )
+    with pytest.raises(ConfigureError) as lost:
+        boot_wait.wait_for_nodes(
+            inv, view, run=None, deadline_s=600, clock=cluster.clock, sleep=cluster.sleep
+        )
+    assert "lost the controller" in lost.value.message and "Connection reset" in lost.value.message
+    assert "5 times in a row" in lost.value.message
 
 
 def test_a_started_result_is_waited_for_and_a_play_that_never_ends_is_named_as_running() -> None:

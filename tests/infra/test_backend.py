@@ -10,6 +10,7 @@ from typing import get_args
 
 import pytest
 
+import source_tree
 from gpufleet.infra.backend import Backend
 from gpufleet.infra.pulumi_stack import PulumiBackend
 from gpufleet.providers import BACKENDS, PULUMI_KINDS
@@ -19,7 +20,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "gpufleet"
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = source_tree.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -117,7 +118,7 @@ def provider_branches(path: Path) -> list[str]:
     """Comparisons with a provider kind (``kind == "aws"``, ``in ("local", "baremetal")``) and
     ``isinstance(..., AwsProvider)`` tests in one module, as ``line: code``."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(source_tree.parse(path.read_text(encoding="utf-8"))):
         named = False
         if isinstance(node, ast.Compare):
             for side in (node.left, *node.comparators):

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+import source_tree
 from gpufleet.node import slurm_exporter as ex
 
 DATA = Path(__file__).parent / "data" / "slurm"
@@ -236,7 +237,7 @@ def test_the_exporter_is_one_file_that_needs_only_prometheus_client() -> None:
     """The role copies the file to the nodes, where gpufleet is not installed."""
     import ast
 
-    tree = ast.parse(Path(ex.__file__).read_text())
+    tree = source_tree.parse(Path(ex.__file__).read_text())
     imported = {
         (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
         for node in ast.walk(tree)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import source_tree
 from factories import make_host, make_inventory
 from gpufleet.configure import node_result, relay
 from gpufleet.inventory import node_facts
@@ -206,7 +207,7 @@ def test_the_secrets_manager_request_is_signed_as_botocore_signs_it(monkeypatch:
 def test_the_node_file_runs_on_the_oldest_python_gpufleet_boots() -> None:
     """Ubuntu 22.04's 3.10: no syntax or library call newer than that (datetime.UTC is 3.11)."""
     text = Path(boot_configure.__file__).read_text()
-    tree = ast.parse(text, "boot_configure.py", feature_version=(3, 10))
+    tree = source_tree.parse(text, "boot_configure.py", feature_version=(3, 10))
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "UTC"]
 
 
@@ -440,13 +441,26 @@ def test_the_log_shows_the_play_as_it_runs_and_a_stop_writes_why_it_stopped(
     assert signal.getsignal(signal.SIGTERM) is not boot_configure._stop  # main put the handler back
 
 
+def _mountinfo(tmp_path: Path, *mounts: tuple[str, str]) -> str:
+    """A /proc/self/mountinfo with the root and ``mounts`` ((point, type), in mount order)."""
+    lines = ["22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw"]
+    lines += [
+        f"{30 + i} 22 0:{40 + i} / {point} rw shared:{2 + i} - {kind} src{i} rw"
+        for i, (point, kind) in enumerate(mounts)
+    ]
+    table = tmp_path / "mountinfo"
+    table.write_text("\n".join(lines) + "\n")
+    return str(table)
+
+
 def test_begin_replaces_the_last_runs_result_with_a_started_one_before_the_play(
-    tmp_path: Path, node: Path
+    tmp_path: Path, node: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The unit's ExecStartPre (--begin): the last run's result, here the "stopped" of a node shut down
     mid-play, is replaced by one that reads as started and not finished, on the node and on the shared
-    filesystem, so gpufleet configure waits for this run's; the shared copy only where its folder is."""
+    filesystem, so gpufleet configure waits for this run's."""
     facts = _facts(tmp_path)
+    monkeypatch.setattr(boot_configure, "MOUNTINFO", _mountinfo(tmp_path, (str(tmp_path / "shared"), "nfs4")))
     shared = Path(facts["shared_results"]) / "n1.json"
     old = {"version": 1, "host": "n1", "run": "boot", "ok": False, "failed": {"task": "boot: stopped"}}
     for path in (shared, Path(facts["result_file"])):
@@ -459,10 +473,30 @@ def test_begin_replaces_the_last_runs_result_with_a_started_one_before_the_play(
     assert isinstance(read, node_result.NodeResult) and read.running and read.image == HASH
     assert not Path(facts["result_file"]).with_suffix(".log").exists()  # no play ran
 
-    # A filesystem not mounted yet (a cloud node's play mounts it): no folder made under its mount point.
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    unmounted = _facts(bare, shared_results=str(bare / "shared" / ".gpufleet" / "configure"))
-    rc, local = _run(bare, unmounted, node, "--begin")
+
+@pytest.mark.parametrize("mounts", [(), (("/elsewhere", "lustre"),), (("{shared}", "autofs"),)])
+def test_begin_leaves_a_filesystem_not_mounted_yet_alone(
+    tmp_path: Path, node: Path, monkeypatch: pytest.MonkeyPatch, mounts: tuple[tuple[str, str], ...]
+) -> None:
+    """Only the root filesystem under the results folder (a cloud node's play mounts the shared one), or an
+    automount point there (its first access would mount it, and may hang the boot): the node's own file is
+    replaced, nothing is written or made under the mount point."""
+    facts = _facts(tmp_path)
+    table = [(point.format(shared=str(tmp_path / "shared")), kind) for point, kind in mounts]
+    monkeypatch.setattr(boot_configure, "MOUNTINFO", _mountinfo(tmp_path, *table))
+    rc, local = _run(tmp_path, facts, node, "--begin")
     assert rc == 0 and local["finished"] is None
-    assert not (bare / "shared").exists()
+    assert not (tmp_path / "shared").exists()
+
+
+def test_begin_never_fails_the_unit(tmp_path: Path, node: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Facts that do not parse, or a shared copy the filesystem refuses: --begin says so and exits 0, so the
+    play runs and names the problem itself (an ExecStartPre that fails would stop the unit before it)."""
+    facts = _facts(tmp_path)
+    broken = tmp_path / "broken.json"
+    broken.write_text("[1, 2")
+    assert boot_configure.main(["--facts", str(broken), "--begin"]) == 0
+    monkeypatch.setattr(boot_configure, "MOUNTINFO", _mountinfo(tmp_path, (str(tmp_path), "nfs4")))
+    facts["shared_results"] = str(tmp_path / ("x" * 300))  # ENAMETOOLONG from the child
+    rc, local = _run(tmp_path, facts, node, "--begin")
+    assert rc == 0 and local["finished"] is None  # the node's own file written first, whatever comes after

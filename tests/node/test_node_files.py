@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import source_tree
 from gpufleet.node import FOLDER
 
 NODE_FILES = sorted(path for path in FOLDER.glob("*.py") if path.name != "__init__.py")
@@ -33,7 +34,7 @@ runpy.run_path(sys.argv[1], run_name="on_the_node")
 
 def _imports(path: Path) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(source_tree.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import source_tree
 from factories import HEAD_ROLES, make_host, make_inventory
 from gpufleet.spec.model import TrainingCheck
 from gpufleet.validate.gate import FAIL, INFO, PASS
@@ -278,7 +279,7 @@ def _template_emit() -> dict:
     import ast
 
     source = ROOT_JOBS.read_text()
-    tree = ast.parse(source)
+    tree = source_tree.parse(source)
     keep = [
         node
         for node in tree.body

@@ -83,44 +83,66 @@ GONE_MARK = "GPUFLEET_GONE "
 # runner a line for each result that changed, not every node's whole result (about 12 KB each) every 5 s.
 _LISTING = """\
 import json, os, pathlib, sys, time, uuid
-folder, state, ack = sys.argv[1], pathlib.Path(os.path.expanduser(sys.argv[2])), sys.argv[3]
+folder, state, ack = pathlib.Path(sys.argv[1]), pathlib.Path(os.path.expanduser(sys.argv[2])), sys.argv[3]
 hold = float(sys.argv[4])
+
+
+def signature(path):
+    # open(), not stat(): an NFS client asks the server for a file's attributes when it is opened
+    # (close-to-open), where stat() may answer from its attribute cache for up to a minute (nfs(5)).
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return [st.st_ino, st.st_mtime_ns, st.st_size]
+
+
+def scan():
+    found = {}
+    for path in sorted(folder.glob('*.json')):
+        try:
+            found[path.stem] = signature(path)
+        except OSError:
+            continue
+    return found
+
+
 try:
     saved = json.loads(state.read_text())
 except (OSError, ValueError):
     saved = {}
-seen = saved.get(ack, {})
+seen = saved.get(ack, {}).get('signatures', {})
+unread = set(saved.get(ack, {}).get('unread', []))
 until = time.monotonic() + hold
 while True:
-    now = {}
-    for path in sorted(pathlib.Path(folder).glob('*.json')):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        now[path.stem] = [st.st_ino, st.st_mtime_ns, st.st_size]
-    if now != seen or time.monotonic() >= until:
+    now = scan()
+    if now != seen or unread or time.monotonic() >= until:
         break
     time.sleep(1)
+failed = []
 for name in sorted(now):
-    if seen.get(name) == now[name]:
+    if seen.get(name) == now[name] and name not in unread:
         continue
-    path = pathlib.Path(folder) / (name + '.json')
     try:
-        text = json.dumps(json.loads(path.read_text()), separators=(',', ':'))
+        text = json.dumps(json.loads((folder / (name + '.json')).read_text()), separators=(',', ':'))
     except (OSError, ValueError) as exc:
         text = json.dumps({'unreadable': str(exc)})
+        failed.append(name)  # read again next round, changed or not
     print(RESULT_MARK + name + ' ' + text)
 for name in sorted(set(seen) - set(now)):
     print(GONE_MARK + name)
 token = uuid.uuid4().hex[:12]
-kept = {token: now}
+kept = {token: {'signatures': now, 'unread': failed}}
 if ack in saved:
     kept[ack] = saved[ack]
-state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-temporary = state.with_name(state.name + '.tmp')
-temporary.write_text(json.dumps(kept))
-temporary.replace(state)
+try:
+    state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temporary = state.with_name(state.name + '.tmp')
+    temporary.write_text(json.dumps(kept))
+    temporary.replace(state)
+except OSError as exc:  # the token is then unknown next round: everything is listed again
+    print('gpufleet: cannot keep the listing state ' + str(state) + ': ' + str(exc), file=sys.stderr)
 print(TOKEN_MARK + token)
 """
 
@@ -206,15 +228,40 @@ class SlurmView:
     # the listing's signatures on the controller (one file per wait), and the last listing that arrived
     state: str = field(default_factory=lambda: f"~/.cache/gpufleet/wait-{uuid.uuid4().hex[:12]}.json")
     hold_s: float = 0.0  # the listing's long poll (``listing_command``)
+    # What the last command on the controller that failed said (named when the wait fails), and how many
+    # failed in a row: a round that failed is tried again next round, up to FAILED_ROUNDS in a row.
+    last_error: str | None = field(default=None, init=False)
+    _failed: int = field(default=0, init=False)
     _ack: str = field(default="", init=False)
+
+    def _on_controller(self, command: str, timeout: float, what: str) -> tuple[int, str] | None:
+        """The command's exit code and output, or None when it failed (SSH lost, a timeout, an exit other
+        than 0): kept as ``last_error``; FAILED_ROUNDS failures in a row end the wait."""
+        try:
+            rc, out, err = self.controller.run(command, timeout)
+        except GpufleetError as exc:
+            rc, out, err = 255, "", exc.message.splitlines()[0]
+        if rc == 0:
+            self._failed = 0
+            return rc, out
+        self.last_error = f"{what} on the controller failed (exit {rc}): {err.strip()[-300:]}"
+        self._failed += 1
+        if self._failed >= FAILED_ROUNDS:
+            raise ConfigureError(
+                f"the wait for the nodes' own configure lost the controller: {self.last_error} "
+                f"({self._failed} times in a row)",
+                hint="check that the controller is up and answers SSH ('gpufleet status SPEC'), then run "
+                "'gpufleet configure SPEC' again (the nodes keep their results)",
+            )
+        return None
 
     def results(self) -> dict[str, str | None]:
         if self.results_dir is None:
             return dict(self._each_node())
         command = listing_command(self.results_dir, self.state, self._ack, self.hold_s)
-        rc, out, _ = self.controller.run(command, self.timeout + self.hold_s)
-        listing = read_listing(out)
-        if rc != 0 or listing.token is None:
+        done = self._on_controller(command, self.timeout + self.hold_s, "the results listing")
+        listing = read_listing(done[1]) if done is not None else None
+        if listing is None or listing.token is None:
             return {}  # nothing arrived: the next round lists since the last one that did
         self._ack = listing.token
         return {**dict.fromkeys(listing.gone), **listing.changed}
@@ -239,8 +286,8 @@ class SlurmView:
         return found
 
     def registrations(self) -> str:
-        rc, out, _ = self.controller.run(SINFO, self.timeout)
-        return out if rc == 0 else ""
+        done = self._on_controller(SINFO, self.timeout, "sinfo")
+        return done[1] if done is not None else ""
 
     def drain(self, node: str, reason: str) -> None:
         rc, _, err = self.controller.run(as_root(drain_command(node, reason), self.user), self.timeout)
@@ -432,6 +479,8 @@ DEADLINE_S = 1200.0
 HOLD_S = 5.0
 ROUND_S = 1.0
 POLL_S = 5.0
+# Commands on the controller that may fail in a row (SSH lost, slurmctld not answering) before the wait ends.
+FAILED_ROUNDS = 5
 # Nodes the re-run's fan-out reaches at once (each is one SSH command through the cluster's tunnel).
 FAN_OUT = 32
 
@@ -502,6 +551,8 @@ def configure_at_boot(
     changed, changed_tasks = result_summary(report.results)
     if not report.ok:
         lines = "\n".join(f"  - {line}" for line in report.lines())
+        if view.last_error:  # what the wait itself could not read, last
+            lines += f"\n  (and {view.last_error})"
         raise ConfigureError(
             f"{len(report.failed)} node(s) failed their own configure and {len(report.missing)} never "
             f"showed up (waited {report.waited_s:.0f} s of {deadline_s:.0f}):\n{lines}",

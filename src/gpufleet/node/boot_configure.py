@@ -70,6 +70,9 @@ STOPPED = (
 )
 # How close to the time limit a stop counts as the time limit (systemd's stop and the clock's reading).
 LIMIT_SLACK_S = 30.0
+MOUNTINFO = "/proc/self/mountinfo"
+# How long --begin gives the shared filesystem to take the started result (the boot's start job waits).
+SHARED_WRITE_S = 10.0
 
 
 class BootError(Exception):
@@ -541,14 +544,74 @@ def begin(facts: dict[str, Any]) -> list[str]:
     null), in place of the last run's, before the start job ends. A node stopped mid-play wrote "stopped"
     as its result, and a node whose own play failed wrote that: without this, ``gpufleet configure`` after
     the node's next boot (a re-run of ``up`` starts stopped nodes) would read the last boot's result as this
-    one's until the new play ends. The shared copy needs the node's name: from the facts, where they name
-    it (local, GCP); an AWS node learns it from its tag, so only its own file is replaced here (its shared
-    file is the old boot's until its play writes the new one). The shared copy only where its folder is
-    there already: a cloud node's play mounts the filesystem, and at boot it may not be mounted yet (nor
-    then can it hold an old result). The paths that could not be written."""
+    one's until the new play ends. The node's own file first; then the shared copy, which needs the node's
+    name: from the facts, where they name it (local, GCP); an AWS node learns it from its tag, so only its
+    own file is replaced here (its shared file is the old boot's until its play writes the new one). The
+    shared copy only where a filesystem is mounted there already (``mounted_under``: a cloud node's play
+    mounts it, and before that it holds no old result), and written by a child given ``SHARED_WRITE_S``: a
+    hung filesystem must not hold the boot's start job (the play names it). The paths not written, why."""
+    result = _new_result(facts, time.time())
     local, *shared = _result_paths(facts, facts.get("host"))
-    paths = [local] + [path for path in shared if Path(path).parent.is_dir()]
-    return write_result(_new_result(facts, time.time()), paths)
+    problems = write_result(result, [local])
+    text = json.dumps(result, sort_keys=True, indent=1) + "\n"
+    for path in shared:
+        if mounted_under(path):
+            problem = _write_within(text, path, SHARED_WRITE_S)
+            if problem:
+                problems.append(problem)
+    return problems
+
+
+def mounted_under(path: str, mountinfo: str | None = None) -> bool:
+    """Whether a filesystem other than the root one is mounted at or above ``path``, and is not an automount
+    point (its first access would mount it, and may hang): read from the kernel's mount table, without
+    touching the filesystem. The last of several mounts at one point is the one on top."""
+    try:
+        table = Path(mountinfo or MOUNTINFO).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    best, kind = "", ""
+    for line in table.splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right.split():
+            continue
+        point = fields[4].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, right.split()[0]
+    return best not in ("", "/") and kind != "autofs"
+
+
+# Writes stdin to argv[1] atomically, when its folder is there (exit 3 when not: no old result to replace).
+_WRITE = (
+    "import os, pathlib, sys\n"
+    "target = pathlib.Path(sys.argv[1])\n"
+    "if not target.parent.is_dir():\n"
+    "    sys.exit(3)\n"
+    "temporary = target.with_name(target.name + '.%d.tmp' % os.getpid())\n"
+    "temporary.write_text(sys.stdin.read())\n"
+    "temporary.chmod(0o644)\n"
+    "temporary.replace(target)\n"
+)
+
+
+def _write_within(text: str, path: str, limit: float) -> str | None:
+    """``text`` into ``path`` by a child process, given ``limit`` seconds; why not, or None."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITE, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err = child.communicate(text, timeout=limit)
+    except subprocess.TimeoutExpired:
+        child.kill()  # not waited for: a child stuck in a hung filesystem holds nothing of this unit's start
+        return f"{path}: its filesystem did not answer in {limit:.0f} s"
+    if child.returncode in (0, 3):
+        return None
+    return f"{path}: {err.strip()[-300:]}"
 
 
 def _result_paths(facts: dict[str, Any], host: str | None) -> list[str]:
@@ -560,7 +623,7 @@ def _result_paths(facts: dict[str, Any], host: str | None) -> list[str]:
 
 def configure(facts: dict[str, Any], site: str = SITE, time_limit: float | None = None) -> dict[str, Any]:
     """Run the configure phase on this node; the result (see the module doc)."""
-    started = time.time()
+    started, clock = time.time(), time.monotonic()  # the clock for how long: a boot may step the time
     result = _new_result(facts, started)
     try:
         host = host_name(facts)
@@ -595,7 +658,7 @@ def configure(facts: dict[str, Any], site: str = SITE, time_limit: float | None 
     except BootError as refused:
         result["failed"] = {"task": f"boot: {refused.step}", "message": refused.message}
     except TimeLimit:
-        elapsed = time.time() - started
+        elapsed = time.monotonic() - clock
         if time_limit is None or elapsed >= time_limit - LIMIT_SLACK_S:
             result["failed"] = {"task": "boot: time limit", "message": TIME_LIMIT}
         else:
@@ -626,6 +689,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the unit's RuntimeMaxSec: a stop well before it is named a stop, not the time limit",
     )
     args = parser.parse_args(argv)
+    if args.begin:  # never fails the unit (and the unit runs it with "-"): the play says what is wrong
+        try:
+            problems = begin(read_facts(args.facts))
+        except Exception as exc:  # whatever it is, the play runs next and names it
+            problems = [f"{type(exc).__name__}: {exc}"]
+        for problem in problems:
+            print(f"gpufleet-node-configure: cannot write the started result {problem}", file=sys.stderr)
+        return 0
     try:
         facts = read_facts(args.facts)
     except BootError as refused:
@@ -635,10 +706,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if args.check else 2
     if args.check:  # facts whose munge key comes by push: gpufleet configure pushes to this node
         return 1 if (facts.get("munge_key") or {}).get("kind") == "push" else 0
-    if args.begin:  # never fails the unit: the play itself says what it cannot write
-        for problem in begin(facts):
-            print(f"gpufleet-node-configure: cannot write the started result {problem}", file=sys.stderr)
-        return 0
     # systemd's stop (RuntimeMaxSec, or systemctl stop) ends the play and writes the result saying so.
     before = signal.signal(signal.SIGTERM, _stop)
     try:
