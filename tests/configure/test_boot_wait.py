@@ -21,7 +21,7 @@ import pytest
 
 from factories import make_host, make_inventory
 from gpufleet.configure import boot_wait, node_result
-from gpufleet.errors import ConfigureError, ValidationRunError
+from gpufleet.errors import ConfigureError, Interrupted, ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.spec.model import Role
 
@@ -377,6 +377,34 @@ def test_the_controller_lost_mid_wait_is_tried_again_then_named() -> None:
         )
     assert "lost the controller" in lost.value.message and "Connection reset" in lost.value.message
     assert "5 times in a row" in lost.value.message
+
+
+def test_a_signal_during_the_wait_is_never_taken_for_a_lost_controller() -> None:
+    """gpufleet's signal handler raises Interrupted (a GpufleetError) in the main thread, wherever it is: in
+    the middle of a command on the controller it must end the wait at once, not count as a failed round (CI
+    of stop 45: SIGINT during configure's wait was swallowed, and configure went on waiting)."""
+    inv = inventory(2)
+    cluster = FakeCluster({h.name: Node(result_at=300.0) for h in inv.hosts})
+    calls = {"n": 0}
+
+    class Signalled:
+        def run(self, command: str, timeout: float) -> tuple[int, str, str]:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise Interrupted("SIGINT")
+            return cluster.run(command, timeout)
+
+    view = boot_wait.SlurmView(
+        controller=Signalled(),
+        node_executor=cluster.node,
+        results_dir=RESULTS,
+        nodes=[h.name for h in inv.hosts],
+    )
+    with pytest.raises(Interrupted):
+        boot_wait.wait_for_nodes(
+            inv, view, run=None, deadline_s=600, clock=cluster.clock, sleep=cluster.sleep
+        )
+    assert calls["n"] == 3
 
 
 def test_a_started_result_is_waited_for_and_a_play_that_never_ends_is_named_as_running() -> None:

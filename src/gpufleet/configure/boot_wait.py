@@ -40,7 +40,7 @@ from typing import Protocol
 from gpufleet.configure.node_result import FailedTask, NodeResult, parse
 from gpufleet.configure.remote import SshExecutor
 from gpufleet.configure.runner import PlayResult
-from gpufleet.errors import ConfigureError, GpufleetError
+from gpufleet.errors import ConfigureError, GpufleetError, Interrupted, ValidationRunError
 from gpufleet.inventory.model import Host, Inventory
 from gpufleet.inventory.node_facts import RESULT_FILE, shared_results_dir
 from gpufleet.paths import project_root
@@ -239,7 +239,7 @@ class SlurmView:
         than 0): kept as ``last_error``; FAILED_ROUNDS failures in a row end the wait."""
         try:
             rc, out, err = self.controller.run(command, timeout)
-        except GpufleetError as exc:
+        except ValidationRunError as exc:
             rc, out, err = 255, "", exc.message.splitlines()[0]
         if rc == 0:
             self._failed = 0
@@ -271,7 +271,7 @@ class SlurmView:
         if self.results_dir is not None:
             home = "~/" if self.state.startswith("~/") else ""
             path = home + shlex.quote(self.state.removeprefix("~/"))
-            with contextlib.suppress(GpufleetError):
+            with contextlib.suppress(ValidationRunError):
                 self.controller.run(f"rm -f -- {path} {path}.tmp", self.timeout)
 
     def _each_node(self) -> dict[str, str]:
@@ -279,7 +279,7 @@ class SlurmView:
         for node in self.nodes:
             try:
                 rc, out, _ = self.node_executor(node).run(f"cat {shlex.quote(RESULT_FILE)}", 20)
-            except GpufleetError:  # not answering yet: no result yet
+            except ValidationRunError:  # not answering yet: no result yet
                 continue
             if rc == 0 and out.strip():
                 found[node] = out
@@ -300,7 +300,7 @@ class SlurmView:
     def probe(self, node: str) -> str:
         try:
             rc, out, err = self.node_executor(node).run(probe_command(), 20)
-        except GpufleetError as exc:
+        except ValidationRunError as exc:
             return (
                 f"does not answer SSH ({exc.message.splitlines()[0][:200]}): it did not boot, or is cut off"
             )
@@ -543,8 +543,12 @@ def configure_at_boot(
                 poll_s=ROUND_S if mount is not None else POLL_S,
                 on_round=said,
             )
-        finally:
+        except Interrupted:
+            raise  # no command on the cluster after a signal (the listing's few KB stay in the user's cache)
+        except BaseException:
             view.close()
+            raise
+        view.close()
     for node, why in refused.items():
         if node in report.missing:
             report.missing[node] += f"; its unit could not be started: {why}"
