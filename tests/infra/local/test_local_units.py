@@ -128,3 +128,46 @@ def test_a_baked_node_gets_its_facts_and_the_munge_key_read_only_and_the_key_is_
     mounts = [args[i + 1] for i, arg in enumerate(args) if arg == "-v"]
     assert f"{folders['demo-compute-0']}:{FACTS_DIR}:ro" in mounts
     assert f"{state.munge_key}:{LOCAL_MUNGE_KEY}:ro" in mounts
+
+
+def test_a_login_refused_early_in_the_boot_is_tried_again_until_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sshd answered, then refused the first login ("Permission denied (publickey)", 0.4 s into a boot, in
+    CI): the readiness check tries SSH again rather than failing up; a login refused until the deadline is
+    the error, with SSH's words."""
+    import socket
+    import subprocess
+
+    from gpufleet.infra.local import cluster as local
+
+    spec = load_spec(ROOT / "examples" / "local.yaml")
+    cluster = LocalCluster(spec, ClusterState(name=spec.name, root=tmp_path), SilentReporter())
+    answers: list[subprocess.CompletedProcess[str]] = []
+
+    class Open:
+        def __enter__(self) -> Open:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: Open())
+    monkeypatch.setattr(local.time, "sleep", lambda s: None)
+    calls: list[list[str]] = []
+
+    def ssh(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        return answers.pop(0)
+
+    monkeypatch.setattr(local.subprocess, "run", ssh)
+    refused = subprocess.CompletedProcess([], 255, "", "root@10.0.0.1: Permission denied (publickey).")
+    answers += [refused, refused, subprocess.CompletedProcess([], 0, "running\n", "")]
+    cluster._wait_ready("n1", "10.0.0.1", tmp_path / "key")
+    assert len(calls) == 3
+
+    clock = iter([0.0, 0.0, 1.0, 2.0, 200.0, 200.0, 200.0])
+    monkeypatch.setattr(local.time, "monotonic", lambda: next(clock))
+    answers[:] = [refused, refused]
+    with pytest.raises(ProvisionError, match="Permission denied"):
+        cluster._wait_ready("n1", "10.0.0.1", tmp_path / "key", timeout=90)

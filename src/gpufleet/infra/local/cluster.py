@@ -287,21 +287,28 @@ class LocalCluster:
                 f"sshd on {name} ({address}) did not answer within {timeout:.0f} s",
                 hint=f"look at 'podman logs {name}'; then re-run up, or run down",
             )
-        remaining = max(5.0, deadline - time.monotonic())
-        try:
-            result = subprocess.run(
-                ["ssh", *self.ssh_options(key), f"root@{address}", "systemctl is-system-running --wait"],
-                stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
-                capture_output=True,
-                text=True,
-                timeout=remaining + 10,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise ProvisionError(
-                f"node {name} did not finish booting within {timeout:.0f} s (a start job still runs)",
-                hint=f"look at 'podman exec {name} systemctl list-jobs'; then re-run up, or run down",
-            ) from None
+        # sshd can answer before the node lets a login in (CI saw "Permission denied (publickey)" 0.4 s into
+        # a boot, and the same up passing when run again): an SSH-level failure (255) is tried again, each
+        # second, until the deadline; the last one is what the error says.
+        while True:
+            remaining = max(5.0, deadline - time.monotonic())
+            try:
+                result = subprocess.run(
+                    ["ssh", *self.ssh_options(key), f"root@{address}", "systemctl is-system-running --wait"],
+                    stdin=subprocess.DEVNULL,  # never the caller's (gpufleet.configure.remote says why)
+                    capture_output=True,
+                    text=True,
+                    timeout=remaining + 10,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise ProvisionError(
+                    f"node {name} did not finish booting within {timeout:.0f} s (a start job still runs)",
+                    hint=f"look at 'podman exec {name} systemctl list-jobs'; then re-run up, or run down",
+                ) from None
+            if result.returncode != 255 or time.monotonic() >= deadline:
+                break
+            time.sleep(1)
         status = result.stdout.strip()
         if status not in ("running", "degraded"):
             raise ProvisionError(
