@@ -18,8 +18,7 @@ from typing import Any
 
 def parse(source: str, filename: str = "<unknown>", **options: Any) -> ast.Module:
     enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
+    gc.disable()  # no collection, so no finalizer, inside the conversion
     try:
         return ast.parse(source, filename, **options)
     finally:

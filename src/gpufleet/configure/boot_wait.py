@@ -234,8 +234,8 @@ class SlurmView:
     _failed: int = field(default=0, init=False)
     _ack: str = field(default="", init=False)
 
-    def _on_controller(self, command: str, timeout: float, what: str) -> tuple[int, str] | None:
-        """The command's exit code and output, or None when it failed (SSH lost, a timeout, an exit other
+    def _on_controller(self, command: str, timeout: float, what: str) -> str | None:
+        """The command's output, or None when it failed (SSH lost, a timeout, an exit other
         than 0): kept as ``last_error``; FAILED_ROUNDS failures in a row end the wait."""
         try:
             rc, out, err = self.controller.run(command, timeout)
@@ -243,7 +243,7 @@ class SlurmView:
             rc, out, err = 255, "", exc.message.splitlines()[0]
         if rc == 0:
             self._failed = 0
-            return rc, out
+            return out
         self.last_error = f"{what} on the controller failed (exit {rc}): {err.strip()[-300:]}"
         self._failed += 1
         if self._failed >= FAILED_ROUNDS:
@@ -257,10 +257,10 @@ class SlurmView:
 
     def results(self) -> dict[str, str | None]:
         if self.results_dir is None:
-            return dict(self._each_node())
+            return self._each_node()
         command = listing_command(self.results_dir, self.state, self._ack, self.hold_s)
-        done = self._on_controller(command, self.timeout + self.hold_s, "the results listing")
-        listing = read_listing(done[1]) if done is not None else None
+        out = self._on_controller(command, self.timeout + self.hold_s, "the results listing")
+        listing = read_listing(out) if out is not None else None
         if listing is None or listing.token is None:
             return {}  # nothing arrived: the next round lists since the last one that did
         self._ack = listing.token
@@ -274,8 +274,8 @@ class SlurmView:
             with contextlib.suppress(ValidationRunError):
                 self.controller.run(f"rm -f -- {path} {path}.tmp", self.timeout)
 
-    def _each_node(self) -> dict[str, str]:
-        found: dict[str, str] = {}
+    def _each_node(self) -> dict[str, str | None]:
+        found: dict[str, str | None] = {}
         for node in self.nodes:
             try:
                 rc, out, _ = self.node_executor(node).run(f"cat {shlex.quote(RESULT_FILE)}", 20)
@@ -286,8 +286,7 @@ class SlurmView:
         return found
 
     def registrations(self) -> str:
-        done = self._on_controller(SINFO, self.timeout, "sinfo")
-        return done[1] if done is not None else ""
+        return self._on_controller(SINFO, self.timeout, "sinfo") or ""
 
     def drain(self, node: str, reason: str) -> None:
         rc, _, err = self.controller.run(as_root(drain_command(node, reason), self.user), self.timeout)

@@ -553,12 +553,9 @@ def begin(facts: dict[str, Any]) -> list[str]:
     result = _new_result(facts, time.time())
     local, *shared = _result_paths(facts, facts.get("host"))
     problems = write_result(result, [local])
-    text = json.dumps(result, sort_keys=True, indent=1) + "\n"
     for path in shared:
         if mounted_under(path):
-            problem = _write_within(text, path, SHARED_WRITE_S)
-            if problem:
-                problems.append(problem)
+            problems += _write_within(result, path, SHARED_WRITE_S)
     return problems
 
 
@@ -582,36 +579,32 @@ def mounted_under(path: str, mountinfo: str | None = None) -> bool:
     return best not in ("", "/") and kind != "autofs"
 
 
-# Writes stdin to argv[1] atomically, when its folder is there (exit 3 when not: no old result to replace).
+# A child that writes the result on stdin to argv[2] with this file's own write_result (argv[1]: its folder).
 _WRITE = (
-    "import os, pathlib, sys\n"
-    "target = pathlib.Path(sys.argv[1])\n"
-    "if not target.parent.is_dir():\n"
-    "    sys.exit(3)\n"
-    "temporary = target.with_name(target.name + '.%d.tmp' % os.getpid())\n"
-    "temporary.write_text(sys.stdin.read())\n"
-    "temporary.chmod(0o644)\n"
-    "temporary.replace(target)\n"
+    "import json, sys\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "from boot_configure import write_result\n"
+    "problems = write_result(json.load(sys.stdin), [sys.argv[2]])\n"
+    "print('; '.join(problems), file=sys.stderr)\n"
+    "sys.exit(1 if problems else 0)\n"
 )
 
 
-def _write_within(text: str, path: str, limit: float) -> str | None:
-    """``text`` into ``path`` by a child process, given ``limit`` seconds; why not, or None."""
+def _write_within(result: dict[str, Any], path: str, limit: float) -> list[str]:
+    """``write_result`` of ``result`` to ``path`` in a child process given ``limit`` seconds; why not."""
     child = subprocess.Popen(
-        [sys.executable, "-c", _WRITE, path],
+        [sys.executable, "-c", _WRITE, str(Path(__file__).resolve().parent), path],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        _, err = child.communicate(text, timeout=limit)
+        _, err = child.communicate(json.dumps(result), timeout=limit)
     except subprocess.TimeoutExpired:
         child.kill()  # not waited for: a child stuck in a hung filesystem holds nothing of this unit's start
-        return f"{path}: its filesystem did not answer in {limit:.0f} s"
-    if child.returncode in (0, 3):
-        return None
-    return f"{path}: {err.strip()[-300:]}"
+        return [f"{path}: its filesystem did not answer in {limit:.0f} s"]
+    return [] if child.returncode == 0 else [err.strip()[-300:] or f"{path}: exit {child.returncode}"]
 
 
 def _result_paths(facts: dict[str, Any], host: str | None) -> list[str]:
